@@ -1,0 +1,217 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// SourceType names the kind of location a Bundle's content comes from.
+// +kubebuilder:validation:Enum=image;git;configMaps;http
+type SourceType string
+
+const (
+	SourceTypeImage      SourceType = "image"
+	SourceTypeGit        SourceType = "git"
+	SourceTypeConfigMaps SourceType = "configMaps"
+	SourceTypeHTTP       SourceType = "http"
+)
+
+// BundleSpec defines the desired state of a Bundle. It is immutable once the
+// Bundle is created.
+type BundleSpec struct {
+	// provisionerClassName names the provisioner that unpacks this Bundle,
+	// for example core-rukpak-io-plain or core-rukpak-io-registry.
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +kubebuilder:validation:MaxLength=63
+	// +required
+	ProvisionerClassName string `json:"provisionerClassName"`
+
+	// source is where the Bundle's content comes from.
+	// +required
+	Source BundleSource `json:"source"`
+}
+
+// BundleSource is the location of a Bundle's content. Exactly one member,
+// the one named by type, is set.
+// +kubebuilder:validation:XValidation:rule="self.type == 'image' ? has(self.image) : !has(self.image)",message="source.image must be set if and only if source.type is image"
+// +kubebuilder:validation:XValidation:rule="self.type == 'git' ? has(self.git) : !has(self.git)",message="source.git must be set if and only if source.type is git"
+// +kubebuilder:validation:XValidation:rule="self.type == 'configMaps' ? has(self.configMaps) : !has(self.configMaps)",message="source.configMaps must be set if and only if source.type is configMaps"
+// +kubebuilder:validation:XValidation:rule="self.type == 'http' ? has(self.http) : !has(self.http)",message="source.http must be set if and only if source.type is http"
+type BundleSource struct {
+	// type is the kind of source: image, git, configMaps or http.
+	// +required
+	Type SourceType `json:"type"`
+	// image is an OCI image that holds the bundle in its filesystem.
+	// +optional
+	Image *ImageSource `json:"image,omitempty"`
+	// git is a git repository that holds the bundle in a directory.
+	// +optional
+	Git *GitSource `json:"git,omitempty"`
+	// configMaps are ConfigMaps, in the provisioner's namespace, whose files
+	// make up the bundle.
+	// +optional
+	// +kubebuilder:validation:MinItems=1
+	// +listType=atomic
+	ConfigMaps []ConfigMapSource `json:"configMaps,omitempty"`
+	// http is a tar.gz archive of the bundle served over HTTP(S).
+	// +optional
+	HTTP *HTTPSource `json:"http,omitempty"`
+}
+
+// ImageSource is a bundle image.
+type ImageSource struct {
+	// ref is the image reference, by tag or (preferably, for an immutable
+	// Bundle) by digest, e.g. quay.io/org/bundle@sha256:....
+	// +kubebuilder:validation:MinLength=1
+	// +required
+	Ref string `json:"ref"`
+	// pullSecret names a kubernetes.io/dockerconfigjson Secret in the
+	// provisioner's namespace used to pull the image.
+	// +optional
+	ImagePullSecretName string `json:"pullSecret,omitempty"`
+	// insecureSkipTLSVerify turns off verification of the registry's
+	// certificate. Use only for testing.
+	// +optional
+	InsecureSkipTLSVerify bool `json:"insecureSkipTLSVerify,omitempty"`
+	// certificateData is a PEM bundle of extra CA certificates trusted for
+	// the registry, added to the system roots.
+	// +optional
+	CertificateData string `json:"certificateData,omitempty"`
+}
+
+// GitSource is a bundle stored in a git repository.
+type GitSource struct {
+	// repository is the URL of the repository (https://, http://, ssh:// or
+	// user@host:path).
+	// +kubebuilder:validation:MinLength=1
+	// +required
+	Repository string `json:"repository"`
+	// directory is the bundle's directory inside the repository, relative to
+	// its root; it defaults to the root. It may not leave the repository.
+	// +optional
+	Directory string `json:"directory,omitempty"`
+	// ref is the branch, tag or commit to check out.
+	// +required
+	Ref GitRef `json:"ref"`
+	// auth configures authentication to the repository.
+	// +optional
+	Auth Authorization `json:"auth,omitempty"`
+}
+
+// GitRef names exactly one of a branch, a tag or a commit.
+// +kubebuilder:validation:XValidation:rule="[has(self.branch), has(self.tag), has(self.commit)].filter(x, x).size() == 1",message="exactly one of ref.branch, ref.tag or ref.commit must be set"
+type GitRef struct {
+	// branch is a branch name; the Bundle unpacks the branch's head at the
+	// time of the first unpack and keeps that commit afterwards.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	Branch string `json:"branch,omitempty"`
+	// tag is a tag name; the commit it points to at the first unpack is kept.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	Tag string `json:"tag,omitempty"`
+	// commit is a full or abbreviated commit hash.
+	// +optional
+	// +kubebuilder:validation:Pattern=`^[0-9a-f]{4,64}$`
+	Commit string `json:"commit,omitempty"`
+}
+
+// Authorization configures access to a git repository or an HTTP source.
+type Authorization struct {
+	// secret names a Secret in the provisioner's namespace. For https it
+	// holds username and password; for ssh, ssh-privatekey and
+	// ssh-knownhosts.
+	// +optional
+	Secret LocalObjectReference `json:"secret,omitempty"`
+	// insecureSkipVerify turns off verification of the server's TLS
+	// certificate or SSH host key. Use only for testing.
+	// +optional
+	InsecureSkipVerify bool `json:"insecureSkipVerify,omitempty"`
+}
+
+// LocalObjectReference names an object in the provisioner's namespace.
+type LocalObjectReference struct {
+	// name of the object.
+	// +optional
+	Name string `json:"name,omitempty"`
+}
+
+// ConfigMapSource places the files of one ConfigMap at a path of the bundle.
+type ConfigMapSource struct {
+	// configMap names the ConfigMap, in the provisioner's namespace. Each key
+	// becomes a file.
+	// +required
+	ConfigMap LocalObjectReference `json:"configMap"`
+	// path is the directory, relative to the bundle root, the files are
+	// placed in; it defaults to the root. It may not leave the bundle.
+	// +optional
+	Path string `json:"path,omitempty"`
+}
+
+// HTTPSource is a tar.gz archive of the bundle.
+type HTTPSource struct {
+	// url of the archive.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:Pattern=`^https?://`
+	// +required
+	URL string `json:"url"`
+	// auth configures basic authentication (username and password keys of
+	// the Secret) and TLS verification.
+	// +optional
+	Auth Authorization `json:"auth,omitempty"`
+}
+
+// BundleStatus is the observed state of a Bundle.
+type BundleStatus struct {
+	// phase is a one-word summary: Pending, Unpacking, Failing or Unpacked.
+	// +optional
+	Phase string `json:"phase,omitempty"`
+	// resolvedSource is the source pinned to what was unpacked: an image by
+	// digest or a git commit. Re-unpacks use it, so content never changes.
+	// +optional
+	ResolvedSource *BundleSource `json:"resolvedSource,omitempty"`
+	// contentURL is where authorised clients download the unpacked content as
+	// a tar.gz.
+	// +optional
+	ContentURL string `json:"contentURL,omitempty"`
+	// observedGeneration is the generation last processed.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// conditions: Unpacked.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// Bundle is a piece of content to be unpacked by a provisioner. Its spec is
+// immutable.
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:scope=Cluster
+// +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="Type",type=string,JSONPath=`.spec.source.type`
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Provisioner",type=string,JSONPath=`.spec.provisionerClassName`,priority=1
+// +kubebuilder:printcolumn:name="Resolved Source",type=string,JSONPath=`.status.resolvedSource`,priority=1
+// +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 52",message="metadata.name must be at most 52 characters"
+type Bundle struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +required
+	Spec BundleSpec `json:"spec"`
+	// +optional
+	Status BundleStatus `json:"status,omitempty"`
+}
+
+// BundleList is a list of Bundles.
+// +kubebuilder:object:root=true
+type BundleList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Bundle `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&Bundle{}, &BundleList{})
+}

@@ -1,0 +1,91 @@
+package v1alpha1
+
+import (
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// BundleDeploymentSpec defines the desired state of a BundleDeployment.
+type BundleDeploymentSpec struct {
+	// provisionerClassName names the provisioner that installs the Bundle.
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +kubebuilder:validation:MaxLength=63
+	// +required
+	ProvisionerClassName string `json:"provisionerClassName"`
+	// template describes the Bundle generated for this BundleDeployment.
+	// Changing it generates a new Bundle and pivots to it once installed.
+	// +required
+	Template BundleTemplate `json:"template"`
+	// config holds provisioner-specific settings. The registry+v1 content
+	// accepts {"installNamespace": "ns", "watchNamespaces": ["ns", ...]}.
+	// +optional
+	// +kubebuilder:pruning:PreserveUnknownFields
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:validation:Type=object
+	Config *apiextensionsv1.JSON `json:"config,omitempty"`
+}
+
+// BundleTemplate is the template of a generated Bundle.
+type BundleTemplate struct {
+	// metadata: only labels and annotations are used.
+	// +optional
+	Metadata TemplateMetadata `json:"metadata,omitempty"`
+	// spec of the generated Bundle.
+	// +required
+	Spec BundleSpec `json:"spec"`
+}
+
+// TemplateMetadata is the part of object metadata a template may set.
+type TemplateMetadata struct {
+	// +optional
+	Labels map[string]string `json:"labels,omitempty"`
+	// +optional
+	Annotations map[string]string `json:"annotations,omitempty"`
+}
+
+// BundleDeploymentStatus is the observed state of a BundleDeployment.
+type BundleDeploymentStatus struct {
+	// activeBundle is the generated Bundle whose content is installed.
+	// +optional
+	ActiveBundle string `json:"activeBundle,omitempty"`
+	// observedGeneration is the generation last processed.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// conditions: HasValidBundle, Installed, Healthy.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// BundleDeployment installs the content of a Bundle generated from its
+// template, and pivots to a new Bundle when the template changes.
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:scope=Cluster,shortName={bd,bds}
+// +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="Active Bundle",type=string,JSONPath=`.status.activeBundle`
+// +kubebuilder:printcolumn:name="Install State",type=string,JSONPath=`.status.conditions[?(.type=="Installed")].reason`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Provisioner",type=string,JSONPath=`.spec.provisionerClassName`,priority=1
+// +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 45",message="metadata.name must be at most 45 characters"
+type BundleDeployment struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +required
+	Spec BundleDeploymentSpec `json:"spec"`
+	// +optional
+	Status BundleDeploymentStatus `json:"status,omitempty"`
+}
+
+// BundleDeploymentList is a list of BundleDeployments.
+// +kubebuilder:object:root=true
+type BundleDeploymentList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []BundleDeployment `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&BundleDeployment{}, &BundleDeploymentList{})
+}

@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# Builds the control-plane binaries the tests and `make run` need (etcd,
+# kube-apiserver, kube-controller-manager, kube-scheduler, kwok, kwokctl) from
+# the Go module proxy, once per machine, into a cache outside the checkout,
+# keyed by version. Prints the assets directory on stdout; progress on stderr.
+#
+# There is no prebuilt download here on purpose: the machines this project is
+# tested on reach only package registries.
+set -euo pipefail
+
+K8S_VERSION="${K8S_VERSION:-1.36.3}"
+ETCD_VERSION="${ETCD_VERSION:-3.6.16}"
+KWOK_VERSION="${KWOK_VERSION:-0.8.0}"
+CACHE_ROOT="${RUKPAK_TESTBIN_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rukpak-testbin}"
+ASSETS="${CACHE_ROOT}/assets-k8s${K8S_VERSION}-etcd${ETCD_VERSION}-kwok${KWOK_VERSION}"
+
+log() { echo ">> $*" >&2; }
+
+# The whole build is serialised so parallel clones or test runs on one
+# machine never build the same binary twice at once.
+mkdir -p "${CACHE_ROOT}"
+exec 9>"${CACHE_ROOT}/.lock"
+flock 9
+
+export CGO_ENABLED=0 GOTOOLCHAIN="${GOTOOLCHAIN:-local}" GOFLAGS="${GOFLAGS:-} -trimpath"
+export GOWORK=off
+
+build_k8s() {
+  local bin="$1" minutes="$2"
+  local dest="${CACHE_ROOT}/k8s-${K8S_VERSION}/${bin}"
+  [[ -x "${dest}" ]] && return 0
+  log "building ${bin} v${K8S_VERSION} (first run only, ~${minutes} min)..."
+  local src="${CACHE_ROOT}/src/k8s-${K8S_VERSION}"
+  if [[ ! -f "${src}/go.sum.done" ]]; then
+    mkdir -p "${src}"
+    local kmod
+    kmod="$(go mod download -json "k8s.io/kubernetes@v${K8S_VERSION}" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')"
+    {
+      echo "module rukpak.local/k8s-binaries"
+      echo
+      echo "go 1.26.0"
+      echo
+      echo "require k8s.io/kubernetes v${K8S_VERSION}"
+      echo
+      echo "replace ("
+      # k8s.io/kubernetes points its staging modules at ./staging; outside its
+      # repository each one is the published module of the matching version.
+      sed -n 's#^\s*\(k8s.io/[a-z0-9-]*\) => ./staging/.*#\t\1 => \1 v0.'"${K8S_VERSION#1.}"'#p' "${kmod}"
+      echo ")"
+    } >"${src}/go.mod"
+    echo 'package tools' >"${src}/tools.go"
+    touch "${src}/go.sum.done"
+  fi
+  mkdir -p "$(dirname "${dest}")"
+  (cd "${src}" && go build -mod=mod -o "${dest}.tmp" "k8s.io/kubernetes/cmd/${bin}")
+  mv "${dest}.tmp" "${dest}"
+}
+
+build_etcd() {
+  local dest="${CACHE_ROOT}/etcd-${ETCD_VERSION}/etcd"
+  [[ -x "${dest}" ]] && return 0
+  log "building etcd v${ETCD_VERSION} (first run only, ~1 min)..."
+  # etcd's server module carries replace directives, so `go install pkg@v`
+  # refuses it; a one-line module that requires it builds the same main.
+  local src="${CACHE_ROOT}/src/etcd-${ETCD_VERSION}"
+  mkdir -p "${src}" "$(dirname "${dest}")"
+  printf 'module rukpak.local/etcd\n\ngo 1.26.0\n\nrequire go.etcd.io/etcd/server/v3 v%s\n' "${ETCD_VERSION}" >"${src}/go.mod"
+  (cd "${src}" && go build -mod=mod -o "${dest}.tmp" go.etcd.io/etcd/server/v3)
+  mv "${dest}.tmp" "${dest}"
+  [[ -x "${dest}" ]]
+}
+
+build_kwok() {
+  local dir="${CACHE_ROOT}/kwok-${KWOK_VERSION}"
+  [[ -x "${dir}/kwok" && -x "${dir}/kwokctl" ]] && return 0
+  log "building kwok and kwokctl v${KWOK_VERSION} (first run only, ~4 min)..."
+  mkdir -p "${dir}"
+  GOBIN="${dir}" go install "sigs.k8s.io/kwok/cmd/kwok@v${KWOK_VERSION}" "sigs.k8s.io/kwok/cmd/kwokctl@v${KWOK_VERSION}"
+}
+
+want="${1:-all}"
+build_etcd
+build_k8s kube-apiserver 7
+if [[ "${want}" == "all" ]]; then
+  build_k8s kube-controller-manager 2
+  build_k8s kube-scheduler 1
+  build_kwok
+fi
+
+mkdir -p "${ASSETS}"
+ln -sf "${CACHE_ROOT}/etcd-${ETCD_VERSION}/etcd" "${ASSETS}/etcd"
+for b in kube-apiserver kube-controller-manager kube-scheduler; do
+  [[ -x "${CACHE_ROOT}/k8s-${K8S_VERSION}/${b}" ]] && ln -sf "${CACHE_ROOT}/k8s-${K8S_VERSION}/${b}" "${ASSETS}/${b}"
+done
+for b in kwok kwokctl; do
+  [[ -x "${CACHE_ROOT}/kwok-${KWOK_VERSION}/${b}" ]] && ln -sf "${CACHE_ROOT}/kwok-${KWOK_VERSION}/${b}" "${ASSETS}/${b}"
+done
+if command -v kubectl >/dev/null; then ln -sf "$(command -v kubectl)" "${ASSETS}/kubectl"; fi
+echo "${ASSETS}"

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"io/fs"
 
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
 )
 
@@ -36,6 +38,16 @@ type Result struct {
 	Message string
 
 	cleanup func() error
+}
+
+// Unpacked is a finished unpack of fsys; cleanup (may be nil) runs on Close.
+func Unpacked(fsys fs.FS, resolved *rukpakv1alpha1.BundleSource, cleanup func() error) *Result {
+	return &Result{FS: fsys, ResolvedSource: resolved, State: StateUnpacked, cleanup: cleanup}
+}
+
+// Pending is an unpack that cannot start yet, with the reason.
+func Pending(message string) *Result {
+	return &Result{State: StatePending, Message: message}
 }
 
 // Close releases whatever backs FS (a temporary directory, usually).
@@ -75,4 +87,42 @@ func Terminal(err error) error {
 func IsTerminal(err error) bool {
 	var t *terminalError
 	return errors.As(err, &t)
+}
+
+// Config is shared by every source's Unpacker.
+type Config struct {
+	// Reader reads Secrets and ConfigMaps in Namespace.
+	Reader client.Reader
+	// Namespace is the provisioner's namespace: pull secrets, git and http
+	// auth Secrets and ConfigMap sources are looked up there.
+	Namespace string
+	// BaseDir holds unpacked trees and source caches; it is created if
+	// missing.
+	BaseDir string
+	// Limits bound what one Bundle may unpack to.
+	Limits Limits
+}
+
+// Limits bound the content of one Bundle, so that hostile or broken sources
+// (decompression bombs, millions of files) fail with a clear error instead
+// of filling the disk.
+type Limits struct {
+	// MaxBytes is the total uncompressed size of all files.
+	MaxBytes int64
+	// MaxFiles is the number of files and directories.
+	MaxFiles int
+}
+
+// DefaultLimits are generous for any real bundle.
+var DefaultLimits = Limits{MaxBytes: 200 << 20, MaxFiles: 100_000}
+
+// OrDefault fills unset fields from DefaultLimits.
+func (l Limits) OrDefault() Limits {
+	if l.MaxBytes <= 0 {
+		l.MaxBytes = DefaultLimits.MaxBytes
+	}
+	if l.MaxFiles <= 0 {
+		l.MaxFiles = DefaultLimits.MaxFiles
+	}
+	return l
 }

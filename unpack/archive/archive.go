@@ -1,0 +1,282 @@
+// Package archive extracts tar streams (plain or gzip-compressed) into an
+// unpack.Tree, for HTTP archives and OCI image layers alike.
+//
+// Safety rules, applied to every entry:
+//   - names are cleaned by the Tree; absolute names and names leaving the
+//     root fail with a Terminal error naming the entry;
+//   - only regular files and directories are materialised. A symlink or
+//     hardlink whose target leaves the root (an absolute target, or one that
+//     climbs out with "..") fails with a Terminal error naming the link and
+//     its target; one that stays inside is skipped, except that a hardlink is
+//     materialised as a copy of the file it names (a regular file). Devices,
+//     FIFOs and other special entries are skipped. Nothing is ever written
+//     through a link, because no link is ever created;
+//   - size and file-count limits are enforced by the Tree, so a
+//     decompression bomb stops with a Terminal error at the configured cap.
+package archive
+
+import (
+	"archive/tar"
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+
+	"github.com/rukpak-dev/rukpak/unpack"
+)
+
+// Options tune Extract.
+type Options struct {
+	// Whiteouts applies OCI layer whiteouts: ".wh.<name>" deletes <name>
+	// from earlier layers and ".wh..wh..opq" empties its directory of
+	// earlier layers' content. Set it when extracting image layers, in
+	// order, into the same Tree.
+	Whiteouts bool
+	// RequireGzip fails with a Terminal error unless the stream is gzip
+	// compressed. Without it, gzip is detected by its magic number.
+	RequireGzip bool
+}
+
+const (
+	whiteoutPrefix = ".wh."
+	whiteoutOpaque = ".wh..wh..opq"
+)
+
+var gzipMagic = []byte{0x1f, 0x8b}
+
+// ErrNotGzip is wrapped by the error Extract returns when RequireGzip is set
+// and the stream is not gzip.
+var ErrNotGzip = errors.New("not a gzip archive")
+
+// Extract streams the tar archive in r into tree. It reads r only as far as
+// the tar end-of-archive marker; callers that need the whole stream consumed
+// (to verify a digest, say) drain r afterwards.
+func Extract(ctx context.Context, r io.Reader, tree *unpack.Tree, opts Options) error {
+	br := bufio.NewReader(r)
+	magic, err := br.Peek(len(gzipMagic))
+	if err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("reading archive: %w", err)
+	}
+	var src io.Reader = br
+	if bytes.Equal(magic, gzipMagic) {
+		zr, err := gzip.NewReader(br)
+		if err != nil {
+			return unpack.Terminal(fmt.Errorf("reading gzip archive: %w", err))
+		}
+		defer zr.Close()
+		src = zr
+	} else if opts.RequireGzip {
+		return unpack.Terminal(ErrNotGzip)
+	}
+
+	x := &extractor{tree: tree, opts: opts, layer: map[string]bool{}}
+	tr := tar.NewReader(src)
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		hdr, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return classifyRead(err)
+		}
+		if err := x.entry(hdr, tr); err != nil {
+			return err
+		}
+	}
+}
+
+// classifyRead makes corrupt archives terminal; I/O errors of the
+// underlying stream (a dropped connection) stay retryable.
+func classifyRead(err error) error {
+	switch {
+	case errors.Is(err, tar.ErrHeader), errors.Is(err, io.ErrUnexpectedEOF),
+		errors.Is(err, gzip.ErrChecksum), errors.Is(err, gzip.ErrHeader):
+		return unpack.Terminal(fmt.Errorf("reading archive: %w", err))
+	}
+	return fmt.Errorf("reading archive: %w", err)
+}
+
+type extractor struct {
+	tree *unpack.Tree
+	opts Options
+	// layer holds the paths (and their parents) written by this archive,
+	// which an opaque whiteout in the same archive must keep.
+	layer map[string]bool
+}
+
+func (x *extractor) entry(hdr *tar.Header, r io.Reader) error {
+	name, err := unpack.CleanName(hdr.Name)
+	if err != nil {
+		return unpack.Terminal(fmt.Errorf("archive entry: %w", err))
+	}
+	if x.opts.Whiteouts {
+		base := path.Base(name)
+		if base == whiteoutOpaque {
+			return x.opaque(path.Dir(name))
+		}
+		if strings.HasPrefix(base, whiteoutPrefix) {
+			target := path.Join(path.Dir(name), strings.TrimPrefix(base, whiteoutPrefix))
+			if err := x.tree.Remove(target); err != nil {
+				return fmt.Errorf("applying whiteout %q: %w", hdr.Name, err)
+			}
+			return nil
+		}
+	}
+
+	switch hdr.Typeflag {
+	case tar.TypeDir:
+		if name == "." {
+			return nil
+		}
+		if err := x.replaceNonDir(name); err != nil {
+			return err
+		}
+		x.mark(name)
+		return x.tree.Mkdir(name)
+	case tar.TypeReg: // tar.Reader reports the legacy TypeRegA as TypeReg
+		x.mark(name)
+		body := &readTracker{r: r}
+		if err := x.tree.WriteFile(name, body, fs.FileMode(hdr.Mode)); err != nil {
+			if body.err != nil {
+				// The archive broke, not the disk: say so, and how.
+				return classifyRead(fmt.Errorf("entry %q: %w", hdr.Name, body.err))
+			}
+			return err
+		}
+		return nil
+	case tar.TypeSymlink:
+		// Symlinks are relative to the link's directory.
+		target := hdr.Linkname
+		if !strings.HasPrefix(target, "/") {
+			target = path.Join(path.Dir(name), target)
+		}
+		if _, err := inside(target); err != nil {
+			return unpack.Terminal(fmt.Errorf("symlink %q points outside the bundle root (%q)", hdr.Name, hdr.Linkname))
+		}
+		return nil // kept out: only regular files and directories are materialised
+	case tar.TypeLink:
+		// Hardlink targets are archive paths, relative to the root.
+		target, err := inside(hdr.Linkname)
+		if err != nil {
+			return unpack.Terminal(fmt.Errorf("hardlink %q points outside the bundle root (%q)", hdr.Name, hdr.Linkname))
+		}
+		return x.copyLink(name, target)
+	default:
+		return nil // devices, FIFOs and the like have no place in a bundle
+	}
+}
+
+// inside cleans a link target, refusing one that leaves the root.
+func inside(target string) (string, error) {
+	if strings.HasPrefix(target, "/") {
+		return "", fmt.Errorf("absolute target %q", target)
+	}
+	return unpack.CleanName(target)
+}
+
+// copyLink materialises a hardlink as a copy of its (already extracted)
+// target. The Tree never creates links, so opening the target cannot
+// follow one; os.Root guards that anyway.
+func (x *extractor) copyLink(name, target string) error {
+	root, err := os.OpenRoot(x.tree.Root())
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	f, err := root.Open(filepath.FromSlash(target))
+	if err != nil {
+		return unpack.Terminal(fmt.Errorf("hardlink %q: target %q is not in the archive before it", name, target))
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if !info.Mode().IsRegular() {
+		return unpack.Terminal(fmt.Errorf("hardlink %q: target %q is not a regular file", name, target))
+	}
+	x.mark(name)
+	return x.tree.WriteFile(name, f, info.Mode())
+}
+
+// replaceNonDir removes a file an earlier layer left where this entry
+// needs a directory.
+func (x *extractor) replaceNonDir(name string) error {
+	info, err := os.Lstat(filepath.Join(x.tree.Root(), filepath.FromSlash(name)))
+	if err != nil || info.IsDir() {
+		return nil
+	}
+	return x.tree.Remove(name)
+}
+
+func (x *extractor) mark(name string) {
+	for p := name; p != "." && !x.layer[p]; p = path.Dir(p) {
+		x.layer[p] = true
+	}
+}
+
+// opaque empties dir of everything earlier layers put there, keeping what
+// this layer has already written.
+func (x *extractor) opaque(dir string) error {
+	x.mark(dir)
+	root := filepath.Join(x.tree.Root(), filepath.FromSlash(dir))
+	info, err := os.Lstat(root)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if !info.IsDir() {
+		return nil
+	}
+	return filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if p == root {
+			return nil
+		}
+		rel, err := filepath.Rel(x.tree.Root(), p)
+		if err != nil {
+			return err
+		}
+		rel = filepath.ToSlash(rel)
+		if x.layer[rel] {
+			return nil
+		}
+		if err := x.tree.Remove(rel); err != nil {
+			return fmt.Errorf("applying opaque whiteout in %q: %w", dir, err)
+		}
+		if d.IsDir() {
+			return filepath.SkipDir
+		}
+		return nil
+	})
+}
+
+// readTracker remembers the error of the archive stream, so a failed write
+// can be told apart from a failed read.
+type readTracker struct {
+	r   io.Reader
+	err error
+}
+
+func (t *readTracker) Read(p []byte) (int, error) {
+	n, err := t.r.Read(p)
+	if err != nil && err != io.EOF {
+		t.err = err
+	}
+	return n, err
+}

@@ -1,0 +1,267 @@
+package archive_test
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/rukpak-dev/rukpak/unpack"
+	"github.com/rukpak-dev/rukpak/unpack/archive"
+)
+
+// entry is one tar member; a zero Typeflag means a regular file.
+type entry struct {
+	name     string
+	body     string
+	typeflag byte
+	link     string
+	mode     int64
+}
+
+func file(name, body string) entry { return entry{name: name, body: body} }
+func dir(name string) entry        { return entry{name: name, typeflag: tar.TypeDir} }
+
+func tarball(t *testing.T, entries ...entry) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, e := range entries {
+		hdr := &tar.Header{Name: e.name, Typeflag: e.typeflag, Linkname: e.link, Mode: e.mode}
+		if hdr.Typeflag == 0 {
+			hdr.Typeflag = tar.TypeReg
+			hdr.Size = int64(len(e.body))
+		}
+		if hdr.Mode == 0 {
+			hdr.Mode = 0o644
+		}
+		if err := tw.WriteHeader(hdr); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.WriteString(tw, e.body); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+func gzipped(t *testing.T, b []byte) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	if _, err := zw.Write(b); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// listing is every path under root with file contents, sorted.
+func listing(t *testing.T, root string) []string {
+	t.Helper()
+	var out []string
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || p == root {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		switch {
+		case d.IsDir():
+			out = append(out, rel+"/")
+		case d.Type().IsRegular():
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			out = append(out, rel+"="+string(b))
+		default:
+			out = append(out, rel+"?"+d.Type().String())
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func TestExtract(t *testing.T) {
+	plain := tarball(t,
+		dir("./"), dir("./manifests/"), file("./manifests/a.yaml", "a"),
+		entry{name: "bin/run", body: "#!", mode: 0o755},
+		entry{name: "inside", typeflag: tar.TypeSymlink, link: "manifests/a.yaml"},
+		entry{name: "manifests/copy.yaml", typeflag: tar.TypeLink, link: "manifests/a.yaml"},
+		entry{name: "dev", typeflag: tar.TypeChar},
+		entry{name: "fifo", typeflag: tar.TypeFifo},
+		file("keep/.wh.x", "not a whiteout here"),
+	)
+	want := []string{"bin/", "bin/run=#!", "keep/", "keep/.wh.x=not a whiteout here", "manifests/", "manifests/a.yaml=a", "manifests/copy.yaml=a"}
+
+	for _, tc := range []struct {
+		name string
+		data []byte
+		opts archive.Options
+	}{
+		{"tar", plain, archive.Options{}},
+		{"tar.gz detected", gzipped(t, plain), archive.Options{}},
+		{"tar.gz required", gzipped(t, plain), archive.Options{RequireGzip: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := t.TempDir()
+			if err := archive.Extract(t.Context(), bytes.NewReader(tc.data), unpack.NewTree(root, unpack.Limits{}), tc.opts); err != nil {
+				t.Fatal(err)
+			}
+			if got := listing(t, root); !slices.Equal(got, want) {
+				t.Fatalf("got %q, want %q", got, want)
+			}
+			info, err := os.Stat(filepath.Join(root, "bin/run"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if info.Mode().Perm()&0o111 == 0 {
+				t.Errorf("bin/run lost its executable bit: %v", info.Mode())
+			}
+		})
+	}
+}
+
+func TestExtractRejects(t *testing.T) {
+	zeros := make([]byte, 4<<20)
+	for _, tc := range []struct {
+		name    string
+		data    []byte
+		limits  unpack.Limits
+		opts    archive.Options
+		wantErr string
+	}{{
+		name:    "parent path",
+		data:    tarball(t, file("ok", "x"), file("../x", "evil")),
+		wantErr: `path "../x" escapes the bundle root`,
+	}, {
+		name:    "nested parent path",
+		data:    tarball(t, file("a/../../x", "evil")),
+		wantErr: `path "a/../../x" escapes the bundle root`,
+	}, {
+		name:    "absolute path",
+		data:    tarball(t, file("/etc/cron.d/x", "evil")),
+		wantErr: `path "/etc/cron.d/x" is absolute`,
+	}, {
+		name:    "symlink to /etc/passwd",
+		data:    tarball(t, entry{name: "manifests/passwd", typeflag: tar.TypeSymlink, link: "/etc/passwd"}),
+		wantErr: `symlink "manifests/passwd" points outside the bundle root ("/etc/passwd")`,
+	}, {
+		name:    "relative symlink out",
+		data:    tarball(t, entry{name: "manifests/passwd", typeflag: tar.TypeSymlink, link: "../../etc/passwd"}),
+		wantErr: `symlink "manifests/passwd" points outside the bundle root ("../../etc/passwd")`,
+	}, {
+		name:    "hardlink to /etc/passwd",
+		data:    tarball(t, entry{name: "passwd", typeflag: tar.TypeLink, link: "/etc/passwd"}),
+		wantErr: `hardlink "passwd" points outside the bundle root ("/etc/passwd")`,
+	}, {
+		name:    "hardlink to missing file",
+		data:    tarball(t, entry{name: "a", typeflag: tar.TypeLink, link: "b"}),
+		wantErr: `hardlink "a": target "b" is not in the archive before it`,
+	}, {
+		name:    "decompression bomb",
+		data:    gzipped(t, tarball(t, file("manifests/bomb.yaml", string(zeros)))),
+		limits:  unpack.Limits{MaxBytes: 1 << 20},
+		wantErr: "bundle content exceeds the limit of 1048576 bytes (at manifests/bomb.yaml)",
+	}, {
+		name:    "too many files",
+		data:    tarball(t, file("a", ""), file("b", ""), file("c", "")),
+		limits:  unpack.Limits{MaxFiles: 2},
+		wantErr: "bundle has more than 2 files and directories",
+	}, {
+		name:    "not gzip",
+		data:    tarball(t, file("a", "")),
+		opts:    archive.Options{RequireGzip: true},
+		wantErr: "not a gzip archive",
+	}, {
+		name:    "truncated",
+		data:    tarball(t, file("a", strings.Repeat("x", 4096)))[:1024],
+		wantErr: `reading archive: entry "a": unexpected EOF`,
+	}, {
+		name:    "whiteout escaping",
+		data:    tarball(t, file("../.wh.etc", "")),
+		opts:    archive.Options{Whiteouts: true},
+		wantErr: `path "../.wh.etc" escapes the bundle root`,
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			parent := t.TempDir()
+			root := filepath.Join(parent, "root")
+			if err := os.Mkdir(root, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			err := archive.Extract(t.Context(), bytes.NewReader(tc.data), unpack.NewTree(root, tc.limits), tc.opts)
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("got error %v, want one containing %q", err, tc.wantErr)
+			}
+			if !unpack.IsTerminal(err) {
+				t.Errorf("error %v is not terminal", err)
+			}
+			// Nothing lands outside the root, and no link is ever created.
+			for _, p := range listing(t, parent) {
+				if !strings.HasPrefix(p, "root/") && p != "root/" {
+					t.Errorf("wrote %s outside the root", p)
+				}
+				if strings.Contains(p, "?") {
+					t.Errorf("materialised a non-regular file: %s", p)
+				}
+			}
+		})
+	}
+}
+
+func TestExtractWhiteouts(t *testing.T) {
+	layers := [][]byte{
+		tarball(t,
+			dir("a/"), file("a/x", "1"), file("a/y", "1"),
+			dir("b/"), file("b/z", "1"),
+			dir("c/"), file("c/old", "1"), dir("c/sub/"), file("c/sub/old", "1"),
+			file("d", "file in layer 1"),
+		),
+		tarball(t,
+			file("a/.wh.x", ""),
+			file(".wh.b", ""),
+			// Written before the opaque marker of the same layer: kept.
+			file("c/new", "2"), file("c/sub/new", "2"),
+			file("c/.wh..wh..opq", ""),
+			// A directory replaces a lower layer's file.
+			dir("d/"), file("d/e", "2"),
+		),
+	}
+	root := t.TempDir()
+	tree := unpack.NewTree(root, unpack.Limits{})
+	for _, l := range layers {
+		if err := archive.Extract(t.Context(), bytes.NewReader(l), tree, archive.Options{Whiteouts: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := []string{"a/", "a/y=1", "c/", "c/new=2", "c/sub/", "c/sub/new=2", "d/", "d/e=2"}
+	if got := listing(t, root); !slices.Equal(got, want) {
+		t.Fatalf("got %q, want %q", got, want)
+	}
+}
+
+func TestExtractCancelled(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	err := archive.Extract(ctx, bytes.NewReader(tarball(t, file("a", ""))), unpack.NewTree(t.TempDir(), unpack.Limits{}), archive.Options{})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("got %v, want context.Canceled", err)
+	}
+}

@@ -1,0 +1,182 @@
+package storage
+
+import (
+	"archive/tar"
+	"compress/gzip"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"path"
+	"testing/fstest"
+	"time"
+
+	"github.com/rukpak-dev/rukpak/unpack"
+)
+
+// archiveModTime is the modification time of every archive entry. A fixed
+// time (with zero owners and normalised modes) makes the archive a pure
+// function of the content, so the same content always has the same digest.
+var archiveModTime = time.Unix(0, 0).UTC()
+
+const (
+	dirMode  = 0o755
+	fileMode = 0o644
+)
+
+// WriteArchive writes fsys to w as a deterministic tar.gz: entries in
+// lexical walk order, zero uid/gid and owner names, a fixed mtime, modes
+// 0755 for directories and 0644 for files. Only regular files and
+// directories are allowed; anything else is an error naming the path, so
+// content is never silently dropped. It streams: memory use does not depend
+// on the content's size.
+func WriteArchive(ctx context.Context, w io.Writer, fsys fs.FS) error {
+	gz := gzip.NewWriter(w)
+	tw := tar.NewWriter(gz)
+	// fs.WalkDir visits each directory's entries in lexical order.
+	err := fs.WalkDir(fsys, ".", func(name string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return fmt.Errorf("reading %q: %w", name, err)
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if name == "." {
+			return nil
+		}
+		switch {
+		case d.IsDir():
+			return tw.WriteHeader(&tar.Header{
+				Typeflag: tar.TypeDir,
+				Name:     name + "/",
+				Mode:     dirMode,
+				ModTime:  archiveModTime,
+			})
+		case d.Type().IsRegular():
+			return writeFile(tw, fsys, name, d)
+		default:
+			return fmt.Errorf("%q is not a regular file or directory (type %s)", name, d.Type())
+		}
+	})
+	if err != nil {
+		return err
+	}
+	if err := tw.Close(); err != nil {
+		return fmt.Errorf("finishing tar: %w", err)
+	}
+	if err := gz.Close(); err != nil {
+		return fmt.Errorf("finishing gzip: %w", err)
+	}
+	return nil
+}
+
+func writeFile(tw *tar.Writer, fsys fs.FS, name string, d fs.DirEntry) error {
+	info, err := d.Info()
+	if err != nil {
+		return fmt.Errorf("reading %q: %w", name, err)
+	}
+	f, err := fsys.Open(name)
+	if err != nil {
+		return fmt.Errorf("opening %q: %w", name, err)
+	}
+	defer f.Close()
+	if err := tw.WriteHeader(&tar.Header{
+		Typeflag: tar.TypeReg,
+		Name:     name,
+		Mode:     fileMode,
+		Size:     info.Size(),
+		ModTime:  archiveModTime,
+	}); err != nil {
+		return fmt.Errorf("writing header of %q: %w", name, err)
+	}
+	// The header promised info.Size() bytes: a file that changes size while
+	// it is stored is an error, not a silently truncated entry.
+	n, err := io.Copy(tw, f)
+	if err != nil {
+		return fmt.Errorf("copying %q: %w", name, err)
+	}
+	if n != info.Size() {
+		return fmt.Errorf("copying %q: read %d bytes, expected %d (file changed while stored)", name, n, info.Size())
+	}
+	return nil
+}
+
+// ReadArchive reads a tar.gz written by WriteArchive into memory, within
+// limits (unset fields take unpack.DefaultLimits). Paths that leave the root
+// and entries other than regular files and directories are rejected, so a
+// hostile archive (from a content URL, say) cannot smuggle anything in.
+func ReadArchive(r io.Reader, limits unpack.Limits) (fs.FS, error) {
+	limits = limits.OrDefault()
+	gz, err := gzip.NewReader(r)
+	if err != nil {
+		return nil, fmt.Errorf("reading gzip: %w", err)
+	}
+	defer gz.Close()
+	tr := tar.NewReader(gz)
+	out := fstest.MapFS{}
+	var total int64
+	// hasChildren holds every directory implied by an entry's path.
+	hasChildren := map[string]bool{}
+	for {
+		hdr, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading tar: %w", err)
+		}
+		name, err := unpack.CleanName(hdr.Name)
+		if err != nil {
+			return nil, fmt.Errorf("reading tar: %w", err)
+		}
+		if name == "." {
+			continue
+		}
+		if _, dup := out[name]; dup {
+			return nil, fmt.Errorf("reading tar: %q appears more than once", name)
+		}
+		if parent := fileParent(out, name); parent != "" {
+			return nil, fmt.Errorf("reading tar: %q is inside %q, which is a file", name, parent)
+		}
+		if len(out) >= limits.MaxFiles {
+			return nil, fmt.Errorf("reading tar: content has more than %d files and directories", limits.MaxFiles)
+		}
+		for dir := path.Dir(name); dir != "." && !hasChildren[dir]; dir = path.Dir(dir) {
+			hasChildren[dir] = true
+		}
+		switch hdr.Typeflag {
+		case tar.TypeDir:
+			out[name] = &fstest.MapFile{Mode: fs.ModeDir | dirMode, ModTime: archiveModTime}
+		case tar.TypeReg:
+			// Read one byte past what is left, to tell "exactly at the cap"
+			// from "over it" without trusting the header's size.
+			data, err := io.ReadAll(io.LimitReader(tr, limits.MaxBytes-total+1))
+			if err != nil {
+				return nil, fmt.Errorf("reading %q: %w", name, err)
+			}
+			total += int64(len(data))
+			if total > limits.MaxBytes {
+				return nil, fmt.Errorf("reading tar: content is larger than %d bytes", limits.MaxBytes)
+			}
+			if hasChildren[name] {
+				return nil, fmt.Errorf("reading tar: %q is both a file and a directory", name)
+			}
+			out[name] = &fstest.MapFile{Data: data, Mode: fileMode, ModTime: archiveModTime}
+		default:
+			return nil, fmt.Errorf("reading tar: %q is not a regular file or directory (type %q)", name, hdr.Typeflag)
+		}
+	}
+	return out, nil
+}
+
+// fileParent returns the first ancestor of name that fsys holds as a file,
+// or "" when there is none.
+func fileParent(fsys fstest.MapFS, name string) string {
+	for dir := path.Dir(name); dir != "."; dir = path.Dir(dir) {
+		if f, ok := fsys[dir]; ok && !f.Mode.IsDir() {
+			return dir
+		}
+	}
+	return ""
+}

@@ -1,0 +1,211 @@
+package storage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
+	"github.com/rukpak-dev/rukpak/unpack"
+)
+
+const (
+	// archiveSuffix ends every stored bundle's file name.
+	archiveSuffix = ".tgz"
+	// tempPrefix starts every in-progress file's name. Bundle names cannot
+	// start with a dot, so a temporary file can never be mistaken for (or
+	// served as) a bundle's content.
+	tempPrefix = "."
+)
+
+// LocalDirectory stores each Bundle's content as <RootDirectory>/<name>.tgz.
+//
+// Every write goes to a temporary file in the same directory that is synced
+// and then renamed over the final name, so readers (Load, the HTTP handler,
+// another process) see either the old content or the new, never a partial
+// file. It holds no locks: concurrent calls for any bundles are safe.
+type LocalDirectory struct {
+	// RootDirectory holds the archives; Store creates it if missing.
+	RootDirectory string
+	// BaseURL is where the content handler is served, for example
+	// https://rukpak-core.rukpak-system.svc; URLFor appends
+	// /bundles/<name>.tgz.
+	BaseURL string
+	// Limits bound what Load reads back into memory (unset fields take
+	// unpack.DefaultLimits).
+	Limits unpack.Limits
+}
+
+var _ Storage = (*LocalDirectory)(nil)
+
+// Load reads the Bundle's stored content. Missing content is an error that
+// wraps fs.ErrNotExist.
+func (s *LocalDirectory) Load(_ context.Context, bundle *rukpakv1alpha1.Bundle) (fs.FS, error) {
+	name, err := archiveName(bundle)
+	if err != nil {
+		return nil, err
+	}
+	f, err := os.Open(filepath.Join(s.RootDirectory, name))
+	if err != nil {
+		return nil, fmt.Errorf("loading content of bundle %q: %w", bundle.Name, err)
+	}
+	defer f.Close()
+	fsys, err := ReadArchive(f, s.Limits)
+	if err != nil {
+		return nil, fmt.Errorf("loading content of bundle %q: %w", bundle.Name, err)
+	}
+	return fsys, nil
+}
+
+// Store writes fsys as the Bundle's content, atomically.
+func (s *LocalDirectory) Store(ctx context.Context, bundle *rukpakv1alpha1.Bundle, fsys fs.FS) error {
+	name, err := archiveName(bundle)
+	if err != nil {
+		return err
+	}
+	if err := s.store(ctx, name, fsys); err != nil {
+		return fmt.Errorf("storing content of bundle %q: %w", bundle.Name, err)
+	}
+	return nil
+}
+
+func (s *LocalDirectory) store(ctx context.Context, name string, fsys fs.FS) (err error) {
+	if err := os.MkdirAll(s.RootDirectory, 0o755); err != nil {
+		return fmt.Errorf("creating storage directory: %w", err)
+	}
+	tmp, err := os.CreateTemp(s.RootDirectory, tempPrefix+name+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("creating temporary file: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			_ = tmp.Close()
+			_ = os.Remove(tmp.Name())
+		}
+	}()
+	if err := WriteArchive(ctx, tmp, fsys); err != nil {
+		return err
+	}
+	// Sync before rename: otherwise a crash could leave the final name
+	// pointing at a file whose data never reached the disk.
+	if err := tmp.Sync(); err != nil {
+		return fmt.Errorf("syncing %s: %w", tmp.Name(), err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("closing %s: %w", tmp.Name(), err)
+	}
+	// CreateTemp makes 0600 files; the archive is world-readable content.
+	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
+		return fmt.Errorf("setting mode of %s: %w", tmp.Name(), err)
+	}
+	if err := os.Rename(tmp.Name(), filepath.Join(s.RootDirectory, name)); err != nil {
+		return fmt.Errorf("renaming %s to %s: %w", tmp.Name(), name, err)
+	}
+	return syncDir(s.RootDirectory)
+}
+
+// syncDir makes a rename in dir durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("opening storage directory to sync it: %w", err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("syncing storage directory: %w", err)
+	}
+	return nil
+}
+
+// Delete removes the Bundle's content; missing content is not an error.
+func (s *LocalDirectory) Delete(_ context.Context, bundle *rukpakv1alpha1.Bundle) error {
+	name, err := archiveName(bundle)
+	if err != nil {
+		return err
+	}
+	if err := os.Remove(filepath.Join(s.RootDirectory, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("deleting content of bundle %q: %w", bundle.Name, err)
+	}
+	return nil
+}
+
+// URLFor is <BaseURL>/bundles/<name>.tgz.
+func (s *LocalDirectory) URLFor(_ context.Context, bundle *rukpakv1alpha1.Bundle) (string, error) {
+	name, err := archiveName(bundle)
+	if err != nil {
+		return "", err
+	}
+	if s.BaseURL == "" {
+		return "", errors.New("storage has no base URL to build content URLs from")
+	}
+	u, err := url.JoinPath(s.BaseURL, BundlesPath, name)
+	if err != nil {
+		return "", fmt.Errorf("building content URL from base %q: %w", s.BaseURL, err)
+	}
+	return u, nil
+}
+
+// RemoveStaleTempFiles deletes temporary files older than olderThan, left
+// behind by a process that died between writing and renaming. A grace
+// period (a few minutes, say) keeps it from racing a Store in progress in
+// another process that shares the directory. A missing directory is not an
+// error.
+func (s *LocalDirectory) RemoveStaleTempFiles(olderThan time.Duration) error {
+	entries, err := os.ReadDir(s.RootDirectory)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("listing storage directory: %w", err)
+	}
+	cutoff := time.Now().Add(-olderThan)
+	var errs []error
+	for _, e := range entries {
+		if !e.Type().IsRegular() || !strings.HasPrefix(e.Name(), tempPrefix) {
+			continue
+		}
+		info, err := e.Info()
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // renamed or removed meanwhile
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("reading %s: %w", e.Name(), err))
+			continue
+		}
+		if info.ModTime().After(cutoff) {
+			continue
+		}
+		if err := os.Remove(filepath.Join(s.RootDirectory, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("removing stale temporary file: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// archiveName is the file name of a Bundle's content. Bundle names are
+// DNS-1123 subdomains, which cannot contain a slash or start with a dot; the
+// check keeps a malformed object from naming a path outside the directory.
+func archiveName(bundle *rukpakv1alpha1.Bundle) (string, error) {
+	if bundle == nil {
+		return "", errors.New("bundle is nil")
+	}
+	if err := validBundleName(bundle.Name); err != nil {
+		return "", err
+	}
+	return bundle.Name + archiveSuffix, nil
+}
+
+func validBundleName(name string) error {
+	if msgs := validation.IsDNS1123Subdomain(name); len(msgs) > 0 {
+		return fmt.Errorf("invalid bundle name %q: %s", name, strings.Join(msgs, "; "))
+	}
+	return nil
+}

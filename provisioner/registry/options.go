@@ -1,0 +1,129 @@
+package registry
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// Options choose where and how a registry+v1 bundle is installed.
+type Options struct {
+	// InstallNamespace is where the operator runs. Empty means the CSV's
+	// operatorframework.io/suggested-namespace annotation, else
+	// "<package>-system".
+	InstallNamespace string `json:"installNamespace,omitempty"`
+	// WatchNamespaces are the namespaces the operator serves. Empty means
+	// all namespaces (AllNamespaces install mode).
+	WatchNamespaces []string `json:"watchNamespaces,omitempty"`
+}
+
+// OptionsFromConfig decodes a BundleDeployment's spec.config. Unknown fields
+// are an error naming them, so a typo never silently installs in a different
+// mode. An empty or null config gives the zero Options.
+func OptionsFromConfig(config []byte) (Options, error) {
+	var opts Options
+	trimmed := bytes.TrimSpace(config)
+	if len(trimmed) == 0 || bytes.Equal(trimmed, []byte("null")) {
+		return opts, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(trimmed))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&opts); err != nil {
+		return Options{}, fmt.Errorf("invalid spec.config: %w", err)
+	}
+	if dec.More() {
+		return Options{}, fmt.Errorf("invalid spec.config: unexpected data after the JSON object")
+	}
+	return opts, nil
+}
+
+// Install modes of a ClusterServiceVersion.
+const (
+	InstallModeOwnNamespace    = "OwnNamespace"
+	InstallModeSingleNamespace = "SingleNamespace"
+	InstallModeMultiNamespace  = "MultiNamespace"
+	InstallModeAllNamespaces   = "AllNamespaces"
+)
+
+// installModeOrder is the order modes are listed in messages.
+var installModeOrder = []string{InstallModeOwnNamespace, InstallModeSingleNamespace, InstallModeMultiNamespace, InstallModeAllNamespaces}
+
+// target is the resolved install namespace and watched namespaces; an empty
+// watch list means all namespaces.
+type target struct {
+	mode             string
+	installNamespace string
+	watchNamespaces  []string
+}
+
+func (t target) allNamespaces() bool { return t.mode == InstallModeAllNamespaces }
+
+// resolveTarget picks the install mode the options ask for and checks that
+// the CSV supports it.
+func resolveTarget(b *bundle, opts Options) (target, error) {
+	t := target{installNamespace: opts.InstallNamespace}
+	if t.installNamespace == "" {
+		t.installNamespace = b.csv.Metadata.Annotations[AnnotationSuggestedNS]
+	}
+	if t.installNamespace == "" {
+		t.installNamespace = b.pkg + "-system"
+	}
+	if errs := validation.IsDNS1123Label(t.installNamespace); len(errs) > 0 {
+		return target{}, fmt.Errorf("install namespace %q is not a valid namespace name: %s", t.installNamespace, strings.Join(errs, "; "))
+	}
+
+	watch := opts.WatchNamespaces
+	if len(watch) == 1 && watch[0] == "" {
+		watch = nil // [""] is OLM's spelling of "all namespaces"
+	}
+	for i, ns := range watch {
+		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+			return target{}, fmt.Errorf("watch namespace %q is not a valid namespace name: %s", ns, strings.Join(errs, "; "))
+		}
+		if slices.Contains(watch[:i], ns) {
+			return target{}, fmt.Errorf("watch namespace %q is listed more than once", ns)
+		}
+	}
+	switch {
+	case len(watch) == 0:
+		t.mode = InstallModeAllNamespaces
+	case len(watch) == 1 && watch[0] == t.installNamespace:
+		t.mode = InstallModeOwnNamespace
+	case len(watch) == 1:
+		t.mode = InstallModeSingleNamespace
+	default:
+		t.mode = InstallModeMultiNamespace
+	}
+	t.watchNamespaces = slices.Clone(watch)
+
+	supported := supportedModes(b.csv)
+	if slices.Contains(supported, t.mode) {
+		return t, nil
+	}
+	list := "none"
+	if len(supported) > 0 {
+		list = strings.Join(supported, ", ")
+	}
+	if len(watch) == 0 {
+		return target{}, fmt.Errorf("ClusterServiceVersion %q does not support install mode AllNamespaces (supported install modes: %s): set spec.config.watchNamespaces to the namespaces the operator should watch",
+			b.csv.Metadata.Name, list)
+	}
+	return target{}, fmt.Errorf("ClusterServiceVersion %q does not support install mode %s (install namespace %q, watch namespaces %q); supported install modes: %s",
+		b.csv.Metadata.Name, t.mode, t.installNamespace, watch, list)
+}
+
+func supportedModes(csv *clusterServiceVersion) []string {
+	var out []string
+	for _, m := range installModeOrder {
+		for _, im := range csv.Spec.InstallModes {
+			if im.Type == m && im.Supported && !slices.Contains(out, m) {
+				out = append(out, m)
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,231 @@
+// Package bundle holds the Bundle reconciler shared by every provisioner
+// class: it unpacks a Bundle's source, lets the class's format handler
+// validate (and possibly convert) the content, stores it and reports where it
+// can be downloaded.
+package bundle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
+	"github.com/rukpak-dev/rukpak/provisioner/conditions"
+	"github.com/rukpak-dev/rukpak/storage"
+	"github.com/rukpak-dev/rukpak/unpack"
+)
+
+// Handler validates unpacked content for a bundle format and returns the
+// content to store (the same filesystem, or a converted one). Its errors are
+// shown to users on the Bundle's Unpacked condition.
+type Handler interface {
+	Handle(ctx context.Context, fsys fs.FS, bundle *rukpakv1alpha1.Bundle) (fs.FS, error)
+}
+
+// HandlerFunc adapts a function to Handler.
+type HandlerFunc func(ctx context.Context, fsys fs.FS, bundle *rukpakv1alpha1.Bundle) (fs.FS, error)
+
+// Handle calls f.
+func (f HandlerFunc) Handle(ctx context.Context, fsys fs.FS, b *rukpakv1alpha1.Bundle) (fs.FS, error) {
+	return f(ctx, fsys, b)
+}
+
+// pendingRequeue is how often a Bundle whose source is not available yet
+// (for example a ConfigMap not created yet) is looked at again.
+const pendingRequeue = 15 * time.Second
+
+// Reconciler unpacks Bundles of one provisioner class.
+type Reconciler struct {
+	Client   client.Client
+	Class    string
+	Unpacker unpack.Unpacker
+	Storage  storage.Storage
+	Handler  Handler
+	Recorder events.EventRecorder
+}
+
+// Reconcile brings one Bundle's status in line with its stored content.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	b := &rukpakv1alpha1.Bundle{}
+	if err := r.Client.Get(ctx, req.NamespacedName, b); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if b.Spec.ProvisionerClassName != r.Class {
+		return ctrl.Result{}, nil
+	}
+
+	if !b.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, r.finalize(ctx, b)
+	}
+	if !controllerutil.ContainsFinalizer(b, rukpakv1alpha1.FinalizerDeleteCachedBundle) {
+		patch := client.MergeFrom(b.DeepCopy())
+		controllerutil.AddFinalizer(b, rukpakv1alpha1.FinalizerDeleteCachedBundle)
+		if err := r.Client.Patch(ctx, b, patch); err != nil {
+			return ctrl.Result{}, fmt.Errorf("adding finalizer: %w", err)
+		}
+	}
+
+	if r.upToDate(ctx, b) {
+		return ctrl.Result{}, nil
+	}
+
+	before := b.DeepCopy()
+	res, err := r.unpack(ctx, b)
+	if uerr := r.updateStatus(ctx, before, b); uerr != nil {
+		return ctrl.Result{}, errors.Join(err, uerr)
+	}
+	if err != nil && unpack.IsTerminal(err) {
+		// Retrying cannot help until the Bundle (or what it references)
+		// changes; the status says why.
+		log.FromContext(ctx).Info("unpack failed", "error", err.Error())
+		return ctrl.Result{}, nil
+	}
+	return res, err
+}
+
+// upToDate is true when the Bundle's current generation is unpacked and its
+// content is still in storage (it may be gone after a restart with an
+// emptyDir; then it is unpacked again from status.resolvedSource).
+func (r *Reconciler) upToDate(ctx context.Context, b *rukpakv1alpha1.Bundle) bool {
+	if b.Status.ObservedGeneration != b.Generation || !conditions.Is(b.Status.Conditions, rukpakv1alpha1.TypeUnpacked, metav1.ConditionTrue) {
+		return false
+	}
+	if ex, ok := r.Storage.(interface {
+		Exists(ctx context.Context, b *rukpakv1alpha1.Bundle) (bool, error)
+	}); ok {
+		found, err := ex.Exists(ctx, b)
+		return err == nil && found
+	}
+	fsys, err := r.Storage.Load(ctx, b)
+	if c, ok := fsys.(interface{ Close() error }); ok {
+		_ = c.Close()
+	}
+	return err == nil
+}
+
+func (r *Reconciler) unpack(ctx context.Context, b *rukpakv1alpha1.Bundle) (ctrl.Result, error) {
+	res, err := r.Unpacker.Unpack(ctx, b)
+	if err != nil {
+		r.setFailing(b, err)
+		return ctrl.Result{}, fmt.Errorf("unpacking bundle %q: %w", b.Name, err)
+	}
+	defer func() { _ = res.Close() }()
+
+	switch res.State {
+	case unpack.StatePending:
+		setPhase(b, rukpakv1alpha1.PhasePending, metav1.ConditionFalse, rukpakv1alpha1.ReasonUnpackPending, res.Message)
+		return ctrl.Result{RequeueAfter: pendingRequeue}, nil
+	case unpack.StateUnpacking:
+		setPhase(b, rukpakv1alpha1.PhaseUnpacking, metav1.ConditionFalse, rukpakv1alpha1.ReasonUnpacking, res.Message)
+		return ctrl.Result{RequeueAfter: pendingRequeue}, nil
+	case unpack.StateUnpacked:
+	default:
+		return ctrl.Result{}, fmt.Errorf("unpacker returned unknown state %q", res.State)
+	}
+
+	content, err := r.Handler.Handle(ctx, res.FS, b)
+	if err != nil {
+		err = unpack.Terminal(err)
+		r.setFailing(b, err)
+		return ctrl.Result{}, err
+	}
+	if err := r.Storage.Store(ctx, b, content); err != nil {
+		r.setFailing(b, fmt.Errorf("storing content: %w", err))
+		return ctrl.Result{}, fmt.Errorf("storing content of bundle %q: %w", b.Name, err)
+	}
+	url, err := r.Storage.URLFor(ctx, b)
+	if err != nil {
+		return ctrl.Result{}, fmt.Errorf("content URL of bundle %q: %w", b.Name, err)
+	}
+
+	b.Status.ResolvedSource = res.ResolvedSource
+	b.Status.ContentURL = url
+	b.Status.ObservedGeneration = b.Generation
+	setPhase(b, rukpakv1alpha1.PhaseUnpacked, metav1.ConditionTrue, rukpakv1alpha1.ReasonUnpackSuccessful, "Successfully unpacked the bundle")
+	r.event(b, "Normal", rukpakv1alpha1.ReasonUnpackSuccessful, "Unpacked the bundle")
+	return ctrl.Result{}, nil
+}
+
+func (r *Reconciler) setFailing(b *rukpakv1alpha1.Bundle, err error) {
+	b.Status.ObservedGeneration = b.Generation
+	setPhase(b, rukpakv1alpha1.PhaseFailing, metav1.ConditionFalse, rukpakv1alpha1.ReasonUnpackFailed, err.Error())
+	r.event(b, "Warning", rukpakv1alpha1.ReasonUnpackFailed, err.Error())
+}
+
+func setPhase(b *rukpakv1alpha1.Bundle, phase string, status metav1.ConditionStatus, reason, message string) {
+	b.Status.Phase = phase
+	conditions.Set(&b.Status.Conditions, b.Generation, rukpakv1alpha1.TypeUnpacked, status, reason, message)
+}
+
+func (r *Reconciler) event(b *rukpakv1alpha1.Bundle, typ, reason, msg string) {
+	if r.Recorder != nil {
+		r.Recorder.Eventf(b, nil, typ, reason, "Unpack", "%s", msg)
+	}
+}
+
+func (r *Reconciler) updateStatus(ctx context.Context, before, after *rukpakv1alpha1.Bundle) error {
+	if equality.Semantic.DeepEqual(before.Status, after.Status) {
+		return nil
+	}
+	if err := r.Client.Status().Patch(ctx, after, client.MergeFrom(before)); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("updating status of bundle %q: %w", after.Name, err)
+	}
+	return nil
+}
+
+func (r *Reconciler) finalize(ctx context.Context, b *rukpakv1alpha1.Bundle) error {
+	if !controllerutil.ContainsFinalizer(b, rukpakv1alpha1.FinalizerDeleteCachedBundle) {
+		return nil
+	}
+	if err := r.Storage.Delete(ctx, b); err != nil {
+		return fmt.Errorf("deleting stored content of bundle %q: %w", b.Name, err)
+	}
+	patch := client.MergeFrom(b.DeepCopy())
+	controllerutil.RemoveFinalizer(b, rukpakv1alpha1.FinalizerDeleteCachedBundle)
+	if err := r.Client.Patch(ctx, b, patch); err != nil {
+		return client.IgnoreNotFound(fmt.Errorf("removing finalizer: %w", err))
+	}
+	return nil
+}
+
+// SetupWithManager registers the reconciler for Bundles of r.Class.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.Recorder == nil {
+		r.Recorder = mgr.GetEventRecorder("rukpak-" + r.Class)
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("bundle-"+r.Class).
+		For(&rukpakv1alpha1.Bundle{}, builder.WithPredicates(
+			predicate.NewPredicateFuncs(func(o client.Object) bool {
+				b, ok := o.(*rukpakv1alpha1.Bundle)
+				return ok && b.Spec.ProvisionerClassName == r.Class
+			}),
+			predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, deletionPredicate()),
+		)).
+		Complete(r)
+}
+
+// deletionPredicate passes updates that start or finish a deletion, so the
+// finalizer runs; status-only updates are filtered to avoid self-triggering.
+func deletionPredicate() predicate.Predicate {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		return !e.ObjectNew.GetDeletionTimestamp().IsZero()
+	}}
+}

@@ -1,0 +1,87 @@
+package bundledeployment
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/selection"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
+)
+
+// Tracker watches the kinds BundleDeployments installed, so a deleted or
+// edited object brings its BundleDeployment back for drift correction and
+// health updates. Its cache holds only objects labelled as installed by a
+// BundleDeployment, which keeps memory proportional to what was installed,
+// not to the cluster.
+type Tracker struct {
+	cache      cache.Cache
+	controller controller.Controller
+
+	mu      sync.Mutex
+	watched map[schema.GroupVersionKind]bool
+}
+
+func newTracker(mgr ctrl.Manager) (*Tracker, error) {
+	owned, err := labels.NewRequirement(rukpakv1alpha1.LabelOwnerKind, selection.Equals, []string{"BundleDeployment"})
+	if err != nil {
+		return nil, err
+	}
+	c, err := cache.New(mgr.GetConfig(), cache.Options{
+		Scheme:               mgr.GetScheme(),
+		Mapper:               mgr.GetRESTMapper(),
+		HTTPClient:           mgr.GetHTTPClient(),
+		DefaultLabelSelector: labels.NewSelector().Add(*owned),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating cache of installed objects: %w", err)
+	}
+	if err := mgr.Add(c); err != nil {
+		return nil, err
+	}
+	return &Tracker{cache: c, watched: map[schema.GroupVersionKind]bool{}}, nil
+}
+
+// Watch makes sure changes to objects of each kind in objs are seen.
+func (t *Tracker) Watch(objs []*unstructured.Unstructured) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, o := range objs {
+		gvk := o.GroupVersionKind()
+		if t.watched[gvk] {
+			continue
+		}
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(gvk)
+		src := source.Kind[client.Object](t.cache, u, handler.EnqueueRequestsFromMapFunc(ownerRequest))
+		if err := t.controller.Watch(src); err != nil {
+			return fmt.Errorf("watching %s: %w", gvk, err)
+		}
+		t.watched[gvk] = true
+	}
+	return nil
+}
+
+// Get reads an installed object from the cache.
+func (t *Tracker) Get(ctx context.Context, obj *unstructured.Unstructured) error {
+	return t.cache.Get(ctx, client.ObjectKeyFromObject(obj), obj)
+}
+
+func ownerRequest(_ context.Context, o client.Object) []reconcile.Request {
+	l := o.GetLabels()
+	if l[rukpakv1alpha1.LabelOwnerKind] != "BundleDeployment" || l[rukpakv1alpha1.LabelOwnerName] == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: client.ObjectKey{Name: l[rukpakv1alpha1.LabelOwnerName]}}}
+}

@@ -59,6 +59,8 @@ func Start(opts ...Option) (*Registry, error) {
 	r.CAPEM = caPEM
 	reg := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
 	r.server = httptest.NewUnstartedServer(r.middleware(reg))
+	// Handshakes that tests make fail on purpose are not worth a log line.
+	r.server.Config.ErrorLog = log.New(io.Discard, "", 0)
 	r.server.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	r.server.StartTLS()
 	r.Host = strings.TrimPrefix(r.server.URL, "https://")

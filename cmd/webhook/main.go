@@ -1,0 +1,108 @@
+// Command webhook serves the core.rukpak.io validating admission webhook:
+// Bundle spec immutability and source checks for Bundles and
+// BundleDeployments.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
+	"github.com/rukpak-dev/rukpak/webhook"
+	"github.com/rukpak-dev/rukpak/webhook/certs"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "error:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	var (
+		namespace, bundleNamespace, certDir, certMode string
+		webhookConfigName, serviceName, extraDNSNames string
+		probeAddr, metricsAddr                        string
+		port                                          int
+		enableHTTP2, leaderElect                      bool
+	)
+	flag.StringVar(&namespace, "namespace", "rukpak-system", "Namespace the webhook runs in; holds the certificate Secret and the leader-election lease.")
+	flag.StringVar(&bundleNamespace, "bundle-namespace", "rukpak-system", "Provisioners' namespace, where Bundle ConfigMap sources live.")
+	flag.IntVar(&port, "port", 9443, "Port the webhook server listens on.")
+	flag.StringVar(&certDir, "cert-dir", filepath.Join(os.TempDir(), "rukpak-webhook", "serving-certs"), "Directory of tls.crt and tls.key.")
+	flag.StringVar(&certMode, "cert-mode", string(webhook.CertModeSelf), "Where certificates come from: 'self' (generated, rotated and injected by this process) or 'cert-manager' (read from --cert-dir).")
+	flag.StringVar(&webhookConfigName, "webhook-config-name", webhook.DefaultConfigurationName, "ValidatingWebhookConfiguration whose caBundle is kept current in self mode.")
+	flag.StringVar(&serviceName, "service-name", "rukpak-webhook-service", "Service in front of the webhook; the serving certificate is issued for <service>.<namespace>.svc.")
+	flag.StringVar(&extraDNSNames, "extra-dns-names", "", "Comma-separated extra DNS names for the self-managed serving certificate (e.g. localhost).")
+	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz endpoints.")
+	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "Address of the metrics endpoint; 0 disables it.")
+	flag.BoolVar(&enableHTTP2, "enable-http2", false, "Serve HTTP/2 as well as HTTP/1.1 (off by default: HTTP/2 rapid-reset and stream-exhaustion attacks).")
+	flag.BoolVar(&leaderElect, "leader-elect", false, "Rotate certificates only on the elected leader; enable when running more than one replica.")
+	zapOpts := zap.Options{}
+	zapOpts.BindFlags(flag.CommandLine)
+	flag.Parse()
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return fmt.Errorf("building scheme: %w", err)
+	}
+	if err := rukpakv1alpha1.AddToScheme(scheme); err != nil {
+		return fmt.Errorf("building scheme: %w", err)
+	}
+
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return fmt.Errorf("loading kubeconfig: %w", err)
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                  scheme,
+		Metrics:                 metricsserver.Options{BindAddress: metricsAddr},
+		HealthProbeBindAddress:  probeAddr,
+		LeaderElection:          leaderElect,
+		LeaderElectionID:        "rukpak-webhook.core.rukpak.io",
+		LeaderElectionNamespace: namespace,
+	})
+	if err != nil {
+		return fmt.Errorf("creating manager: %w", err)
+	}
+
+	ctx := ctrl.SetupSignalHandler()
+	var extra []string
+	for _, n := range strings.Split(extraDNSNames, ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			extra = append(extra, n)
+		}
+	}
+	svcDNS := fmt.Sprintf("%s.%s.svc", serviceName, namespace)
+	if err := webhook.SetupWithManager(ctx, mgr, webhook.Config{
+		Server:          webhook.ServerOptions{Port: port, CertDir: certDir, EnableHTTP2: enableHTTP2},
+		BundleNamespace: bundleNamespace,
+		CertMode:        webhook.CertMode(certMode),
+		Certs: certs.Options{
+			Namespace:             namespace,
+			DNSName:               svcDNS,
+			ExtraDNSNames:         append([]string{svcDNS + ".cluster.local"}, extra...),
+			WebhookConfigurations: []string{webhookConfigName},
+			RequireLeaderElection: leaderElect,
+		},
+	}); err != nil {
+		return err
+	}
+
+	ctrl.Log.WithName("setup").Info("starting webhook", "port", port, "certMode", certMode)
+	if err := mgr.Start(ctx); err != nil {
+		return fmt.Errorf("running manager: %w", err)
+	}
+	return nil
+}

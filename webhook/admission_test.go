@@ -1,0 +1,348 @@
+package webhook_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
+	"github.com/rukpak-dev/rukpak/internal/testenv"
+	"github.com/rukpak-dev/rukpak/webhook"
+)
+
+// The seed's exact texts.
+const (
+	immutableMessage = `admission webhook "vbundles.core.rukpak.io" denied the request: bundle.spec is immutable`
+	kubectlStderr    = `Error from server (bundle.spec is immutable): admission webhook "vbundles.core.rukpak.io" denied the request: bundle.spec is immutable`
+)
+
+func comboTagRef() *rukpakv1alpha1.Bundle {
+	return &rukpakv1alpha1.Bundle{
+		ObjectMeta: metav1.ObjectMeta{Name: "combo-tag-ref"},
+		Spec: rukpakv1alpha1.BundleSpec{
+			ProvisionerClassName: rukpakv1alpha1.ProvisionerClassPlain,
+			Source: rukpakv1alpha1.BundleSource{
+				Type: rukpakv1alpha1.SourceTypeGit,
+				Git: &rukpakv1alpha1.GitSource{
+					Repository: "https://github.com/operator-framework/combo",
+					Ref:        rukpakv1alpha1.GitRef{Tag: "v0.0.2"},
+				},
+			},
+		},
+	}
+}
+
+func imageBundle() *rukpakv1alpha1.Bundle {
+	return &rukpakv1alpha1.Bundle{
+		ObjectMeta: metav1.ObjectMeta{Name: "image-ref"},
+		Spec: rukpakv1alpha1.BundleSpec{
+			ProvisionerClassName: rukpakv1alpha1.ProvisionerClassPlain,
+			Source: rukpakv1alpha1.BundleSource{
+				Type:  rukpakv1alpha1.SourceTypeImage,
+				Image: &rukpakv1alpha1.ImageSource{Ref: "quay.io/operator-framework/combo:v0.0.2"},
+			},
+		},
+	}
+}
+
+// TestAdmission serves the real handlers (certificates from envtest, as in
+// cert-manager mode) and drives them through the API server.
+func TestAdmission(t *testing.T) {
+	env := startEnv(t, "")
+	runWebhook(t, env, webhook.Config{
+		CertMode: webhook.CertModeCertManager,
+		Server:   webhook.ServerOptions{CertDir: env.Env.WebhookInstallOptions.LocalServingCertDir},
+	})
+	ctx := context.Background()
+	c := env.Client
+	testenv.MustNotError(t, c.Create(ctx, comboTagRef()), "creating combo-tag-ref")
+	img := imageBundle()
+	img.SetGroupVersionKind(rukpakv1alpha1.GroupVersion.WithKind("Bundle"))
+	imgBody, err := json.Marshal(img)
+	testenv.MustNotError(t, err, "encoding image-ref")
+	testenv.MustNotError(t, c.Patch(ctx, img, client.RawPatch(types.ApplyPatchType, imgBody), client.FieldOwner("test")), "applying image-ref")
+
+	t.Run("spec changes are denied", func(t *testing.T) { testSpecChangesDenied(t, c) })
+	t.Run("metadata and status changes are allowed", func(t *testing.T) { testMetadataAllowed(t, c) })
+	t.Run("kubectl patch prints the seed's error", func(t *testing.T) { testKubectlPatch(t, env) })
+	t.Run("sources", func(t *testing.T) { testSources(t, c) })
+	t.Run("bad requests", func(t *testing.T) { testBadRequests(t, env.Env.WebhookInstallOptions) })
+}
+
+type specChange struct {
+	name   string
+	bundle string
+	merge  string
+	json   string
+	mutate func(*rukpakv1alpha1.BundleSpec)
+}
+
+var specChanges = []specChange{{
+	name:   "git tag",
+	bundle: "combo-tag-ref",
+	merge:  `{"spec":{"source":{"git":{"ref":{"tag":"v0.0.3"}}}}}`,
+	json:   `[{"op":"replace","path":"/spec/source/git/ref/tag","value":"v0.0.3"}]`,
+	mutate: func(s *rukpakv1alpha1.BundleSpec) { s.Source.Git.Ref.Tag = "v0.0.3" },
+}, {
+	name:   "image ref",
+	bundle: "image-ref",
+	merge:  `{"spec":{"source":{"image":{"ref":"quay.io/operator-framework/combo:v0.0.3"}}}}`,
+	json:   `[{"op":"replace","path":"/spec/source/image/ref","value":"quay.io/operator-framework/combo:v0.0.3"}]`,
+	mutate: func(s *rukpakv1alpha1.BundleSpec) { s.Source.Image.Ref = "quay.io/operator-framework/combo:v0.0.3" },
+}, {
+	// image-ref was created by server-side apply, so an apply that drops
+	// source.image really removes it and the request reaches the webhook.
+	name:   "source type",
+	bundle: "image-ref",
+	merge:  `{"spec":{"source":{"type":"git","image":null,"git":{"repository":"https://github.com/operator-framework/combo","ref":{"tag":"v0.0.2"}}}}}`,
+	json:   `[{"op":"replace","path":"/spec/source","value":{"type":"git","git":{"repository":"https://github.com/operator-framework/combo","ref":{"tag":"v0.0.2"}}}}]`,
+	mutate: func(s *rukpakv1alpha1.BundleSpec) { s.Source = comboTagRef().Spec.Source },
+}, {
+	name:   "provisionerClassName",
+	bundle: "combo-tag-ref",
+	merge:  `{"spec":{"provisionerClassName":"core-rukpak-io-registry"}}`,
+	json:   `[{"op":"replace","path":"/spec/provisionerClassName","value":"core-rukpak-io-registry"}]`,
+	mutate: func(s *rukpakv1alpha1.BundleSpec) { s.ProvisionerClassName = rukpakv1alpha1.ProvisionerClassRegistry },
+}}
+
+func testSpecChangesDenied(t *testing.T, c client.Client) {
+	ctx := context.Background()
+	for _, ch := range specChanges {
+		key := types.NamespacedName{Name: ch.bundle}
+		var before rukpakv1alpha1.Bundle
+		testenv.MustNotError(t, c.Get(ctx, key, &before), "getting %s", ch.bundle)
+
+		applied := before.Spec.DeepCopy()
+		ch.mutate(applied)
+		applyBody, err := json.Marshal(map[string]any{
+			"apiVersion": rukpakv1alpha1.GroupVersion.String(), "kind": "Bundle",
+			"metadata": map[string]any{"name": ch.bundle}, "spec": applied,
+		})
+		testenv.MustNotError(t, err, "encoding apply configuration")
+
+		methods := []struct {
+			name string
+			do   func() error
+		}{
+			{"merge patch", func() error {
+				return c.Patch(ctx, before.DeepCopy(), client.RawPatch(types.MergePatchType, []byte(ch.merge)))
+			}},
+			{"json patch", func() error {
+				return c.Patch(ctx, before.DeepCopy(), client.RawPatch(types.JSONPatchType, []byte(ch.json)))
+			}},
+			{"server-side apply", func() error {
+				return c.Patch(ctx, before.DeepCopy(), client.RawPatch(types.ApplyPatchType, applyBody), client.FieldOwner("test"), client.ForceOwnership)
+			}},
+			{"full update", func() error {
+				b := before.DeepCopy()
+				ch.mutate(&b.Spec)
+				return c.Update(ctx, b)
+			}},
+		}
+		for _, m := range methods {
+			t.Run(ch.name+"/"+m.name, func(t *testing.T) {
+				err := m.do()
+				if got := string(apierrors.ReasonForError(err)); got != webhook.SpecImmutable {
+					t.Fatalf("reason = %q (error %v), want %q", got, err, webhook.SpecImmutable)
+				}
+				if err.Error() != immutableMessage {
+					t.Fatalf("message = %q, want %q", err.Error(), immutableMessage)
+				}
+			})
+		}
+
+		// Custom resources do not support strategic merge patch: the API
+		// server refuses it before admission, so it cannot change the spec
+		// either.
+		t.Run(ch.name+"/strategic merge patch", func(t *testing.T) {
+			err := c.Patch(ctx, before.DeepCopy(), client.RawPatch(types.StrategicMergePatchType, []byte(ch.merge)))
+			if !apierrors.IsUnsupportedMediaType(err) {
+				t.Fatalf("strategic merge patch: got %v, want 415 Unsupported Media Type", err)
+			}
+		})
+
+		var after rukpakv1alpha1.Bundle
+		testenv.MustNotError(t, c.Get(ctx, key, &after), "getting %s", ch.bundle)
+		if after.Generation != before.Generation || after.Spec.Source.Type != before.Spec.Source.Type {
+			t.Fatalf("%s changed despite the denials: generation %d -> %d", ch.bundle, before.Generation, after.Generation)
+		}
+	}
+}
+
+func testMetadataAllowed(t *testing.T, c client.Client) {
+	ctx := context.Background()
+	key := types.NamespacedName{Name: "combo-tag-ref"}
+	get := func() *rukpakv1alpha1.Bundle {
+		var b rukpakv1alpha1.Bundle
+		testenv.MustNotError(t, c.Get(ctx, key, &b), "getting bundle")
+		return &b
+	}
+	steps := []struct {
+		name string
+		do   func() error
+	}{
+		{"label (merge patch)", func() error {
+			return c.Patch(ctx, get(), client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"team":"a"}}}`)))
+		}},
+		{"annotation (json patch)", func() error {
+			return c.Patch(ctx, get(), client.RawPatch(types.JSONPatchType, []byte(`[{"op":"add","path":"/metadata/annotations","value":{"note":"x"}}]`)))
+		}},
+		{"finalizer added (update)", func() error {
+			b := get()
+			b.Finalizers = append(b.Finalizers, rukpakv1alpha1.FinalizerDeleteCachedBundle)
+			return c.Update(ctx, b)
+		}},
+		{"owner reference (update)", func() error {
+			b := get()
+			b.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "owner", UID: "0b8e5d4c-0000-4000-8000-000000000001"}}
+			return c.Update(ctx, b)
+		}},
+		{"finalizer removed (update)", func() error {
+			b := get()
+			b.Finalizers = nil
+			return c.Update(ctx, b)
+		}},
+		{"status (status subresource)", func() error {
+			b := get()
+			b.Status.Phase = rukpakv1alpha1.PhaseUnpacking
+			return c.Status().Update(ctx, b)
+		}},
+		{"unchanged spec (server-side apply of labels)", func() error {
+			body := `{"apiVersion":"core.rukpak.io/v1alpha1","kind":"Bundle","metadata":{"name":"combo-tag-ref","labels":{"applied":"yes"}}}`
+			return c.Patch(ctx, get(), client.RawPatch(types.ApplyPatchType, []byte(body)), client.FieldOwner("test"))
+		}},
+	}
+	for _, s := range steps {
+		t.Run(s.name, func(t *testing.T) {
+			if err := s.do(); err != nil {
+				t.Fatalf("%s: %v", s.name, err)
+			}
+		})
+	}
+	b := get()
+	if b.Labels["team"] != "a" || b.Annotations["note"] != "x" || len(b.OwnerReferences) != 1 || b.Status.Phase != rukpakv1alpha1.PhaseUnpacking || b.Labels["applied"] != "yes" {
+		t.Fatalf("metadata/status updates not persisted: %+v", b.ObjectMeta)
+	}
+}
+
+func testKubectlPatch(t *testing.T, env *testenv.Env) {
+	kubectl, err := exec.LookPath("kubectl")
+	if err != nil {
+		t.Skip("kubectl not installed")
+	}
+	user, err := env.Env.ControlPlane.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, nil)
+	testenv.MustNotError(t, err, "adding user")
+	kubeconfig, err := user.KubeConfig()
+	testenv.MustNotError(t, err, "building kubeconfig")
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	testenv.MustNotError(t, os.WriteFile(path, kubeconfig, 0o600), "writing kubeconfig")
+
+	cmd := exec.Command(kubectl, "--kubeconfig", path, "patch", "bundle", "combo-tag-ref", "--type=merge",
+		"-p", `{"spec":{"source":{"git":{"ref":{"tag":"v0.0.3"}}}}}`)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err == nil {
+		t.Fatal("kubectl patch succeeded, want it denied")
+	}
+	if got := strings.TrimSpace(stderr.String()); got != kubectlStderr {
+		t.Fatalf("kubectl stderr:\n got %q\nwant %q", got, kubectlStderr)
+	}
+}
+
+func testSources(t *testing.T, c client.Client) {
+	ctx := context.Background()
+	for _, cm := range []*corev1.ConfigMap{
+		{ObjectMeta: metav1.ObjectMeta{Namespace: bundleNamespace, Name: "mutable"}, Data: map[string]string{"a.yaml": "{}"}},
+		{ObjectMeta: metav1.ObjectMeta{Namespace: bundleNamespace, Name: "frozen"}, Data: map[string]string{"a.yaml": "{}"}, Immutable: ptr.To(true)},
+	} {
+		testenv.MustNotError(t, c.Create(ctx, cm), "creating ConfigMap %s", cm.Name)
+	}
+	git := func(dir string) rukpakv1alpha1.BundleSource {
+		return rukpakv1alpha1.BundleSource{Type: rukpakv1alpha1.SourceTypeGit, Git: &rukpakv1alpha1.GitSource{
+			Repository: "https://example.com/repo.git", Directory: dir, Ref: rukpakv1alpha1.GitRef{Commit: "abcdef0"},
+		}}
+	}
+	cms := func(name, path string) rukpakv1alpha1.BundleSource {
+		return rukpakv1alpha1.BundleSource{Type: rukpakv1alpha1.SourceTypeConfigMaps, ConfigMaps: []rukpakv1alpha1.ConfigMapSource{
+			{ConfigMap: rukpakv1alpha1.LocalObjectReference{Name: name}, Path: path},
+		}}
+	}
+	cases := []struct {
+		name    string
+		source  rukpakv1alpha1.BundleSource
+		wantErr string // field path and problem, relative to the source
+	}{
+		{"git directory inside", git("manifests/../bundle"), ""},
+		{"git directory dot-dot", git("bundle/../../etc"), `source.git.directory: Invalid value: "bundle/../../etc": must be a relative path inside the repository`},
+		{"git directory absolute", git("/etc"), `source.git.directory: Invalid value: "/etc": must be a relative path inside the repository`},
+		{"configMaps path inside", cms("frozen", "manifests"), ""},
+		{"configMaps path escaping", cms("frozen", "../x"), `source.configMaps[0].path: Invalid value: "../x": must be a relative path inside the bundle root`},
+		{"configMap mutable", cms("mutable", ""), `source.configMaps[0].configMap.name: Invalid value: "mutable": ConfigMap rukpak-system/mutable must be immutable (set immutable: true)`},
+		{"configMap missing", cms("not-yet", ""), ""},
+	}
+	for i, tc := range cases {
+		t.Run("Bundle/"+tc.name, func(t *testing.T) {
+			b := &rukpakv1alpha1.Bundle{ObjectMeta: metav1.ObjectMeta{Name: "src-" + strconv.Itoa(i)},
+				Spec: rukpakv1alpha1.BundleSpec{ProvisionerClassName: rukpakv1alpha1.ProvisionerClassPlain, Source: tc.source}}
+			checkDenial(t, c.Create(ctx, b), webhook.BundleWebhookName, "spec."+tc.wantErr)
+		})
+		t.Run("BundleDeployment/"+tc.name, func(t *testing.T) {
+			bd := &rukpakv1alpha1.BundleDeployment{ObjectMeta: metav1.ObjectMeta{Name: "src-" + strconv.Itoa(i)},
+				Spec: rukpakv1alpha1.BundleDeploymentSpec{ProvisionerClassName: rukpakv1alpha1.ProvisionerClassPlain,
+					Template: rukpakv1alpha1.BundleTemplate{Spec: rukpakv1alpha1.BundleSpec{ProvisionerClassName: rukpakv1alpha1.ProvisionerClassPlain, Source: tc.source}}}}
+			checkDenial(t, c.Create(ctx, bd), webhook.BundleDeploymentWebhookName, "spec.template.spec."+tc.wantErr)
+		})
+	}
+
+	t.Run("BundleDeployment template changed to a bad source", func(t *testing.T) {
+		var bd rukpakv1alpha1.BundleDeployment
+		testenv.MustNotError(t, c.Get(ctx, types.NamespacedName{Name: "src-0"}, &bd), "getting BundleDeployment")
+		bd.Spec.Template.Spec.Source = git("../up")
+		checkDenial(t, c.Update(ctx, &bd), webhook.BundleDeploymentWebhookName,
+			`spec.template.spec.source.git.directory: Invalid value: "../up": must be a relative path inside the repository`)
+	})
+	t.Run("BundleDeployment metadata update with a since-mutated ConfigMap", func(t *testing.T) {
+		// src-6 references the ConfigMap "not-yet"; create it mutable now.
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: bundleNamespace, Name: "not-yet"}}
+		testenv.MustNotError(t, c.Create(ctx, cm), "creating ConfigMap")
+		var bd rukpakv1alpha1.BundleDeployment
+		testenv.MustNotError(t, c.Get(ctx, types.NamespacedName{Name: "src-6"}, &bd), "getting BundleDeployment")
+		bd.Labels = map[string]string{"touched": "yes"}
+		testenv.MustNotError(t, c.Update(ctx, &bd), "updating labels of a BundleDeployment whose template is unchanged")
+	})
+}
+
+// checkDenial asserts err is webhookName's denial containing want, or nil
+// when want is only a field prefix (the case is valid).
+func checkDenial(t *testing.T, err error, webhookName, want string) {
+	t.Helper()
+	if strings.HasSuffix(want, ".") {
+		if err != nil {
+			t.Fatalf("want admitted, got %v", err)
+		}
+		return
+	}
+	if err == nil {
+		t.Fatalf("want denied with %q, got admitted", want)
+	}
+	prefix := `admission webhook "` + webhookName + `" denied the request: `
+	if !strings.HasPrefix(err.Error(), prefix) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("error %q\nwant prefix %q and %q", err.Error(), prefix, want)
+	}
+	if !apierrors.IsInvalid(err) {
+		t.Fatalf("reason = %q, want Invalid", apierrors.ReasonForError(err))
+	}
+}

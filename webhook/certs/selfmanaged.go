@@ -1,0 +1,113 @@
+package certs
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/open-policy-agent/cert-controller/pkg/rotator"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+)
+
+// DefaultSecretName is the Secret holding the self-managed CA and serving
+// certificate.
+const DefaultSecretName = "rukpak-webhook-certs"
+
+// Options configure self-managed certificates.
+type Options struct {
+	// Namespace of the Secret (the webhook's namespace).
+	Namespace string
+	// SecretName defaults to DefaultSecretName.
+	SecretName string
+	// DNSName the serving certificate is valid for, e.g.
+	// rukpak-webhook-service.rukpak-system.svc.
+	DNSName string
+	// ExtraDNSNames are added to the serving certificate.
+	ExtraDNSNames []string
+	// WebhookConfigurations are the ValidatingWebhookConfigurations whose
+	// caBundle is kept in sync with the CA.
+	WebhookConfigurations []string
+	// CertDir receives tls.crt, tls.key and ca.crt.
+	CertDir string
+	// RequireLeaderElection makes only the leader rotate; every replica
+	// still writes the Secret's certificates to its CertDir.
+	RequireLeaderElection bool
+
+	// CAValidity, ServerValidity, RenewBefore and CheckInterval tune
+	// rotation; zero values take cert-controller's defaults (10 years, 1
+	// year, 90 days, 12 hours). Tests shorten them.
+	CAValidity     time.Duration
+	ServerValidity time.Duration
+	RenewBefore    time.Duration
+	CheckInterval  time.Duration
+}
+
+// AddSelfManaged adds certificate rotation and the Secret-to-directory
+// writer to mgr. The returned channel is closed once this replica's CertDir
+// holds a valid key pair; gate the webhook server and readiness on it.
+func AddSelfManaged(ctx context.Context, mgr manager.Manager, o Options) (<-chan struct{}, error) {
+	if o.Namespace == "" || o.DNSName == "" || o.CertDir == "" {
+		return nil, fmt.Errorf("self-managed certificates need a namespace, a DNS name and a certificate directory")
+	}
+	if o.SecretName == "" {
+		o.SecretName = DefaultSecretName
+	}
+	key := types.NamespacedName{Namespace: o.Namespace, Name: o.SecretName}
+	// cert-controller updates the Secret but fails at start if it is
+	// missing, so create an empty one: nothing has to be installed first.
+	if err := ensureSecret(ctx, mgr, key); err != nil {
+		return nil, err
+	}
+
+	webhooks := make([]rotator.WebhookInfo, 0, len(o.WebhookConfigurations))
+	for _, name := range o.WebhookConfigurations {
+		webhooks = append(webhooks, rotator.WebhookInfo{Name: name, Type: rotator.Validating})
+	}
+	if err := rotator.AddRotator(mgr, &rotator.CertRotator{
+		SecretKey:              key,
+		CertDir:                o.CertDir,
+		CAName:                 "rukpak-webhook-ca",
+		CAOrganization:         "rukpak",
+		DNSName:                o.DNSName,
+		ExtraDNSNames:          o.ExtraDNSNames,
+		IsReady:                make(chan struct{}),
+		Webhooks:               webhooks,
+		FieldOwner:             "rukpak-webhook",
+		RequireLeaderElection:  o.RequireLeaderElection,
+		CaCertDuration:         o.CAValidity,
+		ServerCertDuration:     o.ServerValidity,
+		LookaheadInterval:      o.RenewBefore,
+		RotationCheckFrequency: o.CheckInterval,
+		ControllerName:         "rukpak-webhook-cert-rotator",
+	}); err != nil {
+		return nil, fmt.Errorf("adding certificate rotator: %w", err)
+	}
+
+	w := &SecretWriter{Secret: key, Dir: o.CertDir}
+	if err := w.SetupWithManager(mgr); err != nil {
+		return nil, err
+	}
+	return w.Ready(), nil
+}
+
+func ensureSecret(ctx context.Context, mgr manager.Manager, key types.NamespacedName) error {
+	var s corev1.Secret
+	err := mgr.GetAPIReader().Get(ctx, key, &s)
+	if err == nil {
+		return nil
+	}
+	if !apierrors.IsNotFound(err) {
+		return fmt.Errorf("getting Secret %s: %w", key, err)
+	}
+	s = corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name},
+	}
+	if err := mgr.GetClient().Create(ctx, &s); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating Secret %s: %w", key, err)
+	}
+	return nil
+}

@@ -1,0 +1,74 @@
+package webhook
+
+import (
+	"context"
+	"fmt"
+
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/rukpak-dev/rukpak/webhook/certs"
+)
+
+// CertMode says where the serving certificate comes from.
+type CertMode string
+
+const (
+	// CertModeSelf generates, rotates and injects certificates in-process.
+	CertModeSelf CertMode = "self"
+	// CertModeCertManager reads certificates cert-manager mounted in the
+	// certificate directory; its CA injector sets the caBundle.
+	CertModeCertManager CertMode = "cert-manager"
+)
+
+// Config is everything the webhook binary wires together.
+type Config struct {
+	Server ServerOptions
+	// BundleNamespace is the provisioners' namespace, where ConfigMap
+	// sources live.
+	BundleNamespace string
+	CertMode        CertMode
+	// Certs configure CertModeSelf; its CertDir is Server.CertDir.
+	Certs certs.Options
+}
+
+// SetupWithManager adds the webhook server, its certificates and its health
+// checks to mgr. The server starts, and readyz passes, once the serving
+// certificate is in place.
+func SetupWithManager(ctx context.Context, mgr manager.Manager, cfg Config) error {
+	var ready <-chan struct{}
+	switch cfg.CertMode {
+	case CertModeSelf, "":
+		c := cfg.Certs
+		c.CertDir = cfg.Server.CertDir
+		r, err := certs.AddSelfManaged(ctx, mgr, c)
+		if err != nil {
+			return fmt.Errorf("setting up self-managed certificates: %w", err)
+		}
+		ready = r
+	case CertModeCertManager:
+		r, err := certs.DirReady(cfg.Server.CertDir)
+		if err != nil {
+			return err
+		}
+		ready = r
+	default:
+		return fmt.Errorf("unknown certificate mode %q: use %q or %q", cfg.CertMode, CertModeSelf, CertModeCertManager)
+	}
+
+	srv := NewServer(cfg.Server)
+	Register(srv, mgr.GetScheme(), &SourceValidator{Reader: mgr.GetAPIReader(), Namespace: cfg.BundleNamespace})
+	if err := mgr.Add(certs.AfterReady(ready, srv)); err != nil {
+		return fmt.Errorf("adding webhook server: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return fmt.Errorf("adding health check: %w", err)
+	}
+	if err := mgr.AddReadyzCheck("certificates", certs.ReadyChecker(ready)); err != nil {
+		return fmt.Errorf("adding certificate readiness check: %w", err)
+	}
+	if err := mgr.AddReadyzCheck("webhook-server", srv.StartedChecker()); err != nil {
+		return fmt.Errorf("adding webhook server readiness check: %w", err)
+	}
+	return nil
+}

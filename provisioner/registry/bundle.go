@@ -111,6 +111,10 @@ func load(fsys fs.FS) (*bundle, error) {
 
 func (b *bundle) readAnnotations(fsys fs.FS) error {
 	data, err := fs.ReadFile(fsys, AnnotationsFile)
+	if errors.Is(err, fs.ErrNotExist) {
+		// Same message whatever the filesystem (os says "no such file").
+		err = &fs.PathError{Op: "open", Path: AnnotationsFile, Err: fs.ErrNotExist}
+	}
 	if err != nil {
 		return fmt.Errorf("read bundle annotations: %w", err)
 	}

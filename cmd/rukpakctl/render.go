@@ -1,0 +1,147 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+
+	"github.com/rukpak-dev/rukpak/provisioner/plain"
+	"github.com/rukpak-dev/rukpak/provisioner/registry"
+)
+
+const (
+	formatPlain    = "plain+v0"
+	formatRegistry = "registry+v1"
+)
+
+type renderOptions struct {
+	format          string
+	installNS       string
+	watchNamespaces []string
+}
+
+func newRenderCmd() *cobra.Command {
+	var o renderOptions
+	cmd := &cobra.Command{
+		Use:   "render DIR",
+		Short: "Print the objects a bundle would install",
+		Long: `Render validates a bundle and prints, as YAML documents, the objects a
+BundleDeployment of it would install. An invalid bundle prints the message its
+Bundle's Unpacked condition would carry and exits non-zero.
+
+DIR is a bundle directory (manifests/ and, for registry+v1, metadata/) or an
+OCI image layout directory (one holding an "oci-layout" file) with a single
+bundle image. The format is registry+v1 when metadata/annotations.yaml says
+so, plain+v0 otherwise, unless --format is given.
+
+--install-namespace and --watch-namespaces apply to registry+v1 bundles and
+mean what spec.config.installNamespace and spec.config.watchNamespaces of a
+BundleDeployment mean.`,
+		Example: `  rukpakctl render ./my-bundle
+  rukpakctl render ./etcd-bundle --install-namespace etcd --watch-namespaces etcd`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return o.run(cmd.OutOrStdout(), args[0])
+		},
+	}
+	cmd.Flags().StringVar(&o.format, "format", "", "bundle format: plain+v0 or registry+v1 (default: detected)")
+	cmd.Flags().StringVar(&o.installNS, "install-namespace", "", "registry+v1: namespace the operator is installed in")
+	cmd.Flags().StringSliceVar(&o.watchNamespaces, "watch-namespaces", nil, "registry+v1: comma-separated namespaces the operator watches (default: all)")
+	return cmd
+}
+
+func (o renderOptions) run(out io.Writer, dir string) error {
+	fsys, err := openBundle(dir)
+	if err != nil {
+		return err
+	}
+	format := o.format
+	if format == "" {
+		format = detectFormat(fsys)
+	}
+	var objs []*unstructured.Unstructured
+	switch format {
+	case formatPlain:
+		if o.installNS != "" || len(o.watchNamespaces) > 0 {
+			return errors.New("--install-namespace and --watch-namespaces only apply to registry+v1 bundles")
+		}
+		if err := plain.Validate(fsys); err != nil {
+			return err
+		}
+		if objs, err = plain.Objects(fsys); err != nil {
+			return err
+		}
+	case formatRegistry:
+		converted, err := registry.Convert(fsys, registry.Options{InstallNamespace: o.installNS, WatchNamespaces: o.watchNamespaces})
+		if err != nil {
+			return err
+		}
+		if objs, err = plain.Objects(converted); err != nil {
+			return err
+		}
+	default:
+		return fmt.Errorf("unknown format %q: use %s or %s", format, formatPlain, formatRegistry)
+	}
+	return writeYAML(out, objs)
+}
+
+// detectFormat follows the bundle's own annotations: a registry+v1 media type,
+// or a package annotation with no media type, means registry+v1.
+func detectFormat(fsys fs.FS) string {
+	data, err := fs.ReadFile(fsys, registry.AnnotationsFile)
+	if err != nil {
+		return formatPlain
+	}
+	var f struct {
+		Annotations map[string]string `json:"annotations"`
+	}
+	if err := yaml.Unmarshal(data, &f); err != nil {
+		// Let registry+v1 validation report the malformed file.
+		return formatRegistry
+	}
+	if mt, ok := f.Annotations[registry.AnnotationMediaType]; ok {
+		if mt == formatRegistry {
+			return formatRegistry
+		}
+		return formatPlain
+	}
+	if f.Annotations[registry.AnnotationPackage] != "" {
+		return formatRegistry
+	}
+	return formatPlain
+}
+
+func writeYAML(out io.Writer, objs []*unstructured.Unstructured) error {
+	for _, obj := range objs {
+		data, err := yaml.Marshal(obj.Object)
+		if err != nil {
+			return fmt.Errorf("encode %s %q: %w", obj.GetKind(), obj.GetName(), err)
+		}
+		if _, err := fmt.Fprintf(out, "---\n%s", data); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// openBundle returns the bundle filesystem of a directory, or of the single
+// image of an OCI layout directory.
+func openBundle(dir string) (fs.FS, error) {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return nil, err
+	}
+	if !fi.IsDir() {
+		return nil, fmt.Errorf("%s is not a directory", dir)
+	}
+	if _, err := os.Stat(dir + "/oci-layout"); err == nil {
+		return openOCILayout(dir)
+	}
+	return os.DirFS(dir), nil
+}

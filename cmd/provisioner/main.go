@@ -1,0 +1,231 @@
+// Command provisioner runs the Bundle and BundleDeployment reconcilers of one
+// or more provisioner classes, and serves stored bundle content over HTTPS.
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+
+	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
+	"github.com/rukpak-dev/rukpak/internal/selfsigned"
+	"github.com/rukpak-dev/rukpak/provisioner"
+	"github.com/rukpak-dev/rukpak/storage"
+	"github.com/rukpak-dev/rukpak/unpack"
+	"github.com/rukpak-dev/rukpak/unpack/sources"
+)
+
+type options struct {
+	classes          string
+	namespace        string
+	storageDir       string
+	unpackDir        string
+	contentAddr      string
+	contentURL       string
+	tlsCertFile      string
+	tlsKeyFile       string
+	tlsCAOut         string
+	contentCAFile    string
+	tokenFile        string
+	metricsAddr      string
+	probeAddr        string
+	leaderElect      bool
+	leaderElectionID string
+	maxBundleBytes   int64
+	maxBundleFiles   int
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.classes, "provisioner-classes", rukpakv1alpha1.ProvisionerClassPlain+","+rukpakv1alpha1.ProvisionerClassRegistry, "Comma-separated provisioner classes to run.")
+	flag.StringVar(&o.namespace, "namespace", envOr("POD_NAMESPACE", "rukpak-system"), "Namespace holding pull/auth Secrets, ConfigMap sources and Helm release records.")
+	flag.StringVar(&o.storageDir, "storage-dir", "/var/cache/bundles", "Directory for stored bundle content (tar.gz).")
+	flag.StringVar(&o.unpackDir, "unpack-dir", "/var/cache/unpack", "Directory for unpacked trees and the image cache.")
+	flag.StringVar(&o.contentAddr, "content-bind-address", ":8443", "Address of the HTTPS content server.")
+	flag.StringVar(&o.contentURL, "content-url", "https://rukpak-core.rukpak-system.svc", "Base URL clients use to reach the content server; status.contentURL is <this>/bundles/<name>.tgz.")
+	flag.StringVar(&o.tlsCertFile, "tls-cert-file", "", "Serving certificate of the content server; empty generates a self-signed one.")
+	flag.StringVar(&o.tlsKeyFile, "tls-key-file", "", "Key of --tls-cert-file.")
+	flag.StringVar(&o.tlsCAOut, "tls-ca-out", "", "With a generated certificate, write its CA here so clients can trust it.")
+	flag.StringVar(&o.contentCAFile, "content-ca-file", "", "CA trusted when downloading content stored by another provisioner process.")
+	flag.StringVar(&o.tokenFile, "token-file", storage.ServiceAccountTokenPath, "Bearer token sent when downloading content from another provisioner process.")
+	flag.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "Metrics endpoint address; 0 disables it.")
+	flag.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Health and readiness probe address.")
+	flag.BoolVar(&o.leaderElect, "leader-elect", false, "Elect a leader, so only one replica reconciles.")
+	flag.StringVar(&o.leaderElectionID, "leader-election-id", "provisioner.core.rukpak.io", "Name of the leader election Lease.")
+	flag.Int64Var(&o.maxBundleBytes, "max-bundle-bytes", unpack.DefaultLimits.MaxBytes, "Largest total uncompressed size of one bundle.")
+	flag.IntVar(&o.maxBundleFiles, "max-bundle-files", unpack.DefaultLimits.MaxFiles, "Most files and directories in one bundle.")
+	zapOpts := zap.Options{}
+	zapOpts.BindFlags(flag.CommandLine)
+	flag.Parse()
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+
+	if err := run(ctrl.SetupSignalHandler(), o); err != nil {
+		ctrl.Log.Error(err, "provisioner failed")
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, o options) error {
+	log := ctrl.Log.WithName("provisioner")
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme, rukpakv1alpha1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			return err
+		}
+	}
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return fmt.Errorf("loading kubeconfig: %w", err)
+	}
+	mgr, err := ctrl.NewManager(cfg, manager.Options{
+		Scheme:                        scheme,
+		Metrics:                       metricsserver.Options{BindAddress: o.metricsAddr},
+		HealthProbeBindAddress:        o.probeAddr,
+		LeaderElection:                o.leaderElect,
+		LeaderElectionID:              o.leaderElectionID,
+		LeaderElectionNamespace:       o.namespace,
+		LeaderElectionReleaseOnCancel: true,
+	})
+	if err != nil {
+		return fmt.Errorf("creating manager: %w", err)
+	}
+
+	limits := unpack.Limits{MaxBytes: o.maxBundleBytes, MaxFiles: o.maxBundleFiles}
+	store := &storage.LocalDirectory{RootDirectory: o.storageDir, BaseURL: strings.TrimSuffix(o.contentURL, "/"), Limits: limits}
+	if err := os.MkdirAll(o.storageDir, 0o755); err != nil {
+		return fmt.Errorf("creating storage directory: %w", err)
+	}
+	if err := store.RemoveStaleTempFiles(time.Minute); err != nil {
+		log.Error(err, "removing stale temporary files")
+	}
+	var caPEM []byte
+	if o.contentCAFile != "" {
+		if caPEM, err = os.ReadFile(o.contentCAFile); err != nil {
+			return fmt.Errorf("reading --content-ca-file: %w", err)
+		}
+	}
+	httpClient, err := storage.NewHTTPClient(caPEM)
+	if err != nil {
+		return err
+	}
+	loader := storage.NewFallbackLoader(store, httpClient, storage.TokenFromFile(o.tokenFile))
+
+	classes := strings.Split(o.classes, ",")
+	if err := provisioner.Setup(mgr, provisioner.Options{
+		Classes:   classes,
+		Namespace: o.namespace,
+		Unpacker: sources.New(unpack.Config{
+			// Secrets and ConfigMaps are read straight from the API server:
+			// caching every Secret in the namespace is not worth the memory.
+			Reader:    mgr.GetAPIReader(),
+			Namespace: o.namespace,
+			BaseDir:   o.unpackDir,
+			Limits:    limits,
+		}),
+		Storage: store,
+		Loader:  loader,
+	}); err != nil {
+		return err
+	}
+
+	content, err := storage.NewHandler(mgr.GetConfig(), o.storageDir, log.WithName("content"))
+	if err != nil {
+		return fmt.Errorf("creating content handler: %w", err)
+	}
+	srv, err := contentServer(o, content)
+	if err != nil {
+		return err
+	}
+	// The content server runs on every replica, leader or not: a Bundle's
+	// contentURL must keep working whichever replica a Service picks.
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		go func() {
+			<-ctx.Done()
+			shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = srv.Shutdown(shutdown)
+		}()
+		log.Info("serving bundle content", "address", o.contentAddr, "url", o.contentURL)
+		if err := srv.ListenAndServeTLS("", ""); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("content server: %w", err)
+		}
+		return nil
+	})); err != nil {
+		return err
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		return err
+	}
+	log.Info("starting", "classes", classes, "namespace", o.namespace)
+	return mgr.Start(ctx)
+}
+
+func contentServer(o options, h http.Handler) (*http.Server, error) {
+	tlsCfg := &tls.Config{MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"}}
+	if o.tlsCertFile != "" {
+		w, err := certwatcher.New(o.tlsCertFile, o.tlsKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("loading content server certificate: %w", err)
+		}
+		go func() { _ = w.Start(context.Background()) }()
+		tlsCfg.GetCertificate = w.GetCertificate
+	} else {
+		host := "localhost"
+		if u := strings.TrimPrefix(strings.TrimPrefix(o.contentURL, "https://"), "http://"); u != "" {
+			host = strings.Split(strings.Split(u, "/")[0], ":")[0]
+		}
+		pair, err := selfsigned.New([]string{host, "localhost", "127.0.0.1"}, 365*24*time.Hour)
+		if err != nil {
+			return nil, err
+		}
+		cert, err := pair.TLSCertificate()
+		if err != nil {
+			return nil, err
+		}
+		tlsCfg.Certificates = []tls.Certificate{cert}
+		if o.tlsCAOut != "" {
+			if err := os.MkdirAll(filepath.Dir(o.tlsCAOut), 0o755); err != nil {
+				return nil, err
+			}
+			if err := os.WriteFile(o.tlsCAOut, pair.CAPEM, 0o644); err != nil {
+				return nil, fmt.Errorf("writing --tls-ca-out: %w", err)
+			}
+		}
+	}
+	mux := http.NewServeMux()
+	mux.Handle(storage.BundlesPath, h)
+	return &http.Server{
+		Addr:              o.contentAddr,
+		Handler:           mux,
+		TLSConfig:         tlsCfg,
+		ReadHeaderTimeout: 10 * time.Second,
+	}, nil
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}

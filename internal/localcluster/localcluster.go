@@ -1,0 +1,92 @@
+// Package localcluster runs a whole local Kubernetes control plane with no
+// containers: kwokctl's binary runtime starts etcd, kube-apiserver,
+// kube-controller-manager (so garbage collection and namespace lifecycle
+// work), kube-scheduler and a kwok controller whose fake node runs every
+// scheduled pod, so Deployments become Available.
+//
+// The binaries are the ones hack/testbin.sh builds from the Go module proxy;
+// nothing is downloaded.
+package localcluster
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// Cluster is a running local cluster.
+type Cluster struct {
+	// Name is the kwokctl cluster name.
+	Name string
+	// Kubeconfig is the path of an admin kubeconfig for the cluster.
+	Kubeconfig string
+
+	assets  string
+	workdir string
+}
+
+// Create starts a cluster named name from the binaries in assets, keeping
+// its state under workdir (which is created). Any leftover cluster of the
+// same name in workdir is deleted first.
+func Create(ctx context.Context, assets, workdir, name string) (*Cluster, error) {
+	if err := os.MkdirAll(workdir, 0o755); err != nil {
+		return nil, err
+	}
+	c := &Cluster{Name: name, Kubeconfig: filepath.Join(workdir, "kubeconfig"), assets: assets, workdir: workdir}
+	_ = c.Delete()
+	bin := func(n string) string { return filepath.Join(assets, n) }
+	if _, err := c.kwokctl(ctx, "create", "cluster",
+		"--name", name,
+		"--runtime", "binary",
+		"--etcd-binary", bin("etcd"),
+		"--kube-apiserver-binary", bin("kube-apiserver"),
+		"--kube-controller-manager-binary", bin("kube-controller-manager"),
+		"--kube-scheduler-binary", bin("kube-scheduler"),
+		"--kwok-controller-binary", bin("kwok"),
+		"--kubeconfig", c.Kubeconfig,
+		"--wait", "120s",
+	); err != nil {
+		_ = c.Delete()
+		return nil, fmt.Errorf("creating local cluster: %w", err)
+	}
+	if _, err := c.kwokctl(ctx, "scale", "node", "--name", name, "--replicas", "1"); err != nil {
+		_ = c.Delete()
+		return nil, fmt.Errorf("adding a node to the local cluster: %w", err)
+	}
+	return c, nil
+}
+
+// Delete stops every process of the cluster and removes its state.
+func (c *Cluster) Delete() error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err := c.kwokctl(ctx, "delete", "cluster", "--name", c.Name)
+	return err
+}
+
+// Logs returns the last lines of a component's log (e.g. kube-apiserver).
+func (c *Cluster) Logs(component string) string {
+	out, _ := c.kwokctl(context.Background(), "logs", component, "--name", c.Name)
+	lines := strings.Split(out, "\n")
+	if len(lines) > 50 {
+		lines = lines[len(lines)-50:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+func (c *Cluster) kwokctl(ctx context.Context, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, filepath.Join(c.assets, "kwokctl"), args...)
+	cmd.Env = append(os.Environ(), "KWOK_WORKDIR="+c.workdir)
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	cmd.Stderr = &out
+	if err := cmd.Run(); err != nil {
+		return out.String(), fmt.Errorf("kwokctl %s: %w\n%s", strings.Join(args, " "), err, out.String())
+	}
+	return out.String(), nil
+}

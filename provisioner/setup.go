@@ -1,0 +1,133 @@
+// Package provisioner wires the shared Bundle and BundleDeployment
+// reconcilers to the bundle formats of each provisioner class.
+package provisioner
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
+	"github.com/rukpak-dev/rukpak/provisioner/bundle"
+	"github.com/rukpak-dev/rukpak/provisioner/bundledeployment"
+	"github.com/rukpak-dev/rukpak/provisioner/plain"
+	"github.com/rukpak-dev/rukpak/provisioner/registry"
+	"github.com/rukpak-dev/rukpak/provisioner/release"
+	"github.com/rukpak-dev/rukpak/storage"
+	"github.com/rukpak-dev/rukpak/unpack"
+)
+
+// Options configure the provisioners of one process.
+type Options struct {
+	// Classes to run, e.g. core-rukpak-io-plain and core-rukpak-io-registry.
+	Classes []string
+	// Namespace holds Helm release records and objects installed without a
+	// namespace.
+	Namespace string
+	Unpacker  unpack.Unpacker
+	Storage   storage.Storage
+	// Loader loads content for installs; it may fall back to downloading
+	// content stored by another process. Defaults to Storage.
+	Loader storage.Loader
+}
+
+// Setup registers a Bundle and a BundleDeployment reconciler for every class.
+func Setup(mgr ctrl.Manager, opts Options) error {
+	if opts.Loader == nil {
+		opts.Loader = opts.Storage
+	}
+	releases, err := release.NewManager(mgr.GetConfig(), opts.Namespace)
+	if err != nil {
+		return err
+	}
+	for _, class := range opts.Classes {
+		h, err := HandlerFor(class)
+		if err != nil {
+			return err
+		}
+		if err := (&bundle.Reconciler{
+			Client:   mgr.GetClient(),
+			Class:    class,
+			Unpacker: opts.Unpacker,
+			Storage:  opts.Storage,
+			Handler:  h,
+		}).SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("setting up bundle controller for %s: %w", class, err)
+		}
+		if err := (&bundledeployment.Reconciler{
+			Client:   mgr.GetClient(),
+			Class:    class,
+			Loader:   opts.Loader,
+			Objects:  Objects,
+			Releases: releases,
+			Explain:  explainDependencies,
+		}).SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("setting up bundle deployment controller for %s: %w", class, err)
+		}
+	}
+	return nil
+}
+
+// HandlerFor returns the format handler of a provisioner class: plain+v0
+// content is validated and stored as is; registry+v1 content is validated
+// and converted to plain+v0 (keeping the original for re-rendering with a
+// BundleDeployment's config).
+func HandlerFor(class string) (bundle.Handler, error) {
+	switch class {
+	case rukpakv1alpha1.ProvisionerClassPlain:
+		return bundle.HandlerFunc(func(_ context.Context, fsys fs.FS, _ *rukpakv1alpha1.Bundle) (fs.FS, error) {
+			if err := plain.Validate(fsys); err != nil {
+				return nil, err
+			}
+			return fsys, nil
+		}), nil
+	case rukpakv1alpha1.ProvisionerClassRegistry:
+		return bundle.HandlerFunc(func(_ context.Context, fsys fs.FS, _ *rukpakv1alpha1.Bundle) (fs.FS, error) {
+			return registry.Convert(fsys, registry.Options{})
+		}), nil
+	}
+	return nil, fmt.Errorf("unknown provisioner class %q (known: %s, %s)", class, rukpakv1alpha1.ProvisionerClassPlain, rukpakv1alpha1.ProvisionerClassRegistry)
+}
+
+// Objects returns the objects a BundleDeployment installs from stored
+// content: registry+v1 content is converted again when the BundleDeployment
+// has a config (install and watch namespaces).
+func Objects(fsys fs.FS, bd *rukpakv1alpha1.BundleDeployment) ([]*unstructured.Unstructured, error) {
+	if registry.IsRegistryContent(fsys) && bd.Spec.Config != nil && len(bd.Spec.Config.Raw) > 0 {
+		opts, err := registry.OptionsFromConfig(bd.Spec.Config.Raw)
+		if err != nil {
+			return nil, fmt.Errorf("spec.config: %w", err)
+		}
+		src, err := fs.Sub(fsys, registry.SourceDir)
+		if err != nil {
+			return nil, err
+		}
+		converted, err := registry.Convert(src, opts)
+		if err != nil {
+			return nil, err
+		}
+		fsys = converted
+	}
+	return plain.Objects(fsys)
+}
+
+// explainDependencies names a registry+v1 bundle's declared dependencies,
+// the likely providers of kinds missing from the cluster.
+func explainDependencies(fsys fs.FS) string {
+	if !registry.IsRegistryContent(fsys) {
+		return ""
+	}
+	src, err := fs.Sub(fsys, registry.SourceDir)
+	if err != nil {
+		return ""
+	}
+	deps, err := registry.Dependencies(src)
+	if err != nil || len(deps) == 0 {
+		return ""
+	}
+	return "the bundle declares dependencies: " + strings.Join(deps, ", ")
+}

@@ -1,0 +1,40 @@
+// Package sources picks the Unpacker for a Bundle's source type.
+package sources
+
+import (
+	"context"
+	"fmt"
+
+	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
+	"github.com/rukpak-dev/rukpak/unpack"
+	"github.com/rukpak-dev/rukpak/unpack/configmaps"
+	"github.com/rukpak-dev/rukpak/unpack/git"
+	"github.com/rukpak-dev/rukpak/unpack/httpsrc"
+	"github.com/rukpak-dev/rukpak/unpack/image"
+)
+
+// Unpacker dispatches on spec.source.type (or the resolved source's type,
+// which is the same).
+type Unpacker struct {
+	bySource map[rukpakv1alpha1.SourceType]unpack.Unpacker
+}
+
+// New returns an Unpacker for every source type this project supports.
+func New(cfg unpack.Config) *Unpacker {
+	return &Unpacker{bySource: map[rukpakv1alpha1.SourceType]unpack.Unpacker{
+		rukpakv1alpha1.SourceTypeImage:      image.New(cfg),
+		rukpakv1alpha1.SourceTypeGit:        git.New(cfg),
+		rukpakv1alpha1.SourceTypeConfigMaps: configmaps.New(cfg),
+		rukpakv1alpha1.SourceTypeHTTP:       httpsrc.New(cfg),
+	}}
+}
+
+// Unpack implements unpack.Unpacker.
+func (u *Unpacker) Unpack(ctx context.Context, b *rukpakv1alpha1.Bundle) (*unpack.Result, error) {
+	t := b.Spec.Source.Type
+	impl, ok := u.bySource[t]
+	if !ok {
+		return nil, unpack.Terminal(fmt.Errorf("unsupported source type %q", t))
+	}
+	return impl.Unpack(ctx, b)
+}

@@ -16,15 +16,18 @@ import (
 
 // Bundle annotations, from metadata/annotations.yaml.
 const (
-	AnnotationsFile       = "metadata/annotations.yaml"
-	AnnotationMediaType   = "operators.operatorframework.io.bundle.mediatype.v1"
-	AnnotationPackage     = "operators.operatorframework.io.bundle.package.v1"
-	AnnotationChannels    = "operators.operatorframework.io.bundle.channels.v1"
-	AnnotationDefaultChan = "operators.operatorframework.io.bundle.channel.default.v1"
-	MediaType             = "registry+v1"
+	AnnotationsFile     = "metadata/annotations.yaml"
+	AnnotationMediaType = "operators.operatorframework.io.bundle.mediatype.v1"
+	AnnotationPackage   = "operators.operatorframework.io.bundle.package.v1"
+	AnnotationChannels  = "operators.operatorframework.io.bundle.channels.v1"
+	MediaType           = "registry+v1"
+	// AnnotationSuggestedNS on the CSV names the default install namespace.
 	AnnotationSuggestedNS = "operatorframework.io/suggested-namespace"
-	kindCSV               = "ClusterServiceVersion"
-	kindCRD               = "CustomResourceDefinition"
+)
+
+const (
+	kindCSV = "ClusterServiceVersion"
+	kindCRD = "CustomResourceDefinition"
 )
 
 // supportedKinds are the optional objects a registry+v1 bundle may carry

@@ -21,11 +21,11 @@ type csvMetadata struct {
 }
 
 type csvSpec struct {
-	InstallModes              []installMode        `json:"installModes,omitempty"`
-	Install                   installStrategy      `json:"install"`
-	CustomResourceDefinitions crdDefinitions       `json:"customresourcedefinitions,omitempty"`
-	APIServiceDefinitions     apiServiceDefintions `json:"apiservicedefinitions,omitempty"`
-	WebhookDefinitions        []interface{}        `json:"webhookdefinitions,omitempty"`
+	InstallModes              []installMode         `json:"installModes,omitempty"`
+	Install                   installStrategy       `json:"install"`
+	CustomResourceDefinitions crdDefinitions        `json:"customresourcedefinitions,omitempty"`
+	APIServiceDefinitions     apiServiceDefinitions `json:"apiservicedefinitions,omitempty"`
+	WebhookDefinitions        []interface{}         `json:"webhookdefinitions,omitempty"`
 }
 
 type installMode struct {
@@ -67,7 +67,7 @@ type crdDescription struct {
 	Kind    string `json:"kind,omitempty"`
 }
 
-type apiServiceDefintions struct {
+type apiServiceDefinitions struct {
 	Owned []interface{} `json:"owned,omitempty"`
 }
 

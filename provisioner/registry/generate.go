@@ -75,7 +75,11 @@ func generate(b *bundle, t target) ([]*unstructured.Unstructured, error) {
 		g.emit(g.placed(obj))
 	}
 	for _, d := range install.Deployments {
-		g.emit(g.deployment(d))
+		dep, err := g.deployment(d)
+		if err != nil {
+			return nil, err
+		}
+		g.emit(dep)
 	}
 	return g.objs, nil
 }
@@ -195,19 +199,24 @@ func (g *generator) placed(obj *unstructured.Unstructured) *unstructured.Unstruc
 	return obj
 }
 
-func (g *generator) deployment(d strategyDeployment) *unstructured.Unstructured {
+func (g *generator) deployment(d strategyDeployment) (*unstructured.Unstructured, error) {
 	spec := runtime.DeepCopyJSON(orEmptyMap(d.Spec))
 	annotations := map[string]interface{}{}
 	for k, v := range g.b.csv.Metadata.Annotations {
 		annotations[k] = v
 	}
 	// The pod template's own annotations win over the CSV's.
-	podAnnotations, _, _ := unstructured.NestedMap(spec, "template", "metadata", "annotations")
+	podAnnotations, _, err := unstructured.NestedMap(spec, "template", "metadata", "annotations")
+	if err != nil {
+		return nil, fmt.Errorf("deployment %q: spec.template.metadata.annotations: %w", d.Name, err)
+	}
 	for k, v := range podAnnotations {
 		annotations[k] = v
 	}
 	annotations[AnnotationTargetNamespaces] = strings.Join(g.t.watchNamespaces, ",")
-	_ = unstructured.SetNestedMap(spec, annotations, "template", "metadata", "annotations")
+	if err := unstructured.SetNestedMap(spec, annotations, "template", "metadata", "annotations"); err != nil {
+		return nil, fmt.Errorf("deployment %q: spec.template.metadata: %w", d.Name, err)
+	}
 
 	return object("apps/v1", "Deployment", d.Name, g.t.installNamespace, func(m map[string]interface{}) {
 		if len(d.Label) > 0 {
@@ -218,7 +227,7 @@ func (g *generator) deployment(d strategyDeployment) *unstructured.Unstructured 
 			m["metadata"].(map[string]interface{})["labels"] = labels
 		}
 		m["spec"] = spec
-	})
+	}), nil
 }
 
 func orEmpty(s []interface{}) []interface{} {

@@ -593,3 +593,15 @@ func TestIsRegistryContent(t *testing.T) {
 		t.Fatal("converted content not reported as registry content")
 	}
 }
+
+func TestMalformedDeployment(t *testing.T) {
+	csv := testCSV(InstallModeAllNamespaces)
+	install := csv["spec"].(map[string]interface{})["install"].(map[string]interface{})["spec"].(map[string]interface{})
+	dep := install["deployments"].([]interface{})[0].(map[string]interface{})
+	dep["spec"].(map[string]interface{})["template"].(map[string]interface{})["metadata"] = map[string]interface{}{"annotations": "oops"}
+	_, err := Convert(testBundle(t, csv), Options{})
+	want := `deployment "op": spec.template.metadata.annotations: .template.metadata.annotations accessor error: oops is of the type string, expected map[string]interface{}`
+	if err == nil || err.Error() != want {
+		t.Fatalf("got error %v, want %q", err, want)
+	}
+}

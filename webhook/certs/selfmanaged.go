@@ -48,7 +48,9 @@ type Options struct {
 
 // AddSelfManaged adds certificate rotation and the Secret-to-directory
 // writer to mgr. The returned channel is closed once this replica's CertDir
-// holds a valid key pair; gate the webhook server and readiness on it.
+// holds a valid key pair and (without leader election) the CA is injected
+// into the webhook configurations; gate the webhook server and readiness on
+// it.
 func AddSelfManaged(ctx context.Context, mgr manager.Manager, o Options) (<-chan struct{}, error) {
 	if o.Namespace == "" || o.DNSName == "" || o.CertDir == "" {
 		return nil, fmt.Errorf("self-managed certificates need a namespace, a DNS name and a certificate directory")
@@ -67,6 +69,7 @@ func AddSelfManaged(ctx context.Context, mgr manager.Manager, o Options) (<-chan
 	for _, name := range o.WebhookConfigurations {
 		webhooks = append(webhooks, rotator.WebhookInfo{Name: name, Type: rotator.Validating})
 	}
+	injected := make(chan struct{})
 	if err := rotator.AddRotator(mgr, &rotator.CertRotator{
 		SecretKey:              key,
 		CertDir:                o.CertDir,
@@ -74,7 +77,7 @@ func AddSelfManaged(ctx context.Context, mgr manager.Manager, o Options) (<-chan
 		CAOrganization:         "rukpak",
 		DNSName:                o.DNSName,
 		ExtraDNSNames:          o.ExtraDNSNames,
-		IsReady:                make(chan struct{}),
+		IsReady:                injected,
 		Webhooks:               webhooks,
 		FieldOwner:             "rukpak-webhook",
 		RequireLeaderElection:  o.RequireLeaderElection,
@@ -91,7 +94,31 @@ func AddSelfManaged(ctx context.Context, mgr manager.Manager, o Options) (<-chan
 	if err := w.SetupWithManager(mgr); err != nil {
 		return nil, err
 	}
-	return w.Ready(), nil
+	return allReady(ctx, w.Ready(), injected, !o.RequireLeaderElection), nil
+}
+
+// allReady closes once files is closed and, when waitInjected, injected is
+// too. The rotator reports injection only on the replica that rotates, so
+// with leader election a replica is ready once it can serve: the leader
+// keeps the caBundle current.
+func allReady(ctx context.Context, files, injected <-chan struct{}, waitInjected bool) <-chan struct{} {
+	out := make(chan struct{})
+	go func() {
+		select {
+		case <-files:
+		case <-ctx.Done():
+			return
+		}
+		if waitInjected {
+			select {
+			case <-injected:
+			case <-ctx.Done():
+				return
+			}
+		}
+		close(out)
+	}()
+	return out
 }
 
 func ensureSecret(ctx context.Context, mgr manager.Manager, key types.NamespacedName) error {

@@ -40,6 +40,7 @@ func TestSelfManagedRotation(t *testing.T) {
 			ServerValidity:        4 * time.Second,
 			RenewBefore:           2 * time.Second,
 			CheckInterval:         500 * time.Millisecond,
+			ControllerName:        "cert-rotator-" + strconv.FormatInt(time.Now().UnixNano(), 36), // unique per run (-count)
 		},
 	})
 	ctx := context.Background()

@@ -37,6 +37,10 @@ type Options struct {
 	// still writes the Secret's certificates to its CertDir.
 	RequireLeaderElection bool
 
+	// ControllerName names the rotation controller; controller names are
+	// process-wide unique. Defaults to rukpak-webhook-cert-rotator.
+	ControllerName string
+
 	// CAValidity, ServerValidity, RenewBefore and CheckInterval tune
 	// rotation; zero values take cert-controller's defaults (10 years, 1
 	// year, 90 days, 12 hours). Tests shorten them.
@@ -57,6 +61,9 @@ func AddSelfManaged(ctx context.Context, mgr manager.Manager, o Options) (<-chan
 	}
 	if o.SecretName == "" {
 		o.SecretName = DefaultSecretName
+	}
+	if o.ControllerName == "" {
+		o.ControllerName = "rukpak-webhook-cert-rotator"
 	}
 	key := types.NamespacedName{Namespace: o.Namespace, Name: o.SecretName}
 	// cert-controller updates the Secret but fails at start if it is
@@ -85,7 +92,7 @@ func AddSelfManaged(ctx context.Context, mgr manager.Manager, o Options) (<-chan
 		ServerCertDuration:     o.ServerValidity,
 		LookaheadInterval:      o.RenewBefore,
 		RotationCheckFrequency: o.CheckInterval,
-		ControllerName:         "rukpak-webhook-cert-rotator",
+		ControllerName:         o.ControllerName,
 	}); err != nil {
 		return nil, fmt.Errorf("adding certificate rotator: %w", err)
 	}

@@ -3,6 +3,7 @@ package image
 import (
 	"archive/tar"
 	"bytes"
+	"errors"
 	"io/fs"
 	"net/http"
 	"net/http/httptest"
@@ -10,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -28,7 +30,7 @@ const namespace = "rukpak-system"
 
 // newUnpacker fails fast instead of retrying, with Secrets served by a
 // fake client (the Secret reader is not what is under test).
-func newUnpacker(t *testing.T, limits unpack.Limits, objs ...client.Object) *Unpacker {
+func newUnpacker(t testing.TB, limits unpack.Limits, objs ...client.Object) *Unpacker {
 	t.Helper()
 	u := New(unpack.Config{
 		Reader:    fake.NewClientBuilder().WithObjects(objs...).Build(),
@@ -317,4 +319,41 @@ func assertErr(t *testing.T, err error, want string, terminal bool) {
 		t.Errorf("terminal = %v, want %v for %v", unpack.IsTerminal(err), terminal, err)
 	}
 	t.Logf("error: %v", err)
+}
+
+func TestUnpackConcurrentPullsOnce(t *testing.T) {
+	reg := testregistry.New(t)
+	ref := reg.Ref("bundle:v1")
+	reg.MustPush(t, ref, testregistry.Image(t,
+		testregistry.Layer(t, map[string]string{"manifests/a.yaml": "a"}),
+		testregistry.Layer(t, map[string]string{"manifests/b.yaml": "b"})))
+	src := rukpakv1alpha1.ImageSource{Ref: ref, CertificateData: string(reg.CAPEM)}
+
+	before := reg.BlobPulls()
+	unpackOK(t, newUnpacker(t, unpack.Limits{}), bundleFor(src))
+	onePull := reg.BlobPulls() - before
+
+	u := newUnpacker(t, unpack.Limits{})
+	before = reg.BlobPulls()
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for range 8 {
+		wg.Go(func() {
+			res, err := u.Unpack(t.Context(), bundleFor(src))
+			if err == nil && !slices.Equal(files(t, res.FS), []string{"manifests/a.yaml=a", "manifests/b.yaml=b"}) {
+				err = errors.New("wrong content")
+			}
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	if got := reg.BlobPulls() - before; got != onePull {
+		t.Errorf("8 concurrent unpacks pulled %d blobs, one unpack pulls %d", got, onePull)
+	}
 }

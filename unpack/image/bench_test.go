@@ -1,0 +1,155 @@
+package image
+
+import (
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime/metrics"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+
+	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
+	"github.com/rukpak-dev/rukpak/internal/testregistry"
+	"github.com/rukpak-dev/rukpak/unpack"
+)
+
+// BenchmarkUnpack compares an unpack (pull, decompress, extract) with the
+// floor: a plain pull of the same compressed layers to files. Both run
+// against a loopback TLS registry. peak-heap-MiB is the largest growth of
+// live heap during one operation: it must not grow with the image size.
+//
+//	go test -run '^$' -bench . -benchtime 3x ./unpack/image/
+func BenchmarkUnpack(b *testing.B) {
+	reg := testregistry.New(b)
+	for _, shape := range []struct {
+		layers int
+		size   int
+	}{{1, 50 << 20}, {20, 5 << 20}} {
+		rng := rand.NewChaCha8([32]byte{byte(shape.layers)})
+		var layers []v1.Layer
+		for i := range shape.layers {
+			data := make([]byte, shape.size) // incompressible
+			_, _ = rng.Read(data)
+			layers = append(layers, testregistry.Layer(b, map[string]string{fmt.Sprintf("manifests/blob-%02d", i): string(data)}))
+		}
+		name := fmt.Sprintf("%dx%dMiB", shape.layers, shape.size>>20)
+		ref := reg.MustPush(b, reg.Ref("bench:"+name), testregistry.Image(b, layers...))
+		total := int64(shape.layers * shape.size)
+
+		b.Run(name+"/pull-floor", func(b *testing.B) {
+			measure(b, total, func(dir string) error { return pullToDisk(reg, ref, dir) })
+		})
+		b.Run(name+"/unpack", func(b *testing.B) {
+			measure(b, total, func(dir string) error {
+				u := New(unpack.Config{BaseDir: dir, Limits: unpack.Limits{MaxBytes: 1 << 30}})
+				bundle := bundleFor(rukpakv1alpha1.ImageSource{Ref: ref, CertificateData: string(reg.CAPEM)})
+				_, err := u.Unpack(b.Context(), bundle)
+				return err
+			})
+		})
+	}
+}
+
+// pullToDisk writes each layer's compressed blob to a file: the least any
+// puller has to do.
+func pullToDisk(reg *testregistry.Registry, ref, dir string) error {
+	r, err := name.ParseReference(ref)
+	if err != nil {
+		return err
+	}
+	img, err := remote.Image(r, reg.RemoteOptions()...)
+	if err != nil {
+		return err
+	}
+	layers, err := img.Layers()
+	if err != nil {
+		return err
+	}
+	for i, l := range layers {
+		rc, err := l.Compressed()
+		if err != nil {
+			return err
+		}
+		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("layer-%d", i)))
+		if err != nil {
+			rc.Close()
+			return err
+		}
+		_, err = io.Copy(f, rc)
+		rc.Close()
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// measure runs op b.N times on a fresh directory, reporting throughput and
+// the peak heap growth seen by a sampler.
+func measure(b *testing.B, bytes int64, op func(dir string) error) {
+	b.SetBytes(bytes)
+	var peak uint64
+	for range b.N {
+		b.StopTimer()
+		dir := b.TempDir()
+		stop := sampleHeap()
+		b.StartTimer()
+		if err := op(dir); err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		peak = max(peak, stop())
+		if err := os.RemoveAll(dir); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(peak)/(1<<20), "peak-heap-MiB")
+}
+
+// sampleHeap polls the live heap until the returned func is called, which
+// returns the largest growth over the starting point.
+func sampleHeap() func() uint64 {
+	s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	read := func() uint64 { metrics.Read(s); return s[0].Value.Uint64() }
+	base := read()
+	var (
+		mu   sync.Mutex
+		peak uint64
+		done = make(chan struct{})
+		wg   sync.WaitGroup
+	)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(2 * time.Millisecond)
+		defer t.Stop()
+		for {
+			if v := read(); v > base {
+				mu.Lock()
+				peak = max(peak, v-base)
+				mu.Unlock()
+			}
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() uint64 {
+		close(done)
+		wg.Wait()
+		return peak
+	}
+}

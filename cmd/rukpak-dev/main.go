@@ -1,0 +1,75 @@
+// Command rukpak-dev is `make run`: a local cluster with the CRDs, the
+// provisioners and the webhook, plus a registry and a git server holding
+// example bundles, until Ctrl-C.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"github.com/rukpak-dev/rukpak/internal/devenv"
+)
+
+func main() {
+	var o devenv.Options
+	var registryAddr, gitAddr string
+	flag.StringVar(&o.Assets, "assets", "", "Directory of the control-plane binaries (hack/testbin.sh prints it).")
+	flag.StringVar(&o.BinDir, "bin-dir", "bin", "Directory of the provisioner and webhook binaries.")
+	flag.StringVar(&o.StateDir, "state-dir", ".run", "Directory for the cluster's state, kubeconfig and logs.")
+	flag.StringVar(&o.RepoRoot, "repo-root", ".", "This checkout.")
+	flag.StringVar(&o.Name, "name", "rukpak", "Name of the local cluster.")
+	flag.StringVar(&registryAddr, "registry-address", "127.0.0.1:5001", "Address of the example image registry.")
+	flag.StringVar(&gitAddr, "git-address", "127.0.0.1:5002", "Address of the example git server.")
+	flag.Parse()
+	o.Out = os.Stdout
+	if err := run(o, registryAddr, gitAddr); err != nil {
+		fmt.Fprintln(os.Stderr, "error:", err)
+		os.Exit(1)
+	}
+}
+
+func run(o devenv.Options, registryAddr, gitAddr string) error {
+	for _, p := range []*string{&o.StateDir, &o.BinDir, &o.RepoRoot, &o.Assets} {
+		abs, err := filepath.Abs(*p)
+		if err != nil {
+			return err
+		}
+		*p = abs
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	ex, err := devenv.ServeExamples(ctx, o.RepoRoot, o.StateDir, registryAddr, gitAddr)
+	if err != nil {
+		return err
+	}
+	defer ex.Close()
+	env, err := devenv.Up(ctx, o)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		fmt.Println("\n>> stopping everything")
+		env.Down()
+	}()
+
+	fmt.Printf(`
+The local cluster is ready. In another terminal:
+
+  export KUBECONFIG=%s
+  kubectl get bundles,bundledeployments
+
+Example bundles (see README.md, "Try it"):
+  images:   %s/combo:v0.0.2 (plain+v0), %s/etcd-bundle:v0.9.4 (registry+v1)
+  git:      http://%s/combo (tags v0.0.2, v0.0.3)
+Logs:       %s/logs/
+Press Ctrl-C to stop everything.
+`, env.Kubeconfig, registryAddr, registryAddr, gitAddr, o.StateDir)
+	<-ctx.Done()
+	return nil
+}

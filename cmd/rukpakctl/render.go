@@ -52,7 +52,7 @@ BundleDeployment mean.`,
 	}
 	cmd.Flags().StringVar(&o.format, "format", "", "bundle format: plain+v0 or registry+v1 (default: detected)")
 	cmd.Flags().StringVar(&o.installNS, "install-namespace", "", "registry+v1: namespace the operator is installed in")
-	cmd.Flags().StringSliceVar(&o.watchNamespaces, "watch-namespaces", nil, "registry+v1: comma-separated namespaces the operator watches (default: all)")
+	cmd.Flags().StringSliceVar(&o.watchNamespaces, "watch-namespaces", nil, "registry+v1: comma-separated namespaces the operator watches (default: all namespaces if the CSV supports AllNamespaces, else the install namespace if it supports OwnNamespace)")
 	return cmd
 }
 

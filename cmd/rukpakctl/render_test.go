@@ -87,9 +87,19 @@ func TestRender(t *testing.T) {
 			want:  []string{"Namespace /etcd", "ServiceAccount etcd/etcd-operator", "Role etcd/etcdoperator.v0.9.4-etcd-operator", "Deployment etcd/etcd-operator"},
 		},
 		{
-			name:    "registry+v1 without a supported mode",
-			args:    []string{shared(t, "registry-v1/etcd-0.9.4")},
-			wantErr: `ClusterServiceVersion "etcdoperator.v0.9.4" does not support install mode AllNamespaces (supported install modes: OwnNamespace, SingleNamespace): set spec.config.watchNamespaces to the namespaces the operator should watch`,
+			// etcd supports OwnNamespace and SingleNamespace, not
+			// AllNamespaces: the default is OwnNamespace in <package>-system.
+			name:  "registry+v1 default mode without AllNamespaces",
+			args:  []string{shared(t, "registry-v1/etcd-0.9.4")},
+			count: 8,
+			want:  []string{"Namespace /etcd-system", "ServiceAccount etcd-system/etcd-operator", "Role etcd-system/etcdoperator.v0.9.4-etcd-operator", "RoleBinding etcd-system/etcdoperator.v0.9.4-etcd-operator", "Deployment etcd-system/etcd-operator"},
+		},
+		{
+			// `""` is the CSV spelling of a single empty namespace: [""],
+			// all namespaces explicitly.
+			name:    "registry+v1 explicit all namespaces unsupported",
+			args:    []string{shared(t, "registry-v1/etcd-0.9.4"), "--watch-namespaces", `""`},
+			wantErr: `ClusterServiceVersion "etcdoperator.v0.9.4" does not support install mode AllNamespaces, which watchNamespaces [""] selects (supported install modes: OwnNamespace, SingleNamespace)`,
 		},
 		{
 			name:    "registry+v1 forced on a plain bundle",

@@ -59,8 +59,11 @@ func dump(t *testing.T, fsys fs.FS) []byte {
 // TestCorpus converts every real community bundle, or checks the exact
 // reason it cannot be converted.
 func TestCorpus(t *testing.T) {
+	// Bundles without AllNamespaces install in OwnNamespace (the install
+	// namespace only) when no watch namespaces are configured.
 	tests := []struct {
 		bundle  string
+		variant string // subtest name suffix
 		golden  string // testdata/golden/<golden>.yaml; empty when an error is expected
 		opts    Options
 		wantErr string
@@ -71,45 +74,58 @@ func TestCorpus(t *testing.T) {
 		},
 		{bundle: "community-trivy-operator-2.4.0", golden: "community-trivy-operator-2.4.0"},
 		{
+			// OwnNamespace only: the default is OwnNamespace in the suggested
+			// namespace, the same as asking for it.
 			bundle:  "community-windows-machine-config-operator-3.0.0",
-			wantErr: `ClusterServiceVersion "community-windows-machine-config-operator.v3.0.0" does not support install mode AllNamespaces (supported install modes: OwnNamespace): set spec.config.watchNamespaces to the namespaces the operator should watch`,
+			variant: "default",
+			golden:  "community-windows-machine-config-operator-3.0.0",
 		},
 		{
-			bundle: "community-windows-machine-config-operator-3.0.0",
-			golden: "community-windows-machine-config-operator-3.0.0",
-			opts:   Options{WatchNamespaces: []string{"openshift-windows-machine-config-operator"}},
+			bundle:  "community-windows-machine-config-operator-3.0.0",
+			variant: "own",
+			golden:  "community-windows-machine-config-operator-3.0.0",
+			opts:    Options{WatchNamespaces: []string{"openshift-windows-machine-config-operator"}},
+		},
+		{
+			bundle:  "community-windows-machine-config-operator-3.0.0",
+			variant: "explicit-all",
+			opts:    Options{WatchNamespaces: []string{""}},
+			wantErr: `ClusterServiceVersion "community-windows-machine-config-operator.v3.0.0" does not support install mode AllNamespaces, which watchNamespaces [""] selects (supported install modes: OwnNamespace)`,
+		},
+		{bundle: "etcd-0.9.4", variant: "default", golden: "etcd-0.9.4-default"},
+		{
+			bundle:  "etcd-0.9.4",
+			variant: "own",
+			golden:  "etcd-0.9.4",
+			opts:    Options{InstallNamespace: "etcd", WatchNamespaces: []string{"etcd"}},
 		},
 		{
 			bundle:  "etcd-0.9.4",
-			wantErr: `ClusterServiceVersion "etcdoperator.v0.9.4" does not support install mode AllNamespaces (supported install modes: OwnNamespace, SingleNamespace): set spec.config.watchNamespaces to the namespaces the operator should watch`,
+			variant: "explicit-all",
+			opts:    Options{WatchNamespaces: []string{""}},
+			wantErr: `ClusterServiceVersion "etcdoperator.v0.9.4" does not support install mode AllNamespaces, which watchNamespaces [""] selects (supported install modes: OwnNamespace, SingleNamespace)`,
 		},
-		{
-			bundle: "etcd-0.9.4",
-			golden: "etcd-0.9.4",
-			opts:   Options{InstallNamespace: "etcd", WatchNamespaces: []string{"etcd"}},
-		},
+		{bundle: "konveyor-operator-0.3.1", variant: "default", golden: "konveyor-operator-0.3.1-default"},
 		{
 			bundle:  "konveyor-operator-0.3.1",
-			wantErr: `ClusterServiceVersion "konveyor-operator.v0.3.1" does not support install mode AllNamespaces (supported install modes: OwnNamespace, SingleNamespace, MultiNamespace): set spec.config.watchNamespaces to the namespaces the operator should watch`,
-		},
-		{
-			bundle: "konveyor-operator-0.3.1",
-			golden: "konveyor-operator-0.3.1",
-			opts:   Options{WatchNamespaces: []string{"team-a", "team-b"}},
+			variant: "multi",
+			golden:  "konveyor-operator-0.3.1",
+			opts:    Options{WatchNamespaces: []string{"team-a", "team-b"}},
 		},
 		{bundle: "l5-operator-0.0.2", golden: "l5-operator-0.0.2"},
+		{bundle: "prometheus-0.47.0", variant: "default", golden: "prometheus-0.47.0-default"},
 		{
 			bundle:  "prometheus-0.47.0",
-			wantErr: `ClusterServiceVersion "prometheusoperator.0.47.0" does not support install mode AllNamespaces (supported install modes: OwnNamespace, SingleNamespace): set spec.config.watchNamespaces to the namespaces the operator should watch`,
-		},
-		{
-			bundle: "prometheus-0.47.0",
-			golden: "prometheus-0.47.0",
-			opts:   Options{InstallNamespace: "monitoring", WatchNamespaces: []string{"apps"}},
+			variant: "single",
+			golden:  "prometheus-0.47.0",
+			opts:    Options{InstallNamespace: "monitoring", WatchNamespaces: []string{"apps"}},
 		},
 	}
 	for _, tc := range tests {
 		name := tc.bundle
+		if tc.variant != "" {
+			name += "/" + tc.variant
+		}
 		if tc.wantErr != "" {
 			name += "/error"
 		}

@@ -19,8 +19,19 @@
 //	spec:
 //	  config:
 //	    installNamespace: my-operator   # default: CSV annotation operatorframework.io/suggested-namespace, else <package>-system
-//	    watchNamespaces: [team-a]       # default: all namespaces, when the CSV supports AllNamespaces
+//	    watchNamespaces: [team-a]       # default: see below
 //
 // watchNamespaces equal to [installNamespace] selects OwnNamespace, one other
-// namespace SingleNamespace, several MultiNamespace.
+// namespace SingleNamespace, several MultiNamespace, and [""] (OLM's explicit
+// spelling of all namespaces) AllNamespaces.
+//
+// Without watchNamespaces (absent or empty) the install mode is AllNamespaces
+// when the CSV supports it, else OwnNamespace (watching only the install
+// namespace, with olm.targetNamespaces set to it and the CSV's permissions
+// granted by Roles and RoleBindings there) when the CSV supports that. A CSV
+// that supports neither has no default: conversion fails naming the supported
+// install modes, and watchNamespaces must be set. Because a Bundle is
+// converted with default options when it is unpacked, this default is what
+// lets a bundle without AllNamespaces, such as one supporting only
+// OwnNamespace and SingleNamespace, unpack at all.
 package registry

@@ -16,8 +16,11 @@ type Options struct {
 	// operatorframework.io/suggested-namespace annotation, else
 	// "<package>-system".
 	InstallNamespace string `json:"installNamespace,omitempty"`
-	// WatchNamespaces are the namespaces the operator serves. Empty means
-	// all namespaces (AllNamespaces install mode).
+	// WatchNamespaces are the namespaces the operator serves. Empty (not
+	// configured) means AllNamespaces when the CSV supports it, else
+	// OwnNamespace (only the install namespace) when the CSV supports that.
+	// [""] is OLM's explicit spelling of all namespaces and always means
+	// AllNamespaces.
 	WatchNamespaces []string `json:"watchNamespaces,omitempty"`
 }
 
@@ -63,7 +66,9 @@ type target struct {
 func (t target) allNamespaces() bool { return t.mode == InstallModeAllNamespaces }
 
 // resolveTarget picks the install mode the options ask for and checks that
-// the CSV supports it.
+// the CSV supports it. With no watch namespaces configured the mode is
+// AllNamespaces if supported, else OwnNamespace if supported; [""] asks for
+// AllNamespaces explicitly.
 func resolveTarget(b *bundle, opts Options) (target, error) {
 	t := target{installNamespace: opts.InstallNamespace}
 	if t.installNamespace == "" {
@@ -76,10 +81,40 @@ func resolveTarget(b *bundle, opts Options) (target, error) {
 		return target{}, fmt.Errorf("install namespace %q is not a valid namespace name: %s", t.installNamespace, strings.Join(errs, "; "))
 	}
 
-	watch := opts.WatchNamespaces
-	if len(watch) == 1 && watch[0] == "" {
-		watch = nil // [""] is OLM's spelling of "all namespaces"
+	supported := supportedModes(b.csv)
+	list := "none"
+	if len(supported) > 0 {
+		list = strings.Join(supported, ", ")
 	}
+
+	watch := opts.WatchNamespaces
+	if len(watch) == 0 {
+		// Not configured: the widest mode the CSV supports of AllNamespaces
+		// and OwnNamespace.
+		switch {
+		case slices.Contains(supported, InstallModeAllNamespaces):
+			t.mode = InstallModeAllNamespaces
+		case slices.Contains(supported, InstallModeOwnNamespace):
+			t.mode = InstallModeOwnNamespace
+			t.watchNamespaces = []string{t.installNamespace}
+		case len(supported) == 0:
+			return target{}, fmt.Errorf("ClusterServiceVersion %q supports no install mode", b.csv.Metadata.Name)
+		default:
+			return target{}, fmt.Errorf("ClusterServiceVersion %q supports neither AllNamespaces nor OwnNamespace, so it has no default install mode (supported install modes: %s): set spec.config.watchNamespaces to the namespaces the operator should watch",
+				b.csv.Metadata.Name, list)
+		}
+		return t, nil
+	}
+	if len(watch) == 1 && watch[0] == "" {
+		// [""] is OLM's explicit spelling of "all namespaces".
+		if !slices.Contains(supported, InstallModeAllNamespaces) {
+			return target{}, fmt.Errorf("ClusterServiceVersion %q does not support install mode AllNamespaces, which watchNamespaces [\"\"] selects (supported install modes: %s)",
+				b.csv.Metadata.Name, list)
+		}
+		t.mode = InstallModeAllNamespaces
+		return t, nil
+	}
+
 	for i, ns := range watch {
 		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
 			return target{}, fmt.Errorf("watch namespace %q is not a valid namespace name: %s", ns, strings.Join(errs, "; "))
@@ -89,8 +124,6 @@ func resolveTarget(b *bundle, opts Options) (target, error) {
 		}
 	}
 	switch {
-	case len(watch) == 0:
-		t.mode = InstallModeAllNamespaces
 	case len(watch) == 1 && watch[0] == t.installNamespace:
 		t.mode = InstallModeOwnNamespace
 	case len(watch) == 1:
@@ -99,18 +132,8 @@ func resolveTarget(b *bundle, opts Options) (target, error) {
 		t.mode = InstallModeMultiNamespace
 	}
 	t.watchNamespaces = slices.Clone(watch)
-
-	supported := supportedModes(b.csv)
 	if slices.Contains(supported, t.mode) {
 		return t, nil
-	}
-	list := "none"
-	if len(supported) > 0 {
-		list = strings.Join(supported, ", ")
-	}
-	if len(watch) == 0 {
-		return target{}, fmt.Errorf("ClusterServiceVersion %q does not support install mode AllNamespaces (supported install modes: %s): set spec.config.watchNamespaces to the namespaces the operator should watch",
-			b.csv.Metadata.Name, list)
 	}
 	return target{}, fmt.Errorf("ClusterServiceVersion %q does not support install mode %s (install namespace %q, watch namespaces %q); supported install modes: %s",
 		b.csv.Metadata.Name, t.mode, t.installNamespace, watch, list)

@@ -138,33 +138,52 @@ func TestInstallModeMatrix(t *testing.T) {
 		out = append(out, clusterPerms...)
 		return append(out, "Deployment op-system/op")
 	}
-	requests := []struct {
-		mode    string
-		opts    Options
+	// What each install mode installs with the watch namespaces used below
+	// (OwnNamespace: the install namespace).
+	type result struct {
 		want    []string
 		targets string
-	}{
-		{
-			mode: InstallModeAllNamespaces, opts: Options{},
+	}
+	results := map[string]result{
+		InstallModeAllNamespaces: {
 			want:    build("ClusterRole /op.v1.0.0-op-sa", "ClusterRoleBinding /op.v1.0.0-op-sa"),
 			targets: "",
 		},
-		{
-			mode: InstallModeOwnNamespace, opts: Options{WatchNamespaces: []string{ns}},
+		InstallModeOwnNamespace: {
 			want:    build("Role op-system/op.v1.0.0-op-sa", "RoleBinding op-system/op.v1.0.0-op-sa"),
 			targets: ns,
 		},
-		{
-			mode: InstallModeSingleNamespace, opts: Options{WatchNamespaces: []string{"apps"}},
+		InstallModeSingleNamespace: {
 			want:    build("Role apps/op.v1.0.0-op-sa", "RoleBinding apps/op.v1.0.0-op-sa"),
 			targets: "apps",
 		},
-		{
-			mode: InstallModeMultiNamespace, opts: Options{WatchNamespaces: []string{"b", "a"}},
+		InstallModeMultiNamespace: {
 			want: build("Role b/op.v1.0.0-op-sa", "RoleBinding b/op.v1.0.0-op-sa",
 				"Role a/op.v1.0.0-op-sa", "RoleBinding a/op.v1.0.0-op-sa"),
 			targets: "b,a",
 		},
+	}
+	// defaultMode is the mode used when no watch namespaces are configured;
+	// empty when there is none.
+	defaultMode := func(supported []string) string {
+		for _, m := range []string{InstallModeAllNamespaces, InstallModeOwnNamespace} {
+			if slices.Contains(supported, m) {
+				return m
+			}
+		}
+		return ""
+	}
+	requests := []struct {
+		name string
+		opts Options
+		mode func(supported []string) string // the mode the request resolves to
+	}{
+		{name: "default", opts: Options{}, mode: defaultMode},
+		{name: "default-empty-list", opts: Options{WatchNamespaces: []string{}}, mode: defaultMode},
+		{name: "explicit-all", opts: Options{WatchNamespaces: []string{""}}, mode: func([]string) string { return InstallModeAllNamespaces }},
+		{name: "own", opts: Options{WatchNamespaces: []string{ns}}, mode: func([]string) string { return InstallModeOwnNamespace }},
+		{name: "single", opts: Options{WatchNamespaces: []string{"apps"}}, mode: func([]string) string { return InstallModeSingleNamespace }},
+		{name: "multi", opts: Options{WatchNamespaces: []string{"b", "a"}}, mode: func([]string) string { return InstallModeMultiNamespace }},
 	}
 	supportedSets := [][]string{
 		{InstallModeAllNamespaces},
@@ -172,31 +191,38 @@ func TestInstallModeMatrix(t *testing.T) {
 		{InstallModeSingleNamespace},
 		{InstallModeMultiNamespace},
 		{InstallModeOwnNamespace, InstallModeSingleNamespace},
+		{InstallModeSingleNamespace, InstallModeMultiNamespace},
 		installModeOrder,
 	}
 	for _, supported := range supportedSets {
 		for _, req := range requests {
-			t.Run(strings.Join(supported, "+")+"/"+req.mode, func(t *testing.T) {
+			t.Run(strings.Join(supported, "+")+"/"+req.name, func(t *testing.T) {
 				out, err := Convert(testBundle(t, testCSV(supported...)), req.opts)
-				if !slices.Contains(supported, req.mode) {
+				mode := req.mode(supported)
+				if !slices.Contains(supported, mode) {
 					if err == nil {
-						t.Fatalf("Convert succeeded in unsupported mode %s", req.mode)
+						t.Fatalf("Convert succeeded, want an error (mode %q unsupported)", mode)
 					}
-					if !strings.Contains(err.Error(), "does not support install mode "+req.mode) ||
-						!strings.Contains(err.Error(), strings.Join(supported, ", ")) {
-						t.Fatalf("error %q should name mode %s and supported modes %v", err, req.mode, supported)
+					wantMsg := "does not support install mode " + mode
+					if mode == "" {
+						wantMsg = "supports neither AllNamespaces nor OwnNamespace, so it has no default install mode"
+					}
+					if !strings.Contains(err.Error(), wantMsg) ||
+						!strings.Contains(err.Error(), "supported install modes: "+strings.Join(supported, ", ")) {
+						t.Fatalf("error %q should say %q and name supported modes %v", err, wantMsg, supported)
 					}
 					return
 				}
 				if err != nil {
 					t.Fatalf("Convert: %v", err)
 				}
-				if got := summary(t, out); !slices.Equal(got, req.want) {
-					t.Fatalf("objects:\n got %q\nwant %q", got, req.want)
+				res := results[mode]
+				if got := summary(t, out); !slices.Equal(got, res.want) {
+					t.Fatalf("objects:\n got %q\nwant %q", got, res.want)
 				}
 				dep := find(t, out, "Deployment", ns, "op")
 				ann, _, _ := unstructured.NestedStringMap(dep.Object, "spec", "template", "metadata", "annotations")
-				want := map[string]string{"csv": "from-csv", "pod": "from-pod", "shared": "from-pod", AnnotationTargetNamespaces: req.targets}
+				want := map[string]string{"csv": "from-csv", "pod": "from-pod", "shared": "from-pod", AnnotationTargetNamespaces: res.targets}
 				if fmt.Sprint(ann) != fmt.Sprint(want) {
 					t.Fatalf("pod annotations = %v, want %v", ann, want)
 				}
@@ -421,6 +447,27 @@ func TestValidationFailures(t *testing.T) {
 			name: "unsupported requested mode names the supported ones",
 			opts: Options{WatchNamespaces: []string{"a", "b"}},
 			want: `ClusterServiceVersion "op.v1.0.0" does not support install mode MultiNamespace (install namespace "op-system", watch namespaces ["a" "b"]); supported install modes: AllNamespaces`,
+		},
+		{
+			name: `explicit all namespaces [""] without AllNamespaces`,
+			csv:  testCSV(InstallModeOwnNamespace, InstallModeSingleNamespace),
+			opts: Options{WatchNamespaces: []string{""}},
+			want: `ClusterServiceVersion "op.v1.0.0" does not support install mode AllNamespaces, which watchNamespaces [""] selects (supported install modes: OwnNamespace, SingleNamespace)`,
+		},
+		{
+			name: "no default mode without AllNamespaces or OwnNamespace",
+			csv:  testCSV(InstallModeSingleNamespace),
+			want: `ClusterServiceVersion "op.v1.0.0" supports neither AllNamespaces nor OwnNamespace, so it has no default install mode (supported install modes: SingleNamespace): set spec.config.watchNamespaces to the namespaces the operator should watch`,
+		},
+		{
+			name: "no supported install mode",
+			csv:  testCSV(),
+			want: `ClusterServiceVersion "op.v1.0.0" supports no install mode`,
+		},
+		{
+			name: "empty watch namespace among others",
+			opts: Options{WatchNamespaces: []string{"", "a"}},
+			want: `watch namespace "" is not a valid namespace name: `,
 		},
 	}
 	for _, tc := range tests {

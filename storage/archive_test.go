@@ -1,0 +1,234 @@
+package storage
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"testing/fstest"
+	"time"
+
+	"github.com/rukpak-dev/rukpak/unpack"
+)
+
+// nested is content with files at several depths, an empty directory and a
+// name long enough to need more than a plain ustar header.
+func nested() fstest.MapFS {
+	long := strings.Repeat("d", 120) + "/" + strings.Repeat("f", 120) + ".yaml"
+	return fstest.MapFS{
+		"manifests/a.yaml":         {Data: []byte("kind: A\n")},
+		"manifests/b.json":         {Data: []byte(`{"kind":"B"}`)},
+		"metadata/annotations.yml": {Data: []byte("annotations: {}\n")},
+		"deep/er/still/x.txt":      {Data: []byte("x")},
+		"empty":                    {Mode: fs.ModeDir | 0o700},
+		"zero-length":              {Data: nil},
+		long:                       {Data: []byte("long")},
+	}
+}
+
+func archive(t *testing.T, fsys fs.FS) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := WriteArchive(context.Background(), &buf, fsys); err != nil {
+		t.Fatalf("WriteArchive: %v", err)
+	}
+	return buf.Bytes()
+}
+
+// assertSameContent fails unless got holds exactly the files and
+// directories of want, byte for byte.
+func assertSameContent(t *testing.T, want, got fs.FS) {
+	t.Helper()
+	collect := func(fsys fs.FS) map[string]string {
+		out := map[string]string{}
+		err := fs.WalkDir(fsys, ".", func(name string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if d.IsDir() {
+				out[name] = "<dir>"
+				return nil
+			}
+			b, err := fs.ReadFile(fsys, name)
+			out[name] = string(b)
+			return err
+		})
+		if err != nil {
+			t.Fatalf("walking content: %v", err)
+		}
+		return out
+	}
+	w, g := collect(want), collect(got)
+	for name, data := range w {
+		if g[name] != data {
+			t.Errorf("%s: got %q, want %q", name, g[name], data)
+		}
+	}
+	for name := range g {
+		if _, ok := w[name]; !ok {
+			t.Errorf("unexpected entry %s", name)
+		}
+	}
+}
+
+func TestArchiveRoundTrip(t *testing.T) {
+	src := nested()
+	got, err := ReadArchive(bytes.NewReader(archive(t, src)), unpack.Limits{})
+	if err != nil {
+		t.Fatalf("ReadArchive: %v", err)
+	}
+	assertSameContent(t, src, got)
+	if err := fstest.TestFS(got, "manifests/a.yaml", "deep/er/still/x.txt"); err != nil {
+		t.Errorf("loaded content is not a well-behaved fs.FS: %v", err)
+	}
+}
+
+func TestArchiveIsDeterministic(t *testing.T) {
+	// The same content on disk twice, with different modes, mtimes and
+	// creation order, must give the same bytes.
+	write := func(dir string, order []string, mode os.FileMode, mtime time.Time) {
+		for _, name := range order {
+			p := filepath.Join(dir, filepath.FromSlash(name))
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(p, []byte("content of "+name), mode); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chtimes(p, mtime, mtime); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	names := []string{"manifests/b.yaml", "manifests/a.yaml", "z/y/x.txt", "a.txt"}
+	reversed := []string{"a.txt", "z/y/x.txt", "manifests/a.yaml", "manifests/b.yaml"}
+	d1, d2 := t.TempDir(), t.TempDir()
+	write(d1, names, 0o600, time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC))
+	write(d2, reversed, 0o755, time.Date(2024, 6, 1, 12, 0, 0, 0, time.UTC))
+
+	a1, a2 := archive(t, os.DirFS(d1)), archive(t, os.DirFS(d2))
+	if !bytes.Equal(a1, a2) {
+		t.Fatalf("same content gave different archives (%d and %d bytes)", len(a1), len(a2))
+	}
+
+	// And the entries are normalised as documented.
+	gz, err := gzip.NewReader(bytes.NewReader(a1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := tar.NewReader(gz)
+	var order []string
+	for {
+		hdr, err := tr.Next()
+		if err != nil {
+			break
+		}
+		order = append(order, hdr.Name)
+		wantMode := int64(0o644)
+		if hdr.Typeflag == tar.TypeDir {
+			wantMode = 0o755
+		}
+		if hdr.Mode != wantMode || hdr.Uid != 0 || hdr.Gid != 0 || hdr.Uname != "" || hdr.Gname != "" || !hdr.ModTime.Equal(archiveModTime) {
+			t.Errorf("entry %s not normalised: mode %o uid %d gid %d uname %q gname %q mtime %v",
+				hdr.Name, hdr.Mode, hdr.Uid, hdr.Gid, hdr.Uname, hdr.Gname, hdr.ModTime)
+		}
+	}
+	want := []string{"a.txt", "manifests/", "manifests/a.yaml", "manifests/b.yaml", "z/", "z/y/", "z/y/x.txt"}
+	if strings.Join(order, ",") != strings.Join(want, ",") {
+		t.Errorf("entry order %v, want %v", order, want)
+	}
+}
+
+func TestWriteArchiveRejectsSymlinks(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Symlink("/etc/passwd", filepath.Join(dir, "passwd")); err != nil {
+		t.Fatal(err)
+	}
+	err := WriteArchive(context.Background(), &bytes.Buffer{}, os.DirFS(dir))
+	if err == nil || !strings.Contains(err.Error(), `"passwd" is not a regular file or directory`) {
+		t.Fatalf("got %v, want an error naming the symlink", err)
+	}
+}
+
+func TestWriteArchiveStopsWhenCancelled(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := WriteArchive(ctx, &bytes.Buffer{}, nested()); err != context.Canceled {
+		t.Fatalf("got %v, want context.Canceled", err)
+	}
+}
+
+type entry struct {
+	name     string
+	typeflag byte
+	data     string
+	linkname string
+}
+
+func rawArchive(t *testing.T, entries ...entry) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	gz := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(gz)
+	for _, e := range entries {
+		hdr := &tar.Header{Name: e.name, Typeflag: e.typeflag, Mode: 0o644, Size: int64(len(e.data)), Linkname: e.linkname}
+		if e.typeflag != tar.TypeReg {
+			hdr.Size = 0
+		}
+		if err := tw.WriteHeader(hdr); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tw.Write([]byte(e.data)); err != nil && e.typeflag == tar.TypeReg {
+			t.Fatal(err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := gz.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+func TestReadArchiveRejectsBadContent(t *testing.T) {
+	file := func(name, data string) entry { return entry{name: name, typeflag: tar.TypeReg, data: data} }
+	tests := []struct {
+		name    string
+		archive []byte
+		limits  unpack.Limits
+		wantErr string
+	}{
+		{name: "not gzip", archive: []byte("plain text"), wantErr: "reading gzip"},
+		{name: "parent traversal", archive: rawArchive(t, file("../x", "x")), wantErr: `path "../x" escapes the bundle root`},
+		{name: "nested traversal", archive: rawArchive(t, file("a/../../x", "x")), wantErr: "escapes the bundle root"},
+		{name: "absolute path", archive: rawArchive(t, file("/etc/passwd", "x")), wantErr: `path "/etc/passwd" is absolute`},
+		{name: "symlink", archive: rawArchive(t, entry{name: "passwd", typeflag: tar.TypeSymlink, linkname: "/etc/passwd"}), wantErr: `"passwd" is not a regular file or directory`},
+		{name: "duplicate", archive: rawArchive(t, file("a", "1"), file("a", "2")), wantErr: `"a" appears more than once`},
+		{name: "file below a file", archive: rawArchive(t, file("a", "1"), file("a/b", "2")), wantErr: `"a/b" is inside "a", which is a file`},
+		{name: "file over a directory", archive: rawArchive(t, file("a/b", "1"), file("a", "2")), wantErr: `"a" is both a file and a directory`},
+		{name: "too large", archive: rawArchive(t, file("a", "12345"), file("b", "67890")), limits: unpack.Limits{MaxBytes: 9}, wantErr: "content is larger than 9 bytes"},
+		{name: "too many files", archive: rawArchive(t, file("a", ""), file("b", ""), file("c", "")), limits: unpack.Limits{MaxFiles: 2}, wantErr: "more than 2 files and directories"},
+		{name: "truncated", archive: rawArchive(t, file("a", "data"))[:30], wantErr: "reading tar"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := ReadArchive(bytes.NewReader(tt.archive), tt.limits)
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("got error %v, want one containing %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestReadArchiveAtExactLimits(t *testing.T) {
+	a := rawArchive(t, entry{name: "a", typeflag: tar.TypeReg, data: "12345"}, entry{name: "b", typeflag: tar.TypeReg, data: "6789"})
+	if _, err := ReadArchive(bytes.NewReader(a), unpack.Limits{MaxBytes: 9, MaxFiles: 2}); err != nil {
+		t.Fatalf("content exactly at the limits was rejected: %v", err)
+	}
+}

@@ -1,0 +1,118 @@
+// Package git unpacks Bundles whose source is a git repository, with go-git
+// and no git binary.
+//
+// A branch or tag is fetched shallow (depth 1, that ref only). A commit is
+// fetched by hash when the server allows it (uploadpack.allowAnySHA1InWant
+// or allowReachableSHA1InWant), which also reaches commits no branch or tag
+// points to; otherwise every branch and tag is fetched and the hash, full or
+// abbreviated, is looked up among them. Objects go to a temporary directory
+// under Config.BaseDir rather than memory, so memory stays bounded for large
+// repositories; it is removed as soon as the content is copied out.
+package git
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/go-git/go-billy/v5/osfs"
+	gogit "github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/config"
+	"github.com/go-git/go-git/v5/plumbing/cache"
+	"github.com/go-git/go-git/v5/storage/filesystem"
+
+	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
+	"github.com/rukpak-dev/rukpak/unpack"
+)
+
+// Unpacker unpacks git sources.
+type Unpacker struct {
+	cfg unpack.Config
+}
+
+var _ unpack.Unpacker = (*Unpacker)(nil)
+
+// New returns an Unpacker for git sources. cfg.Reader reads auth Secrets in
+// cfg.Namespace; cfg.BaseDir holds the fetched objects (briefly) and the
+// unpacked trees.
+func New(cfg unpack.Config) unpack.Unpacker {
+	return &Unpacker{cfg: cfg}
+}
+
+// Unpack fetches the bundle's commit and copies its directory into a new
+// tree. It uses bundle.Status.ResolvedSource when set, so a Bundle keeps the
+// commit of its first unpack even if its branch or tag moves.
+func (u *Unpacker) Unpack(ctx context.Context, bundle *rukpakv1alpha1.Bundle) (*unpack.Result, error) {
+	src, err := gitSource(bundle)
+	if err != nil {
+		return nil, err
+	}
+	dir, err := unpack.CleanName(src.Directory)
+	if err != nil {
+		return nil, unpack.Terminal(fmt.Errorf("invalid source.git.directory %q: %w", src.Directory, err))
+	}
+	ep, err := endpoint(src.Repository)
+	if err != nil {
+		return nil, err
+	}
+	auth, err := u.auth(ctx, src, ep)
+	if err != nil {
+		return nil, err
+	}
+
+	if err := os.MkdirAll(u.cfg.BaseDir, 0o755); err != nil {
+		return nil, fmt.Errorf("creating unpack directory: %w", err)
+	}
+	objects, err := os.MkdirTemp(u.cfg.BaseDir, "git-objects-")
+	if err != nil {
+		return nil, fmt.Errorf("creating git object directory: %w", err)
+	}
+	defer os.RemoveAll(objects)
+
+	repo, err := gogit.Init(filesystem.NewStorage(osfs.New(objects), cache.NewObjectLRUDefault()), nil)
+	if err != nil {
+		return nil, fmt.Errorf("initialising git storage: %w", err)
+	}
+	remote, err := repo.CreateRemote(&config.RemoteConfig{Name: "origin", URLs: []string{src.Repository}})
+	if err != nil {
+		return nil, unpack.Terminal(fmt.Errorf("invalid source.git.repository %q: %w", src.Repository, err))
+	}
+	f := &fetcher{repo: repo, remote: remote, url: src.Repository, auth: auth}
+	commit, err := f.checkout(ctx, src.Ref)
+	if err != nil {
+		return nil, err
+	}
+
+	content, err := os.MkdirTemp(u.cfg.BaseDir, "git-"+bundle.Name+"-")
+	if err != nil {
+		return nil, fmt.Errorf("creating unpack directory: %w", err)
+	}
+	tree := unpack.NewTree(content, u.cfg.Limits)
+	if err := copyDirectory(ctx, tree, commit, dir, src.Directory); err != nil {
+		_ = os.RemoveAll(content)
+		return nil, err
+	}
+
+	resolved := &rukpakv1alpha1.BundleSource{
+		Type: rukpakv1alpha1.SourceTypeGit,
+		Git: &rukpakv1alpha1.GitSource{
+			Repository: src.Repository,
+			Directory:  src.Directory,
+			Ref:        rukpakv1alpha1.GitRef{Commit: commit.Hash.String()},
+			Auth:       src.Auth,
+		},
+	}
+	return unpack.Unpacked(tree.FS(), resolved, func() error { return os.RemoveAll(content) }), nil
+}
+
+// gitSource is the resolved source if there is one, else the spec's.
+func gitSource(bundle *rukpakv1alpha1.Bundle) (*rukpakv1alpha1.GitSource, error) {
+	if rs := bundle.Status.ResolvedSource; rs != nil && rs.Git != nil {
+		return rs.Git, nil
+	}
+	if bundle.Spec.Source.Git == nil {
+		return nil, unpack.Terminal(errors.New("source.git is not set"))
+	}
+	return bundle.Spec.Source.Git, nil
+}

@@ -24,6 +24,9 @@ const (
 	// start with a dot, so a temporary file can never be mistaken for (or
 	// served as) a bundle's content.
 	tempPrefix = "."
+	// tempInfix follows the archive name in a temporary file's name:
+	// .<name>.tgz.tmp-<random>.
+	tempInfix = ".tmp-"
 )
 
 // LocalDirectory stores each Bundle's content as <RootDirectory>/<name>.tgz.
@@ -81,7 +84,7 @@ func (s *LocalDirectory) store(ctx context.Context, name string, fsys fs.FS) (er
 	if err := os.MkdirAll(s.RootDirectory, 0o755); err != nil {
 		return fmt.Errorf("creating storage directory: %w", err)
 	}
-	tmp, err := os.CreateTemp(s.RootDirectory, tempPrefix+name+".tmp-*")
+	tmp, err := os.CreateTemp(s.RootDirectory, tempPrefix+name+tempInfix+"*")
 	if err != nil {
 		return fmt.Errorf("creating temporary file: %w", err)
 	}
@@ -169,7 +172,7 @@ func (s *LocalDirectory) RemoveStaleTempFiles(olderThan time.Duration) error {
 	cutoff := time.Now().Add(-olderThan)
 	var errs []error
 	for _, e := range entries {
-		if !e.Type().IsRegular() || !strings.HasPrefix(e.Name(), tempPrefix) {
+		if !e.Type().IsRegular() || !isTempFile(e.Name()) {
 			continue
 		}
 		info, err := e.Info()
@@ -188,6 +191,11 @@ func (s *LocalDirectory) RemoveStaleTempFiles(olderThan time.Duration) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// isTempFile reports whether name is one of Store's temporary files.
+func isTempFile(name string) bool {
+	return strings.HasPrefix(name, tempPrefix) && strings.Contains(name, archiveSuffix+tempInfix)
 }
 
 // archiveName is the file name of a Bundle's content. Bundle names are

@@ -256,9 +256,15 @@ func TestLocalDirectoryCrashBeforeRename(t *testing.T) {
 	if err := os.WriteFile(fresh, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	old := time.Now().Add(-time.Hour)
-	if err := os.Chtimes(stale, old, old); err != nil {
+	unrelated := filepath.Join(s.RootDirectory, ".keep")
+	if err := os.WriteFile(unrelated, nil, 0o644); err != nil {
 		t.Fatal(err)
+	}
+	old := time.Now().Add(-time.Hour)
+	for _, p := range []string{stale, unrelated} {
+		if err := os.Chtimes(p, old, old); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := s.Store(ctx, bundle("kept"), nested()); err != nil {
 		t.Fatal(err)
@@ -270,7 +276,7 @@ func TestLocalDirectoryCrashBeforeRename(t *testing.T) {
 		t.Fatalf("RemoveStaleTempFiles: %v", err)
 	}
 	got := strings.Join(dirEntries(t, s.RootDirectory), ",")
-	if want := tempPrefix + "busy.tgz.tmp-456,kept.tgz"; got != want {
+	if want := ".busy.tgz.tmp-456,.keep,kept.tgz"; got != want {
 		t.Fatalf("after cleanup the directory holds %s, want %s", got, want)
 	}
 	if err := (&LocalDirectory{RootDirectory: filepath.Join(t.TempDir(), "none")}).RemoveStaleTempFiles(0); err != nil {
@@ -344,7 +350,7 @@ func TestLocalDirectoryConcurrentBundles(t *testing.T) {
 		assertSameContent(t, content(i, rounds-1), fsys)
 	}
 	for _, name := range dirEntries(t, s.RootDirectory) {
-		if strings.HasPrefix(name, tempPrefix) {
+		if isTempFile(name) {
 			t.Errorf("temporary file %s left behind", name)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"crypto/subtle"
 	"crypto/x509"
 	"encoding/pem"
+	"io"
 	"net"
 	"net/http"
 	"net/http/cgi"
@@ -45,6 +46,8 @@ func (r *Root) ServeHTTP(opts HTTPOptions) *HTTPServer {
 		Path: gitPath,
 		Args: []string{"http-backend"},
 		Dir:  r.Dir,
+		// Clients see the errors that matter; keep test output clean.
+		Stderr: io.Discard,
 		Env: append(append([]string{"PATH=" + os.Getenv("PATH")}, gitSettings...),
 			"GIT_PROJECT_ROOT="+r.Dir,
 			// Serve every repository without a git-daemon-export-ok file.

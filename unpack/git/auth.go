@@ -39,13 +39,13 @@ type access struct {
 func endpoint(repository string) (*transport.Endpoint, error) {
 	ep, err := transport.NewEndpoint(repository)
 	if err != nil {
-		return nil, unpack.Terminal(fmt.Errorf("invalid source.git.repository %q: %w", repository, err))
+		return nil, unpack.Terminal(fmt.Errorf("invalid source.git.repository %q: %w", redact(repository), err))
 	}
 	switch ep.Protocol {
 	case "https", "http", "ssh", "git":
 		return ep, nil
 	default:
-		return nil, unpack.Terminal(fmt.Errorf("invalid source.git.repository %q: protocol %q is not supported (use https, http, ssh or git)", repository, ep.Protocol))
+		return nil, unpack.Terminal(fmt.Errorf("invalid source.git.repository %q: protocol %q is not supported (use https, http, ssh or git)", redact(repository), ep.Protocol))
 	}
 }
 
@@ -65,7 +65,7 @@ func (u *Unpacker) auth(ctx context.Context, src *rukpakv1alpha1.GitSource, ep *
 	switch ep.Protocol {
 	case "ssh":
 		if secret == nil {
-			return nil, unpack.Terminal(fmt.Errorf("repository %q uses ssh: auth.secret must name a Secret with %s", src.Repository, keyPrivateKey))
+			return nil, unpack.Terminal(fmt.Errorf("repository %q uses ssh: auth.secret must name a Secret with %s", redact(src.Repository), keyPrivateKey))
 		}
 		auth, err := sshAuth(ep, secret, src.Auth.InsecureSkipVerify, u.cfg.BaseDir)
 		if err != nil {

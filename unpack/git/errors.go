@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 
 	"github.com/go-git/go-git/v5/plumbing/transport"
@@ -33,6 +34,19 @@ func classify(err error, repository string) error {
 		return unpack.Terminal(fmt.Errorf("TLS certificate of repository %q not trusted: %w", repository, err))
 	}
 	return fmt.Errorf("fetching repository %q: %w", repository, err)
+}
+
+// redact hides a password embedded in a repository URL, since messages end
+// up in Bundle status.
+func redact(repository string) string {
+	u, err := url.Parse(repository)
+	if err != nil || u.User == nil {
+		return repository
+	}
+	if _, ok := u.User.Password(); !ok {
+		return repository
+	}
+	return u.Redacted()
 }
 
 func isHostKeyError(err error) bool {

@@ -76,9 +76,9 @@ func (u *Unpacker) Unpack(ctx context.Context, bundle *rukpakv1alpha1.Bundle) (*
 	}
 	remote, err := repo.CreateRemote(&config.RemoteConfig{Name: "origin", URLs: []string{src.Repository}})
 	if err != nil {
-		return nil, unpack.Terminal(fmt.Errorf("invalid source.git.repository %q: %w", src.Repository, err))
+		return nil, unpack.Terminal(fmt.Errorf("invalid source.git.repository %q: %w", redact(src.Repository), err))
 	}
-	f := &fetcher{repo: repo, remote: remote, url: src.Repository, auth: auth}
+	f := &fetcher{repo: repo, remote: remote, url: redact(src.Repository), auth: auth}
 	commit, err := f.checkout(ctx, src.Ref)
 	if err != nil {
 		return nil, err

@@ -485,3 +485,14 @@ func closedURL(t *testing.T) string {
 	srv.Server.Close()
 	return url
 }
+
+func TestPasswordInURLIsRedacted(t *testing.T) {
+	f := newFixture(t)
+	repository := strings.Replace(f.https.RepoURL(f.repo.Name), "https://", "https://user:hunter2@", 1)
+	u := newUnpacker(t)
+	_, err := u.Unpack(context.Background(), bundle(rukpakv1alpha1.GitSource{Repository: repository,
+		Ref: rukpakv1alpha1.GitRef{Branch: "main"}, Auth: rukpakv1alpha1.Authorization{InsecureSkipVerify: true}}))
+	if err == nil || !strings.Contains(err.Error(), "https://user:xxxxx@127.0.0.1") || strings.Contains(err.Error(), "hunter2") {
+		t.Fatalf("error = %v, want a denial naming the repository with its password redacted", err)
+	}
+}

@@ -1,0 +1,168 @@
+// Package e2e plays the seeds' story as a cluster admin would, with kubectl
+// against a running cluster: the local control plane that TestMain starts
+// (make test-e2e), or any cluster that already runs rukpak (E2E_KUBECONFIG;
+// see make kind-e2e).
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rukpak-dev/rukpak/internal/devenv"
+	"github.com/rukpak-dev/rukpak/internal/testenv"
+)
+
+// suite is what every test talks to.
+var suite struct {
+	kubeconfig string
+	// local is set when TestMain started the environment itself; tests
+	// that restart processes need it.
+	local *devenv.Env
+	// contentCA trusts the content server.
+	contentCA []byte
+}
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	if testing.Short() {
+		fmt.Println("e2e: skipped in -short mode")
+		return m.Run()
+	}
+	if kc := os.Getenv("E2E_KUBECONFIG"); kc != "" {
+		suite.kubeconfig = kc
+		if ca := os.Getenv("E2E_CONTENT_CA"); ca != "" {
+			data, err := os.ReadFile(ca)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				return 1
+			}
+			suite.contentCA = data
+		}
+		return m.Run()
+	}
+
+	root := testenv.RepoRoot()
+	binDir := os.Getenv("RUKPAK_BIN_DIR")
+	if binDir == "" {
+		binDir = filepath.Join(os.TempDir(), "rukpak-e2e-bin")
+		cmd := exec.Command("go", "build", "-o", binDir+"/", "./cmd/...")
+		cmd.Dir, cmd.Stdout, cmd.Stderr = root, os.Stdout, os.Stderr
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if err := cmd.Run(); err != nil {
+			fmt.Fprintln(os.Stderr, "building binaries:", err)
+			return 1
+		}
+	}
+	assets := os.Getenv("KUBEBUILDER_ASSETS")
+	if _, err := os.Stat(filepath.Join(assets, "kwokctl")); err != nil {
+		out, err := exec.Command("bash", filepath.Join(root, "hack", "testbin.sh")).Output()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "hack/testbin.sh:", err)
+			return 1
+		}
+		assets = strings.TrimSpace(string(out))
+	}
+	state, err := os.MkdirTemp("", "rukpak-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	env, err := devenv.Up(ctx, devenv.Options{RepoRoot: root, Assets: assets, BinDir: binDir, StateDir: state, Name: "rukpak-e2e", Out: os.Stdout})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "starting the local environment:", err)
+		return 1
+	}
+	suite.local = env
+	suite.kubeconfig = env.Kubeconfig
+	suite.contentCA, _ = os.ReadFile(env.ContentCA)
+	code := m.Run()
+	if code != 0 {
+		for _, p := range []*devenv.Process{env.Provisioner, env.Webhook} {
+			if data, err := os.ReadFile(p.LogPath); err == nil {
+				lines := strings.Split(string(data), "\n")
+				fmt.Printf("---- last lines of %s ----\n%s\n", p.Name, strings.Join(lines[max(0, len(lines)-40):], "\n"))
+			}
+		}
+	}
+	env.Down()
+	if code == 0 {
+		_ = os.RemoveAll(state)
+	}
+	return code
+}
+
+// kubectl runs kubectl as the admin; it returns stdout, stderr and the error.
+func kubectl(t *testing.T, stdin string, args ...string) (string, string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "kubectl", args...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+suite.kubeconfig)
+	if stdin != "" {
+		cmd.Stdin = strings.NewReader(stdin)
+	}
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	return out.String(), errb.String(), err
+}
+
+// mustKubectl is kubectl failing the test on error.
+func mustKubectl(t *testing.T, stdin string, args ...string) string {
+	t.Helper()
+	out, errOut, err := kubectl(t, stdin, args...)
+	if err != nil {
+		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, errOut)
+	}
+	return out
+}
+
+// waitFor runs `kubectl wait` for a condition or jsonpath expression.
+func waitFor(t *testing.T, resource, condition string, timeout time.Duration, extra ...string) {
+	t.Helper()
+	args := append([]string{"wait", resource, "--for=" + condition, fmt.Sprintf("--timeout=%s", timeout)}, extra...)
+	_, errOut, err := kubectl(t, "", args...)
+	if err != nil {
+		status, _, _ := kubectl(t, "", "get", resource, "-o", "yaml")
+		t.Fatalf("waiting for %s %s: %v\n%s\n%s", resource, condition, err, errOut, status)
+	}
+}
+
+// jsonpath reads a field; resource may carry flags ("deployment/x -n ns").
+func jsonpath(t *testing.T, resource, path string) string {
+	t.Helper()
+	args := append([]string{"get"}, strings.Fields(resource)...)
+	return mustKubectl(t, "", append(args, "-o", "jsonpath="+path)...)
+}
+
+// eventually polls f until it returns nil or the timeout passes.
+func eventually(t *testing.T, timeout time.Duration, what string, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var err error
+	for time.Now().Before(deadline) {
+		if err = f(); err == nil {
+			return
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	t.Fatalf("timed out after %s waiting for %s: %v", timeout, what, err)
+}
+
+// indent prefixes every line of s, for embedding PEM in YAML.
+func indent(s string, n int) string {
+	pad := strings.Repeat(" ", n)
+	return pad + strings.ReplaceAll(strings.TrimSpace(s), "\n", "\n"+pad)
+}

@@ -1,0 +1,326 @@
+package e2e
+
+import (
+	"archive/tar"
+	"compress/gzip"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rukpak-dev/rukpak/internal/testenv"
+	"github.com/rukpak-dev/rukpak/internal/testgit"
+	"github.com/rukpak-dev/rukpak/internal/testregistry"
+)
+
+// fixtures are the real servers bundles come from: a TLS OCI registry and a
+// git server over HTTP, both in this process.
+type fixtures struct {
+	reg     *testregistry.Registry
+	gitURL  string // of the combo repository
+	comboV2 string // image ref of the combo bundle
+	etcd    string // image ref of the etcd registry+v1 bundle
+}
+
+func newFixtures(t *testing.T) *fixtures {
+	root := testenv.RepoRoot()
+	reg := testregistry.New(t)
+	f := &fixtures{reg: reg}
+	f.comboV2 = reg.MustPush(t, reg.Ref("combo:v0.0.2"), testregistry.Image(t, testregistry.LayerFromDir(t, filepath.Join(root, "test/testdata/bundles/plain/combo-v0.0.2"), "")))
+	f.etcd = reg.MustPush(t, reg.Ref("etcd-bundle:v0.9.4"), testregistry.Image(t, testregistry.LayerFromDir(t, filepath.Join(root, "test/testdata/bundles/registry-v1/etcd-0.9.4"), "")))
+
+	// A repository shaped like operator-framework/combo: tag v0.0.2 holds
+	// the combo manifests, v0.0.3 the same with two replicas.
+	gitRoot := testgit.NewRoot(t)
+	repo := gitRoot.NewRepo("combo")
+	files := map[string]string{}
+	dir := filepath.Join(root, "test/testdata/bundles/plain/combo-v0.0.2/manifests")
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		data, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		files["manifests/"+e.Name()] = string(data)
+	}
+	repo.WriteFiles(files)
+	repo.Tag("v0.0.2", repo.Commit("combo v0.0.2"))
+	files["manifests/06_deployment.yaml"] = strings.Replace(files["manifests/06_deployment.yaml"], "replicas: 1", "replicas: 2", 1)
+	repo.WriteFiles(map[string]string{"manifests/06_deployment.yaml": files["manifests/06_deployment.yaml"]})
+	repo.Tag("v0.0.3", repo.Commit("combo v0.0.3"))
+	f.gitURL = gitRoot.ServeHTTP(testgit.HTTPOptions{}).RepoURL("combo")
+	return f
+}
+
+func (f *fixtures) imageSource(ref string) string {
+	return fmt.Sprintf("type: image\n        image:\n          ref: %s\n          certificateData: |\n%s", ref, indent(string(f.reg.CAPEM), 12))
+}
+
+// TestStory follows the seeds: a git Bundle that cannot be changed, then
+// BundleDeployments from images and git, a pivot, content downloads, and
+// cleanup.
+func TestStory(t *testing.T) {
+	f := newFixtures(t)
+
+	t.Run("manifests are valid for this API server", func(t *testing.T) {
+		root := testenv.RepoRoot()
+		for _, dir := range []string{"manifests/base", "manifests/overlays/local"} {
+			mustKubectl(t, "", "apply", "--dry-run=server", "--server-side", "-k", filepath.Join(root, dir))
+		}
+	})
+
+	t.Run("a git bundle unpacks and its spec is immutable", func(t *testing.T) {
+		mustKubectl(t, fmt.Sprintf(`apiVersion: core.rukpak.io/v1alpha1
+kind: Bundle
+metadata:
+  name: combo-tag-ref
+spec:
+  source:
+    type: git
+    git:
+      ref:
+        tag: v0.0.2
+      repository: %s
+  provisionerClassName: core-rukpak-io-plain
+`, f.gitURL), "apply", "-f", "-")
+		waitFor(t, "bundle/combo-tag-ref", "condition=Unpacked", 2*time.Minute)
+		if phase := jsonpath(t, "bundle/combo-tag-ref", "{.status.phase}"); phase != "Unpacked" {
+			t.Errorf("phase = %q", phase)
+		}
+		if commit := jsonpath(t, "bundle/combo-tag-ref", "{.status.resolvedSource.git.ref.commit}"); len(commit) != 40 {
+			t.Errorf("resolvedSource is not pinned to a commit: %q", commit)
+		}
+
+		_, stderr, err := kubectl(t, "", "patch", "bundle", "combo-tag-ref", "--type=merge", "-p", `{"spec":{"source":{"git":{"ref":{"tag":"v0.0.3"}}}}}`)
+		const want = `Error from server (bundle.spec is immutable): admission webhook "vbundles.core.rukpak.io" denied the request: bundle.spec is immutable`
+		if err == nil || strings.TrimSpace(stderr) != want {
+			t.Errorf("kubectl patch:\n got: %q (err %v)\nwant: %q", strings.TrimSpace(stderr), err, want)
+		}
+		// Metadata stays editable.
+		mustKubectl(t, "", "label", "bundle", "combo-tag-ref", "team=e2e")
+	})
+
+	t.Run("printer columns", func(t *testing.T) {
+		out := mustKubectl(t, "", "get", "bundles", "-o", "wide")
+		for _, col := range []string{"NAME", "TYPE", "PHASE", "AGE", "PROVISIONER", "RESOLVED SOURCE"} {
+			if !strings.Contains(out, col) {
+				t.Errorf("kubectl get bundles -o wide has no %s column:\n%s", col, out)
+			}
+		}
+	})
+
+	t.Run("a plain bundle deployment from an image installs and becomes healthy", func(t *testing.T) {
+		mustKubectl(t, fmt.Sprintf(`apiVersion: core.rukpak.io/v1alpha1
+kind: BundleDeployment
+metadata:
+  name: combo
+spec:
+  provisionerClassName: core-rukpak-io-plain
+  template:
+    metadata:
+      labels:
+        app: combo
+    spec:
+      source:
+        %s
+      provisionerClassName: core-rukpak-io-plain
+`, f.imageSource(f.comboV2)), "apply", "-f", "-")
+		waitFor(t, "bd/combo", "condition=Installed", 2*time.Minute)
+		waitFor(t, "bd/combo", "condition=Healthy", 2*time.Minute)
+		waitFor(t, "deployment/combo-operator", "condition=Available", time.Minute, "-n", "combo")
+		labels := jsonpath(t, "deployment/combo-operator -n combo", "{.metadata.labels}")
+		if !strings.Contains(labels, `"core.rukpak.io/owner-name":"combo"`) {
+			t.Errorf("owner labels missing: %s", labels)
+		}
+		out := mustKubectl(t, "", "get", "bds")
+		for _, col := range []string{"ACTIVE BUNDLE", "INSTALL STATE", "InstallationSucceeded"} {
+			if !strings.Contains(out, col) {
+				t.Errorf("kubectl get bds lacks %q:\n%s", col, out)
+			}
+		}
+	})
+
+	t.Run("the bundle content can be downloaded with a bundle-reader token", func(t *testing.T) {
+		active := jsonpath(t, "bd/combo", "{.status.activeBundle}")
+		url := jsonpath(t, "bundle/"+active, "{.status.contentURL}")
+		mustKubectl(t, "", "create", "serviceaccount", "e2e-reader", "-n", "default")
+		mustKubectl(t, "", "create", "clusterrolebinding", "e2e-reader", "--clusterrole=bundle-reader", "--serviceaccount=default:e2e-reader")
+		token := strings.TrimSpace(mustKubectl(t, "", "create", "token", "e2e-reader", "-n", "default"))
+		pool := x509.NewCertPool()
+		pool.AppendCertsFromPEM(suite.contentCA)
+		client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
+
+		get := func(token string) (*http.Response, error) {
+			req, _ := http.NewRequest(http.MethodGet, url, nil)
+			if token != "" {
+				req.Header.Set("Authorization", "Bearer "+token)
+			}
+			return client.Do(req)
+		}
+		resp, err := get("")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("without a token: %s", resp.Status)
+		}
+		eventually(t, time.Minute, "an authorised download", func() error {
+			resp, err := get(token)
+			if err != nil {
+				return err
+			}
+			defer func() { _ = resp.Body.Close() }()
+			if resp.StatusCode != http.StatusOK {
+				return fmt.Errorf("status %s", resp.Status)
+			}
+			names, err := tarNames(resp.Body)
+			if err != nil {
+				return err
+			}
+			if !contains(names, "manifests/06_deployment.yaml") {
+				return fmt.Errorf("tarball lacks manifests/06_deployment.yaml: %v", names)
+			}
+			t.Logf("downloaded %s: %v", url, names)
+			return nil
+		})
+	})
+
+	t.Run("a registry+v1 bundle installs through the plain class", func(t *testing.T) {
+		mustKubectl(t, fmt.Sprintf(`apiVersion: core.rukpak.io/v1alpha1
+kind: BundleDeployment
+metadata:
+  name: etcd
+spec:
+  provisionerClassName: core-rukpak-io-plain
+  template:
+    spec:
+      source:
+        %s
+      provisionerClassName: core-rukpak-io-registry
+`, f.imageSource(f.etcd)), "apply", "-f", "-")
+		waitFor(t, "bd/etcd", "condition=Installed", 2*time.Minute)
+		waitFor(t, "bd/etcd", "condition=Healthy", 2*time.Minute)
+		waitFor(t, "deployment/etcd-operator", "condition=Available", time.Minute, "-n", "etcd-system")
+		mustKubectl(t, "", "get", "crd", "etcdclusters.etcd.database.coreos.com")
+		mustKubectl(t, "", "get", "serviceaccount", "etcd-operator", "-n", "etcd-system")
+	})
+
+	t.Run("a provisioner killed mid-install converges after restart", func(t *testing.T) {
+		if suite.local == nil {
+			t.Skip("needs the local environment, whose processes this test can kill")
+		}
+		var docs []string
+		for i := range 300 {
+			docs = append(docs, fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: many-%03d\n  namespace: default\ndata:\n  i: %q\n", i, fmt.Sprint(i)))
+		}
+		ref := f.reg.MustPush(t, f.reg.Ref("many:v1"), testregistry.Image(t, testregistry.Layer(t, map[string]string{"manifests/many.yaml": strings.Join(docs, "---\n")})))
+		mustKubectl(t, fmt.Sprintf(`apiVersion: core.rukpak.io/v1alpha1
+kind: BundleDeployment
+metadata:
+  name: many
+spec:
+  provisionerClassName: core-rukpak-io-plain
+  template:
+    spec:
+      source:
+        %s
+      provisionerClassName: core-rukpak-io-plain
+`, f.imageSource(ref)), "apply", "-f", "-")
+		eventually(t, 2*time.Minute, "the install to start", func() error {
+			_, _, err := kubectl(t, "", "get", "configmap", "many-000", "-n", "default")
+			return err
+		})
+		suite.local.Provisioner.Kill()
+		if err := suite.local.StartProvisioner(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "bd/many", "condition=Installed", 3*time.Minute)
+		mustKubectl(t, "", "get", "configmap", "many-299", "-n", "default")
+		mustKubectl(t, "", "delete", "bd", "many", "--timeout=2m")
+		eventually(t, time.Minute, "the ConfigMaps to be uninstalled", func() error {
+			if _, _, err := kubectl(t, "", "get", "configmap", "many-000", "-n", "default"); err == nil {
+				return fmt.Errorf("many-000 still exists")
+			}
+			return nil
+		})
+	})
+
+	t.Run("changing the template pivots to a new bundle", func(t *testing.T) {
+		old := jsonpath(t, "bd/combo", "{.status.activeBundle}")
+		mustKubectl(t, "", "patch", "bd", "combo", "--type=merge", "-p",
+			fmt.Sprintf(`{"spec":{"template":{"spec":{"source":{"type":"git","image":null,"git":{"repository":%q,"ref":{"tag":"v0.0.3"}}}}}}}`, f.gitURL))
+		eventually(t, 2*time.Minute, "the pivot", func() error {
+			active := jsonpath(t, "bd/combo", "{.status.activeBundle}")
+			if active == old {
+				return fmt.Errorf("still on %s", active)
+			}
+			if r := jsonpath(t, "deployment/combo-operator -n combo", "{.spec.replicas}"); r != "2" {
+				return fmt.Errorf("replicas %s", r)
+			}
+			if _, _, err := kubectl(t, "", "get", "bundle", old); err == nil {
+				return fmt.Errorf("old bundle %s still exists", old)
+			}
+			return nil
+		})
+		waitFor(t, "bd/combo", "condition=Healthy", 2*time.Minute)
+	})
+
+	t.Run("deleting a bundle deployment removes what it installed", func(t *testing.T) {
+		active := jsonpath(t, "bd/combo", "{.status.activeBundle}")
+		mustKubectl(t, "", "delete", "bd", "combo", "--timeout=2m")
+		eventually(t, 2*time.Minute, "combo objects gone", func() error {
+			for _, args := range [][]string{
+				{"get", "bundle", active},
+				{"get", "namespace", "combo"},
+				{"get", "crd", "combinations.combo.io"},
+				{"get", "clusterrole", "combo-operator"},
+			} {
+				if _, _, err := kubectl(t, "", args...); err == nil {
+					return fmt.Errorf("%s still exists", strings.Join(args[1:], " "))
+				}
+			}
+			return nil
+		})
+	})
+}
+
+func tarNames(r io.Reader) ([]string, error) {
+	gz, err := gzip.NewReader(r)
+	if err != nil {
+		return nil, err
+	}
+	tr := tar.NewReader(gz)
+	var names []string
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		names = append(names, h.Name)
+	}
+	sort.Strings(names)
+	return names, nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

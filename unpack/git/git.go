@@ -5,7 +5,8 @@
 // fetched by hash when the server allows it (uploadpack.allowAnySHA1InWant
 // or allowReachableSHA1InWant), which also reaches commits no branch or tag
 // points to; otherwise every branch and tag is fetched and the hash, full or
-// abbreviated, is looked up among them. Objects go to a temporary directory
+// abbreviated, is looked up among them. An abbreviated hash therefore names
+// only commits some branch or tag reaches (servers never match prefixes). Objects go to a temporary directory
 // under Config.BaseDir rather than memory, so memory stays bounded for large
 // repositories; it is removed as soon as the content is copied out.
 package git

@@ -405,6 +405,8 @@ func TestAuth(t *testing.T) {
 			wantErr: "parsing ssh-privatekey of auth Secret " + namespace + "/ssh-bad-key", wantTerminal: true},
 		{name: "ssh without secret", repository: sshURL, auth: auth("", false),
 			wantErr: `repository "` + sshURL + `" uses ssh: auth.secret must name a Secret with ssh-privatekey`, wantTerminal: true},
+		{name: "scp-like address is ssh", repository: "git@127.0.0.1:org/bundles.git", auth: auth("", false),
+			wantErr: `repository "git@127.0.0.1:org/bundles.git" uses ssh: auth.secret must name a Secret with ssh-privatekey`, wantTerminal: true},
 		{name: "ssh missing repository", repository: f.ssh.RepoURL("org/missing"), auth: auth("ssh", false),
 			wantErr: `repository "` + f.ssh.RepoURL("org/missing") + `" not found`, wantTerminal: true},
 	}

@@ -13,8 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -89,7 +89,9 @@ func (h *harness) kill() {
 		return
 	}
 	h.stop()
-	<-h.done
+	if err := <-h.done; err != nil {
+		h.t.Logf("manager stopped: %v", err)
+	}
 	h.stop = nil
 }
 
@@ -258,7 +260,7 @@ func TestIntegrationBundles(t *testing.T) {
 			if apierrors.IsNotFound(err) {
 				return nil
 			}
-			return fmt.Errorf("still there: %v", err)
+			return fmt.Errorf("still there: %w", err)
 		})
 		store := &storage.LocalDirectory{RootDirectory: h.storeDir}
 		if _, err := store.Load(ctx, b); err == nil {
@@ -396,7 +398,7 @@ func TestIntegrationBundleDeployments(t *testing.T) {
 		// app-extra is not in v2: the upgrade removes it.
 		eventually(t, "app-extra removed", func() error {
 			if _, err := h.getCM("app-extra"); !apierrors.IsNotFound(err) {
-				return fmt.Errorf("still there: %v", err)
+				return fmt.Errorf("still there: %w", err)
 			}
 			return nil
 		})
@@ -452,7 +454,7 @@ spec:
 			if apierrors.IsNotFound(err) {
 				return nil
 			}
-			return fmt.Errorf("still there: %v", err)
+			return fmt.Errorf("still there: %w", err)
 		})
 		if _, err := h.getCM("app-config"); !apierrors.IsNotFound(err) {
 			t.Errorf("installed ConfigMap still there: %v", err)
@@ -462,7 +464,7 @@ spec:
 			if apierrors.IsNotFound(err) {
 				return nil
 			}
-			return fmt.Errorf("still there: %v", err)
+			return fmt.Errorf("still there: %w", err)
 		})
 	})
 }

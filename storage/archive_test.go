@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -158,7 +159,7 @@ func TestWriteArchiveRejectsSymlinks(t *testing.T) {
 func TestWriteArchiveStopsWhenCancelled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if err := WriteArchive(ctx, &bytes.Buffer{}, nested()); err != context.Canceled {
+	if err := WriteArchive(ctx, &bytes.Buffer{}, nested()); !errors.Is(err, context.Canceled) {
 		t.Fatalf("got %v, want context.Canceled", err)
 	}
 }

@@ -324,7 +324,7 @@ func TestLocalDirectoryConcurrentBundles(t *testing.T) {
 				}
 				data, err := fs.ReadFile(fsys, "manifests/cm.yaml")
 				if err != nil || !strings.HasPrefix(string(data), fmt.Sprintf("bundle: %d\n", i)) {
-					errs <- fmt.Errorf("%s: loaded %q, %v", b.Name, data, err)
+					errs <- fmt.Errorf("%s: loaded %q: %w", b.Name, data, err)
 				}
 			}
 		})

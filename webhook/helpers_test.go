@@ -98,7 +98,7 @@ func runWebhook(t *testing.T, env *testenv.Env, cfg webhook.Config) {
 	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
 		select {
 		case err := <-done:
-			return false, fmt.Errorf("manager stopped: %v", err)
+			return false, fmt.Errorf("manager stopped: %w", err)
 		default:
 		}
 		conn, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // only probing that TLS is served

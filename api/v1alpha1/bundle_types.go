@@ -211,7 +211,3 @@ type BundleList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []Bundle `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&Bundle{}, &BundleList{})
-}

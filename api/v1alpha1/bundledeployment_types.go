@@ -85,7 +85,3 @@ type BundleDeploymentList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []BundleDeployment `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&BundleDeployment{}, &BundleDeploymentList{})
-}

@@ -414,7 +414,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			return ok && bd.Spec.ProvisionerClassName == r.Class
 		}))).
 		Watches(&rukpakv1alpha1.Bundle{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
-			return ownerRequest(nil, o)
+			return ownerRequest(context.TODO(), o)
 		})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
 		Build(r)

@@ -81,11 +81,11 @@ func load(fsys fs.FS) (*bundle, error) {
 	for _, f := range files {
 		for _, obj := range f.Objects {
 			kind := obj.GetKind()
-			switch {
-			case kind == kindCSV:
+			switch kind {
+			case kindCSV:
 				csvs = append(csvs, obj)
 				csvFiles = append(csvFiles, f.Path)
-			case kind == kindCRD:
+			case kindCRD:
 				b.crds = append(b.crds, obj)
 			default:
 				if _, ok := supportedKinds[kind]; !ok {

@@ -118,7 +118,7 @@ func (u *Unpacker) extract(ctx context.Context, bundleName string, body io.Reade
 		// Hash the whole archive, gzip trailer and padding included; the
 		// padding is bounded so a server cannot stream forever.
 		_, err = io.CopyN(io.Discard, r, 1<<20)
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			err = nil
 		} else if err == nil {
 			err = unpack.Terminal(errors.New("more than 1 MiB of data after the end of the archive"))

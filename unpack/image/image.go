@@ -10,6 +10,7 @@ package image
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -172,7 +173,7 @@ func (u *Unpacker) extractLayer(ctx context.Context, layer v1.Layer, tree *unpac
 	}
 	// What follows the end-of-archive marker is padding; bound it anyway.
 	n, err := io.CopyN(io.Discard, rc, u.cfg.Limits.MaxBytes+1)
-	if err != nil && err != io.EOF {
+	if err != nil && !errors.Is(err, io.EOF) {
 		return fmt.Errorf("reading layer: %w", err)
 	}
 	if n > u.cfg.Limits.MaxBytes {

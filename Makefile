@@ -22,7 +22,7 @@ run: build testbin ## Start a local cluster with the CRDs, provisioners and webh
 	$(BIN_DIR)/rukpak-dev run --assets "$$(hack/testbin.sh)" --bin-dir $(BIN_DIR) --state-dir $(CURDIR)/.run
 
 .PHONY: test
-test: testbin verify test-go test-e2e ## Run every test: unit, envtest integration and local end-to-end.
+test: testbin verify lint test-go test-e2e ## Run every test: unit, envtest integration and local end-to-end.
 
 ##@ Tests
 

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -43,6 +44,7 @@ type harness struct {
 }
 
 func newHarness(t *testing.T) *harness {
+	ctrl.SetLogger(logr.Discard())
 	env := testenv.Start(t)
 	h := &harness{t: t, env: env, c: env.Client, reg: testregistry.New(t), storeDir: t.TempDir()}
 	ctx := context.Background()

@@ -33,12 +33,21 @@ func TestIntegrationRegistryBundles(t *testing.T) {
 		Image: &rukpakv1alpha1.ImageSource{Ref: h.reg.Ref("etcd:v0.9.4"), CertificateData: string(h.reg.CAPEM)},
 	}
 
-	cases := []struct{ name, bdClass, installNS string }{
-		{"registry-class", rukpakv1alpha1.ProvisionerClassRegistry, "etcd-system"},
-		{"plain-class", rukpakv1alpha1.ProvisionerClassPlain, "etcd-plain"},
+	cases := []struct {
+		name, bdClass, installNS string
+		// preexisting namespaces are used, never taken over or deleted.
+		preexisting bool
+	}{
+		{"registry-class", rukpakv1alpha1.ProvisionerClassRegistry, "etcd-system", false},
+		{"plain-class", rukpakv1alpha1.ProvisionerClassPlain, "etcd-plain", true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			if tc.preexisting {
+				if err := h.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: tc.installNS}}); err != nil {
+					t.Fatal(err)
+				}
+			}
 			bd := newBD("etcd-"+tc.name, src)
 			bd.Spec.ProvisionerClassName = tc.bdClass
 			bd.Spec.Template.Spec.ProvisionerClassName = rukpakv1alpha1.ProvisionerClassRegistry
@@ -86,6 +95,14 @@ func TestIntegrationRegistryBundles(t *testing.T) {
 				}
 				return fmt.Errorf("CRD still there: %w", err)
 			})
+			ns := &corev1.Namespace{}
+			err := h.c.Get(ctx, client.ObjectKey{Name: tc.installNS}, ns)
+			switch {
+			case tc.preexisting && (err != nil || !ns.DeletionTimestamp.IsZero()):
+				t.Errorf("a namespace this install did not create was deleted: %v", err)
+			case !tc.preexisting && err == nil && ns.DeletionTimestamp.IsZero():
+				t.Errorf("the namespace this install created was not deleted")
+			}
 		})
 	}
 

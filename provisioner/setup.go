@@ -8,8 +8,11 @@ import (
 	"io/fs"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
 	"github.com/rukpak-dev/rukpak/provisioner/bundle"
@@ -62,7 +65,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 			Client:   mgr.GetClient(),
 			Class:    class,
 			Loader:   opts.Loader,
-			Objects:  Objects,
+			Objects:  (&objects{reader: mgr.GetAPIReader()}).forDeployment,
 			Releases: releases,
 			Explain:  explainDependencies,
 		}).SetupWithManager(mgr); err != nil {
@@ -91,6 +94,38 @@ func HandlerFor(class string) (bundle.Handler, error) {
 		}), nil
 	}
 	return nil, fmt.Errorf("unknown provisioner class %q (known: %s, %s)", class, rukpakv1alpha1.ProvisionerClassPlain, rukpakv1alpha1.ProvisionerClassRegistry)
+}
+
+// objects decides what a BundleDeployment installs, looking at the cluster
+// where the content alone cannot tell.
+type objects struct {
+	reader client.Reader
+}
+
+// forDeployment is Objects, minus install namespaces the conversion
+// synthesised that already exist and belong to someone else: those are used,
+// not taken over, so uninstalling never deletes a namespace (and its
+// workloads) this install did not create.
+func (o *objects) forDeployment(ctx context.Context, fsys fs.FS, bd *rukpakv1alpha1.BundleDeployment) ([]*unstructured.Unstructured, error) {
+	objs, err := Objects(fsys, bd)
+	if err != nil {
+		return nil, err
+	}
+	kept := objs[:0]
+	for _, obj := range objs {
+		if obj.GetKind() == "Namespace" && obj.GetAPIVersion() == "v1" && obj.GetAnnotations()[registry.AnnotationCreatedNamespace] == "true" {
+			existing := &corev1.Namespace{}
+			err := o.reader.Get(ctx, client.ObjectKey{Name: obj.GetName()}, existing)
+			switch {
+			case err == nil && existing.Labels[rukpakv1alpha1.LabelOwnerName] != bd.Name:
+				continue
+			case err != nil && !apierrors.IsNotFound(err):
+				return nil, fmt.Errorf("checking install namespace %q: %w", obj.GetName(), err)
+			}
+		}
+		kept = append(kept, obj)
+	}
+	return kept, nil
 }
 
 // Objects returns the objects a BundleDeployment installs from stored

@@ -36,7 +36,7 @@ import (
 
 // ObjectsFunc turns a Bundle's stored content into the objects to install,
 // applying the BundleDeployment's config. Its errors are shown to users.
-type ObjectsFunc func(fsys fs.FS, bd *rukpakv1alpha1.BundleDeployment) ([]*unstructured.Unstructured, error)
+type ObjectsFunc func(ctx context.Context, fsys fs.FS, bd *rukpakv1alpha1.BundleDeployment) ([]*unstructured.Unstructured, error)
 
 // DefaultMaxBundles bounds the Bundles one BundleDeployment may have
 // generated at once: the active one, the one being rolled out, and a few
@@ -121,7 +121,7 @@ func (r *Reconciler) reconcile(ctx context.Context, bd *rukpakv1alpha1.BundleDep
 			fmt.Sprintf("Failed to load content of bundle %q: %v", b.Name, err))
 		return ctrl.Result{}, fmt.Errorf("loading bundle %q: %w", b.Name, err)
 	}
-	objs, err := r.Objects(fsys, bd)
+	objs, err := r.Objects(ctx, fsys, bd)
 	if err != nil {
 		// Invalid content or config: nothing to retry until the object or
 		// the template changes.

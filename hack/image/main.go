@@ -1,0 +1,326 @@
+// Command image builds rukpak's container image without Docker: one OCI
+// image holding the static binaries /provisioner and /webhook on a scratch
+// base assembled in code (a nonroot user 65532, /tmp, CA certificates),
+// written as a docker-loadable tarball (kind load image-archive), an OCI
+// layout, and/or pushed to a registry.
+//
+//	go run ./hack/image --tarball bin/rukpak-image.tar --image rukpak:devel
+//	go run ./hack/image --push registry.example.com/rukpak:dev
+//
+// The output is reproducible: the same binaries, CA bundle and labels give
+// the same digest (timestamps come from SOURCE_DATE_EPOCH, else the Unix
+// epoch).
+package main
+
+import (
+	"archive/tar"
+	"bytes"
+	"debug/elf"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+)
+
+// Binaries are the files copied from the binary directory to the image root.
+var Binaries = []string{"provisioner", "webhook"}
+
+// DefaultCACerts is where Debian-like build machines keep their CA bundle.
+const DefaultCACerts = "/etc/ssl/certs/ca-certificates.crt"
+
+// NonRoot is the user and group the image runs as (distroless's nonroot).
+const NonRoot = 65532
+
+// Options describe one image.
+type Options struct {
+	// BinDir holds the binaries named in Binaries.
+	BinDir string
+	// CACerts is a PEM bundle copied to /etc/ssl/certs/ca-certificates.crt;
+	// empty or missing leaves it out.
+	CACerts string
+	// Source, Version and Revision fill the OCI labels.
+	Source, Version, Revision string
+	// Created is the image's creation time and every file's mtime.
+	Created time.Time
+	// OS and Arch of the binaries; Arch defaults to runtime.GOARCH.
+	OS, Arch string
+}
+
+// Build assembles the image.
+func Build(o Options) (v1.Image, error) {
+	if o.OS == "" {
+		o.OS = "linux"
+	}
+	if o.Arch == "" {
+		o.Arch = runtime.GOARCH
+	}
+	created := o.Created.UTC()
+	layerBytes, err := rootfs(o, created)
+	if err != nil {
+		return nil, err
+	}
+	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
+		return io.NopCloser(bytes.NewReader(layerBytes)), nil
+	}, tarball.WithMediaType(types.OCILayer))
+	if err != nil {
+		return nil, err
+	}
+	base := mutate.MediaType(empty.Image, types.OCIManifestSchema1)
+	base = mutate.ConfigMediaType(base, types.OCIConfigJSON)
+	img, err := mutate.Append(base, mutate.Addendum{
+		Layer: layer,
+		History: v1.History{
+			Created:   v1.Time{Time: created},
+			CreatedBy: "hack/image: " + strings.Join(Binaries, ", ") + ", passwd, group, tmp, CA certificates",
+			Comment:   "rukpak",
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		return nil, err
+	}
+	cf = cf.DeepCopy()
+	cf.OS, cf.Architecture = o.OS, o.Arch
+	cf.Created = v1.Time{Time: created}
+	cf.Author = ""
+	cf.Config = v1.Config{
+		// The manifests set command: /provisioner or /webhook.
+		User:       fmt.Sprintf("%d:%d", NonRoot, NonRoot),
+		WorkingDir: "/",
+		Env: []string{
+			"PATH=/",
+			"SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt",
+		},
+		Labels: map[string]string{
+			"org.opencontainers.image.title":    "rukpak",
+			"org.opencontainers.image.source":   o.Source,
+			"org.opencontainers.image.version":  o.Version,
+			"org.opencontainers.image.revision": o.Revision,
+			"org.opencontainers.image.created":  created.Format(time.RFC3339),
+			"org.opencontainers.image.licenses": "Apache-2.0",
+		},
+	}
+	img, err = mutate.ConfigFile(img, cf)
+	if err != nil {
+		return nil, err
+	}
+	return mutate.CreatedAt(img, v1.Time{Time: created})
+}
+
+// rootfs writes the single layer: a sorted, deterministic tar.
+func rootfs(o Options, mtime time.Time) ([]byte, error) {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	dir := func(name string, mode int64) error {
+		return tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: name + "/", Mode: mode, ModTime: mtime, Format: tar.FormatPAX})
+	}
+	file := func(name string, mode int64, data []byte) error {
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: mode, Size: int64(len(data)), ModTime: mtime, Format: tar.FormatPAX}); err != nil {
+			return err
+		}
+		_, err := tw.Write(data)
+		return err
+	}
+	// Every entry is written in lexical order, parents first.
+	var ca []byte
+	if o.CACerts != "" {
+		data, err := os.ReadFile(o.CACerts)
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+			fmt.Fprintf(os.Stderr, "image: %s not found; the image has no CA certificates\n", o.CACerts)
+		case err != nil:
+			return nil, err
+		default:
+			ca = data
+		}
+	}
+	passwd := fmt.Sprintf("root:x:0:0:root:/root:/sbin/nologin\nnobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin\nnonroot:x:%d:%d:nonroot:/home/nonroot:/sbin/nologin\n", NonRoot, NonRoot)
+	group := fmt.Sprintf("root:x:0:\nnobody:x:65534:\nnonroot:x:%d:\n", NonRoot)
+	if err := dir("etc", 0o755); err != nil {
+		return nil, err
+	}
+	if err := file("etc/group", 0o644, []byte(group)); err != nil {
+		return nil, err
+	}
+	if err := file("etc/passwd", 0o644, []byte(passwd)); err != nil {
+		return nil, err
+	}
+	if ca != nil {
+		for _, d := range []string{"etc/ssl", "etc/ssl/certs"} {
+			if err := dir(d, 0o755); err != nil {
+				return nil, err
+			}
+		}
+		if err := file("etc/ssl/certs/ca-certificates.crt", 0o644, ca); err != nil {
+			return nil, err
+		}
+	}
+	if err := dir("home", 0o755); err != nil {
+		return nil, err
+	}
+	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: "home/nonroot/", Mode: 0o700, Uid: NonRoot, Gid: NonRoot, ModTime: mtime, Format: tar.FormatPAX}); err != nil {
+		return nil, err
+	}
+	for _, b := range Binaries { // "provisioner" < "tmp" < "webhook"
+		if b == "webhook" {
+			if err := dir("tmp", 0o1777); err != nil {
+				return nil, err
+			}
+		}
+		data, err := readBinary(filepath.Join(o.BinDir, b))
+		if err != nil {
+			return nil, err
+		}
+		if err := file(b, 0o755, data); err != nil {
+			return nil, err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// readBinary reads a binary and refuses dynamically linked ELF files, which
+// could not run on a scratch base (build with CGO_ENABLED=0).
+func readBinary(path string) ([]byte, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("%w (run: CGO_ENABLED=0 go build -o bin/ ./cmd/...)", err)
+	}
+	if f, err := elf.NewFile(bytes.NewReader(data)); err == nil {
+		for _, p := range f.Progs {
+			if p.Type == elf.PT_INTERP {
+				return nil, fmt.Errorf("%s is dynamically linked; build it with CGO_ENABLED=0", path)
+			}
+		}
+	}
+	return data, nil
+}
+
+// sourceDate is SOURCE_DATE_EPOCH, else the Unix epoch.
+func sourceDate() (time.Time, error) {
+	s := os.Getenv("SOURCE_DATE_EPOCH")
+	if s == "" {
+		return time.Unix(0, 0).UTC(), nil
+	}
+	sec, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("SOURCE_DATE_EPOCH: %w", err)
+	}
+	return time.Unix(sec, 0).UTC(), nil
+}
+
+func git(args ...string) string {
+	out, err := exec.Command("git", args...).Output()
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(out))
+}
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "image:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	var (
+		o                           Options
+		imageName, tarPath, ociPath string
+		push                        string
+	)
+	flag.StringVar(&o.BinDir, "bin-dir", "bin", "Directory holding the static provisioner and webhook binaries.")
+	flag.StringVar(&o.CACerts, "ca-certs", DefaultCACerts, "PEM CA bundle copied into the image when present; empty leaves it out.")
+	flag.StringVar(&o.Source, "source", "https://github.com/rukpak-dev/rukpak", "org.opencontainers.image.source label.")
+	flag.StringVar(&o.Version, "version", "", "org.opencontainers.image.version label (default: git describe --tags --always --dirty, else devel).")
+	flag.StringVar(&o.Revision, "revision", "", "org.opencontainers.image.revision label (default: git rev-parse HEAD).")
+	flag.StringVar(&o.Arch, "arch", runtime.GOARCH, "Architecture of the binaries.")
+	flag.StringVar(&imageName, "image", "rukpak:devel", "Image name written into the tarball (what docker load / kind load tag it as).")
+	flag.StringVar(&tarPath, "tarball", "", "Write a docker-loadable tarball here (kind load image-archive FILE).")
+	flag.StringVar(&ociPath, "oci-layout", "", "Write (or add to) an OCI image layout directory here.")
+	flag.StringVar(&push, "push", "", "Push the image to this reference with the default keychain (~/.docker/config.json, credential helpers).")
+	flag.Parse()
+	if tarPath == "" && ociPath == "" && push == "" {
+		return errors.New("nothing to do: give --tarball, --oci-layout and/or --push")
+	}
+	if o.Revision == "" {
+		o.Revision = git("rev-parse", "HEAD")
+	}
+	if o.Version == "" {
+		if o.Version = git("describe", "--tags", "--always", "--dirty"); o.Version == "" {
+			o.Version = "devel"
+		}
+	}
+	created, err := sourceDate()
+	if err != nil {
+		return err
+	}
+	o.Created = created
+	img, err := Build(o)
+	if err != nil {
+		return err
+	}
+	digest, err := img.Digest()
+	if err != nil {
+		return err
+	}
+	if tarPath != "" {
+		tag, err := name.NewTag(imageName)
+		if err != nil {
+			return err
+		}
+		if err := os.MkdirAll(filepath.Dir(tarPath), 0o755); err != nil {
+			return err
+		}
+		if err := tarball.WriteToFile(tarPath, tag, img); err != nil {
+			return err
+		}
+		fmt.Printf("wrote %s (%s, %s)\n", tarPath, tag, digest)
+	}
+	if ociPath != "" {
+		p, err := layout.FromPath(ociPath)
+		if err != nil {
+			if p, err = layout.Write(ociPath, empty.Index); err != nil {
+				return err
+			}
+		}
+		if err := p.AppendImage(img, layout.WithAnnotations(map[string]string{"org.opencontainers.image.ref.name": imageName})); err != nil {
+			return err
+		}
+		fmt.Printf("wrote %s (%s)\n", ociPath, digest)
+	}
+	if push != "" {
+		ref, err := name.ParseReference(push)
+		if err != nil {
+			return err
+		}
+		if err := remote.Write(ref, img, remote.WithAuthFromKeychain(authn.DefaultKeychain)); err != nil {
+			return err
+		}
+		fmt.Printf("pushed %s@%s\n", ref.Context(), digest)
+	}
+	return nil
+}

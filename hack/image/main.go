@@ -24,6 +24,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -33,10 +34,12 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/match"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+	imagespec "github.com/opencontainers/image-spec/specs-go/v1"
 )
 
 // Binaries are the files copied from the binary directory to the image root.
@@ -120,29 +123,31 @@ func Build(o Options) (v1.Image, error) {
 			"org.opencontainers.image.licenses": "Apache-2.0",
 		},
 	}
-	img, err = mutate.ConfigFile(img, cf)
-	if err != nil {
-		return nil, err
-	}
-	return mutate.CreatedAt(img, v1.Time{Time: created})
+	return mutate.ConfigFile(img, cf)
 }
 
-// rootfs writes the single layer: a sorted, deterministic tar.
+// entry is one file or directory of the layer.
+type entry struct {
+	name     string
+	dir      bool
+	mode     int64
+	uid, gid int
+	data     []byte
+}
+
+// rootfs writes the single layer: a deterministic tar (sorted names, fixed
+// mtimes, numeric owners only).
 func rootfs(o Options, mtime time.Time) ([]byte, error) {
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	dir := func(name string, mode int64) error {
-		return tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: name + "/", Mode: mode, ModTime: mtime, Format: tar.FormatPAX})
+	passwd := fmt.Sprintf("root:x:0:0:root:/root:/sbin/nologin\nnobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin\nnonroot:x:%d:%d:nonroot:/home/nonroot:/sbin/nologin\n", NonRoot, NonRoot)
+	group := fmt.Sprintf("root:x:0:\nnobody:x:65534:\nnonroot:x:%d:\n", NonRoot)
+	entries := []entry{
+		{name: "etc", dir: true, mode: 0o755},
+		{name: "etc/passwd", mode: 0o644, data: []byte(passwd)},
+		{name: "etc/group", mode: 0o644, data: []byte(group)},
+		{name: "home", dir: true, mode: 0o755},
+		{name: "home/nonroot", dir: true, mode: 0o700, uid: NonRoot, gid: NonRoot},
+		{name: "tmp", dir: true, mode: 0o1777},
 	}
-	file := func(name string, mode int64, data []byte) error {
-		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: mode, Size: int64(len(data)), ModTime: mtime, Format: tar.FormatPAX}); err != nil {
-			return err
-		}
-		_, err := tw.Write(data)
-		return err
-	}
-	// Every entry is written in lexical order, parents first.
-	var ca []byte
 	if o.CACerts != "" {
 		data, err := os.ReadFile(o.CACerts)
 		switch {
@@ -151,47 +156,32 @@ func rootfs(o Options, mtime time.Time) ([]byte, error) {
 		case err != nil:
 			return nil, err
 		default:
-			ca = data
+			entries = append(entries,
+				entry{name: "etc/ssl", dir: true, mode: 0o755},
+				entry{name: "etc/ssl/certs", dir: true, mode: 0o755},
+				entry{name: "etc/ssl/certs/ca-certificates.crt", mode: 0o644, data: data})
 		}
 	}
-	passwd := fmt.Sprintf("root:x:0:0:root:/root:/sbin/nologin\nnobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin\nnonroot:x:%d:%d:nonroot:/home/nonroot:/sbin/nologin\n", NonRoot, NonRoot)
-	group := fmt.Sprintf("root:x:0:\nnobody:x:65534:\nnonroot:x:%d:\n", NonRoot)
-	if err := dir("etc", 0o755); err != nil {
-		return nil, err
-	}
-	if err := file("etc/group", 0o644, []byte(group)); err != nil {
-		return nil, err
-	}
-	if err := file("etc/passwd", 0o644, []byte(passwd)); err != nil {
-		return nil, err
-	}
-	if ca != nil {
-		for _, d := range []string{"etc/ssl", "etc/ssl/certs"} {
-			if err := dir(d, 0o755); err != nil {
-				return nil, err
-			}
-		}
-		if err := file("etc/ssl/certs/ca-certificates.crt", 0o644, ca); err != nil {
-			return nil, err
-		}
-	}
-	if err := dir("home", 0o755); err != nil {
-		return nil, err
-	}
-	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: "home/nonroot/", Mode: 0o700, Uid: NonRoot, Gid: NonRoot, ModTime: mtime, Format: tar.FormatPAX}); err != nil {
-		return nil, err
-	}
-	for _, b := range Binaries { // "provisioner" < "tmp" < "webhook"
-		if b == "webhook" {
-			if err := dir("tmp", 0o1777); err != nil {
-				return nil, err
-			}
-		}
+	for _, b := range Binaries {
 		data, err := readBinary(filepath.Join(o.BinDir, b))
 		if err != nil {
 			return nil, err
 		}
-		if err := file(b, 0o755, data); err != nil {
+		entries = append(entries, entry{name: b, mode: 0o755, data: data})
+	}
+	sort.Slice(entries, func(i, j int) bool { return entries[i].name < entries[j].name })
+
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, e := range entries {
+		h := &tar.Header{Typeflag: tar.TypeReg, Name: e.name, Mode: e.mode, Uid: e.uid, Gid: e.gid, Size: int64(len(e.data)), ModTime: mtime, Format: tar.FormatPAX}
+		if e.dir {
+			h.Typeflag, h.Name, h.Size = tar.TypeDir, e.name+"/", 0
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			return nil, err
+		}
+		if _, err := tw.Write(e.data); err != nil {
 			return nil, err
 		}
 	}
@@ -283,6 +273,12 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	return write(img, imageName, tarPath, ociPath, push, remote.WithAuthFromKeychain(authn.DefaultKeychain))
+}
+
+// write outputs img as a tarball tagged imageName, into an OCI layout,
+// and/or pushes it to the push reference.
+func write(img v1.Image, imageName, tarPath, ociPath, push string, remoteOpts ...remote.Option) error {
 	digest, err := img.Digest()
 	if err != nil {
 		return err
@@ -307,7 +303,9 @@ func run() error {
 				return err
 			}
 		}
-		if err := p.AppendImage(img, layout.WithAnnotations(map[string]string{"org.opencontainers.image.ref.name": imageName})); err != nil {
+		// One entry per image name: rebuilding replaces it.
+		refName := map[string]string{imagespec.AnnotationRefName: imageName}
+		if err := p.ReplaceImage(img, match.Annotation(imagespec.AnnotationRefName, imageName), layout.WithAnnotations(refName)); err != nil {
 			return err
 		}
 		fmt.Printf("wrote %s (%s)\n", ociPath, digest)
@@ -317,7 +315,7 @@ func run() error {
 		if err != nil {
 			return err
 		}
-		if err := remote.Write(ref, img, remote.WithAuthFromKeychain(authn.DefaultKeychain)); err != nil {
+		if err := remote.Write(ref, img, remoteOpts...); err != nil {
 			return err
 		}
 		fmt.Printf("pushed %s@%s\n", ref.Context(), digest)

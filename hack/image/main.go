@@ -120,7 +120,6 @@ func Build(o Options) (v1.Image, error) {
 			"org.opencontainers.image.version":  o.Version,
 			"org.opencontainers.image.revision": o.Revision,
 			"org.opencontainers.image.created":  created.Format(time.RFC3339),
-			"org.opencontainers.image.licenses": "Apache-2.0",
 		},
 	}
 	return mutate.ConfigFile(img, cf)

@@ -25,7 +25,6 @@ LABEL org.opencontainers.image.title="rukpak" \
       org.opencontainers.image.source="https://github.com/rukpak-dev/rukpak" \
       org.opencontainers.image.version="$VERSION" \
       org.opencontainers.image.revision="$REVISION"
-      org.opencontainers.image.licenses="Apache-2.0"
 COPY --from=build /out/provisioner /provisioner
 COPY --from=build /out/webhook /webhook
 USER 65532:65532

@@ -1,0 +1,907 @@
+package bench
+
+// The end-to-end benchmark harness behind `make bench`. It prints figures
+// next to their floor or reference and never asserts on a time: it is a
+// measurement, not a test. It runs only with RUKPAK_BENCH=1.
+//
+//	RUKPAK_BENCH=1 go test -run '^TestBench$' -v -timeout 60m ./test/bench/
+//
+// RUKPAK_BENCH_ONLY=unpack,install,prometheus,many runs a subset;
+// RUKPAK_BENCH_OUT=file also writes the table there (markdown);
+// RUKPAK_BENCH_REPS=n repeats each unpack measurement n times (default 3).
+//
+// Sections (issue numbers of the project's tracker):
+//   - unpack (issue 3): unpack/image + storage.LocalDirectory.Store of a
+//     1×50 MiB and a 20×5 MiB image of random data from a loopback TLS
+//     registry, each run in a fresh child process (this test binary
+//     re-executed) so its peak RSS (VmHWM) is its own; the floor is a plain
+//     go-containerregistry pull of the compressed layers to files, in a
+//     child process too.
+//   - install (issue 4): one API server (envtest: etcd + kube-apiserver);
+//     1,000 ConfigMaps created by the bare client-go floor (QPS -1, all in
+//     parallel), installed by a BundleDeployment (the built provisioner
+//     binary, a separate process), by `helm install` (helm CLI built from
+//     the pinned module) and by `kubectl apply --server-side`.
+//   - prometheus (issue 6): prometheus-0.47.0 (registry+v1) pushed as an
+//     image and installed by a BundleDeployment; create -> Installed=True.
+//   - many (issue 4): 200 BundleDeployments of 10 ConfigMaps, a fresh
+//     provisioner process: total time, the process's VmHWM, and the API
+//     server's mutating requests over 60 s once every one is Installed.
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"text/tabwriter"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
+	"github.com/rukpak-dev/rukpak/internal/testenv"
+	"github.com/rukpak-dev/rukpak/internal/testregistry"
+	"github.com/rukpak-dev/rukpak/provisioner/conditions"
+	"github.com/rukpak-dev/rukpak/storage"
+	"github.com/rukpak-dev/rukpak/unpack"
+	"github.com/rukpak-dev/rukpak/unpack/image"
+)
+
+const (
+	provisionerNS = "rukpak-system"
+	prometheusDir = "/work/shared/testdata/registry-v1/prometheus-0.47.0"
+	manyBDs       = 200
+	manyObjects   = 10
+	bigObjects    = 1000
+	steadyWindow  = 60 * time.Second
+	steadySettle  = 15 * time.Second
+)
+
+// ---------------------------------------------------------------- report
+
+type row struct {
+	section, figure, value, reference, ratio, note string
+}
+
+type report struct {
+	mu   sync.Mutex
+	rows []row
+}
+
+func (r *report) add(section, figure, value, reference, ratio, note string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.rows = append(r.rows, row{section, figure, value, reference, ratio, note})
+	fmt.Printf("BENCH %s | %s | %s | %s | %s | %s\n", section, figure, value, reference, ratio, note)
+}
+
+func (r *report) print(t *testing.T) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var buf bytes.Buffer
+	tw := tabwriter.NewWriter(&buf, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SECTION\tFIGURE\tVALUE\tFLOOR/REFERENCE\tRATIO\tNOTE")
+	for _, x := range r.rows {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", x.section, x.figure, x.value, x.reference, x.ratio, x.note)
+	}
+	_ = tw.Flush()
+	fmt.Printf("\n%s\n%s", machine(), buf.String())
+	if out := os.Getenv("RUKPAK_BENCH_OUT"); out != "" {
+		var md strings.Builder
+		fmt.Fprintf(&md, "<!-- %s -->\n\n| section | figure | value | floor / reference | ratio | note |\n|---|---|---|---|---|---|\n", machine())
+		for _, x := range r.rows {
+			fmt.Fprintf(&md, "| %s | %s | %s | %s | %s | %s |\n", x.section, x.figure, x.value, x.reference, x.ratio, x.note)
+		}
+		if err := os.WriteFile(out, []byte(md.String()), 0o644); err != nil {
+			t.Errorf("writing %s: %v", out, err)
+		}
+	}
+}
+
+func machine() string {
+	cpu := "unknown CPU"
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		if m := regexp.MustCompile(`(?m)^model name\s*:\s*(.+)$`).FindSubmatch(b); m != nil {
+			cpu = string(m[1])
+		}
+	}
+	mem := ""
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		if m := regexp.MustCompile(`(?m)^MemTotal:\s*(\d+) kB`).FindSubmatch(b); m != nil {
+			kb, _ := strconv.ParseFloat(string(m[1]), 64)
+			mem = fmt.Sprintf("%.1f GiB", kb/(1<<20))
+		}
+	}
+	load, _ := os.ReadFile("/proc/loadavg")
+	return fmt.Sprintf("%s, nproc %d, %s RAM, %s, loadavg %s, %s", cpu, runtime.NumCPU(), mem, runtime.Version(),
+		strings.Join(strings.Fields(string(load))[:3], " "), time.Now().UTC().Format(time.RFC3339))
+}
+
+func secs(d time.Duration) string { return fmt.Sprintf("%.2f s", d.Seconds()) }
+func mib(kib int64) string        { return fmt.Sprintf("%.0f MiB", float64(kib)/1024) }
+func ratio(a, b float64) string {
+	if b == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f×", a/b)
+}
+
+func want(section string) bool {
+	only := os.Getenv("RUKPAK_BENCH_ONLY")
+	return only == "" || slices.Contains(strings.Split(only, ","), section)
+}
+
+// ---------------------------------------------------------------- main
+
+func TestBench(t *testing.T) {
+	if os.Getenv("RUKPAK_BENCH") != "1" {
+		t.Skip("benchmark harness: run with RUKPAK_BENCH=1 (make bench)")
+	}
+	r := &report{}
+	defer r.print(t)
+	fmt.Printf("machine: %s\n", machine())
+
+	reg := testregistry.New(t)
+	if want("unpack") {
+		benchUnpackStore(t, r, reg)
+	}
+	if !want("install") && !want("prometheus") && !want("many") {
+		return
+	}
+	c := newCluster(t, reg)
+	if want("install") || want("prometheus") {
+		p := c.startProvisioner(t, "a")
+		if want("install") {
+			c.benchInstall1000(t, r)
+		}
+		if want("prometheus") {
+			c.benchPrometheus(t, r)
+		}
+		r.add("issue 4", "provisioner VmHWM after the 1,000-object and prometheus installs", mib(p.hwm(t)), "", "", "separate process")
+		// Start the next phase from a clean slate: the next provisioner
+		// must not re-reconcile (or cache) what this one installed.
+		c.cleanup(t)
+		p.stop(t)
+	}
+	if want("many") {
+		c.benchMany(t, r)
+	}
+}
+
+// ---------------------------------------------------------------- issue 3
+
+type childResult struct {
+	Seconds, UnpackSeconds, StoreSeconds float64
+	BaseRSSKiB, HWMKiB                   int64
+}
+
+func benchUnpackStore(t *testing.T, r *report, reg *testregistry.Registry) {
+	reps := 3
+	if n, err := strconv.Atoi(os.Getenv("RUKPAK_BENCH_REPS")); err == nil && n > 0 {
+		reps = n
+	}
+	caFile := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(caFile, reg.CAPEM, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, shape := range []struct{ layers, size int }{{1, 50 << 20}, {20, 5 << 20}} {
+		rng := rand.NewChaCha8([32]byte{byte(shape.layers), 3})
+		var layers []v1.Layer
+		for i := range shape.layers {
+			data := make([]byte, shape.size) // incompressible
+			_, _ = rng.Read(data)
+			layers = append(layers, testregistry.Layer(t, map[string]string{fmt.Sprintf("manifests/blob-%02d", i): string(data)}))
+		}
+		label := fmt.Sprintf("%d×%d MiB", shape.layers, shape.size>>20)
+		ref := reg.MustPush(t, reg.Ref(fmt.Sprintf("bench:%dx%d", shape.layers, shape.size>>20)), testregistry.Image(t, layers...))
+		layers = nil
+		runtime.GC()
+
+		var floor, full []childResult
+		for range reps {
+			floor = append(floor, runChild(t, "pull", ref, caFile))
+			full = append(full, runChild(t, "unpack-store", ref, caFile))
+		}
+		fl, fu := medianBy(floor, func(c childResult) float64 { return c.Seconds }), medianBy(full, func(c childResult) float64 { return c.Seconds })
+		up := medianBy(full, func(c childResult) float64 { return c.UnpackSeconds })
+		st := medianBy(full, func(c childResult) float64 { return c.StoreSeconds })
+		note := fmt.Sprintf("median of %d fresh processes; of which unpack %.2f s, store %.2f s", reps, up.UnpackSeconds, st.StoreSeconds)
+		r.add("issue 3", label+" unpack+store time", fmt.Sprintf("%.2f s", fu.Seconds), fmt.Sprintf("pull-to-disk %.2f s", fl.Seconds), ratio(fu.Seconds, fl.Seconds), note)
+		hwm := func(cs []childResult) (int64, int64) {
+			var peak, base int64
+			for _, c := range cs {
+				if c.HWMKiB-c.BaseRSSKiB > peak-base {
+					peak, base = c.HWMKiB, c.BaseRSSKiB
+				}
+			}
+			return peak, base
+		}
+		p, b := hwm(full)
+		fp, fb := hwm(floor)
+		r.add("issue 3", label+" unpack+store peak RSS (VmHWM)", fmt.Sprintf("%s (+%s over start)", mib(p), mib(p-b)),
+			fmt.Sprintf("pull-to-disk %s (+%s)", mib(fp), mib(fp-fb)), ratio(float64(p-b), float64(fp-fb)), "growth ratio; worst of the runs")
+	}
+}
+
+func medianBy(cs []childResult, key func(childResult) float64) childResult {
+	s := slices.Clone(cs)
+	sort.Slice(s, func(i, j int) bool { return key(s[i]) < key(s[j]) })
+	return s[len(s)/2]
+}
+
+func runChild(t *testing.T, op, ref, caFile string) childResult {
+	t.Helper()
+	dir := t.TempDir()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestBenchChild$", "-test.v")
+	cmd.Env = append(os.Environ(), "RUKPAK_BENCH_CHILD="+op, "RUKPAK_BENCH_CHILD_REF="+ref,
+		"RUKPAK_BENCH_CHILD_CA="+caFile, "RUKPAK_BENCH_CHILD_DIR="+dir)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("child %s: %v\n%s", op, err, out)
+	}
+	m := regexp.MustCompile(`BENCHRESULT (\{.*\})`).FindSubmatch(out)
+	if m == nil {
+		t.Fatalf("child %s printed no result:\n%s", op, out)
+	}
+	var res childResult
+	if err := json.Unmarshal(m[1], &res); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// TestBenchChild is one measured operation in a process of its own, so that
+// VmHWM is this operation's peak (plus the test binary's baseline, reported
+// separately).
+func TestBenchChild(t *testing.T) {
+	op := os.Getenv("RUKPAK_BENCH_CHILD")
+	if op == "" {
+		t.Skip("child process of TestBench")
+	}
+	ref, dir := os.Getenv("RUKPAK_BENCH_CHILD_REF"), os.Getenv("RUKPAK_BENCH_CHILD_DIR")
+	caPEM, err := os.ReadFile(os.Getenv("RUKPAK_BENCH_CHILD_CA"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runtime.GC()
+	res := childResult{BaseRSSKiB: procStatus(t, os.Getpid(), "VmRSS")}
+	ctx := context.Background()
+	start := time.Now()
+	switch op {
+	case "pull":
+		if err := pullToDisk(ref, caPEM, dir); err != nil {
+			t.Fatal(err)
+		}
+	case "unpack-store":
+		u := image.New(unpack.Config{BaseDir: filepath.Join(dir, "unpack"), Limits: unpack.Limits{MaxBytes: 1 << 30}})
+		b := &rukpakv1alpha1.Bundle{
+			ObjectMeta: metav1.ObjectMeta{Name: "bench"},
+			Spec: rukpakv1alpha1.BundleSpec{
+				ProvisionerClassName: rukpakv1alpha1.ProvisionerClassPlain,
+				Source: rukpakv1alpha1.BundleSource{Type: rukpakv1alpha1.SourceTypeImage,
+					Image: &rukpakv1alpha1.ImageSource{Ref: ref, CertificateData: string(caPEM)}},
+			},
+		}
+		got, err := u.Unpack(ctx, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.UnpackSeconds = time.Since(start).Seconds()
+		s0 := time.Now()
+		store := &storage.LocalDirectory{RootDirectory: filepath.Join(dir, "store"), BaseURL: "https://content.bench"}
+		if err := store.Store(ctx, b, got.FS); err != nil {
+			t.Fatal(err)
+		}
+		res.StoreSeconds = time.Since(s0).Seconds()
+		_ = got.Close()
+	default:
+		t.Fatalf("unknown op %q", op)
+	}
+	res.Seconds = time.Since(start).Seconds()
+	res.HWMKiB = procStatus(t, os.Getpid(), "VmHWM")
+	b, _ := json.Marshal(res)
+	fmt.Printf("BENCHRESULT %s\n", b)
+}
+
+// pullToDisk writes each layer's compressed blob to a file with
+// go-containerregistry: the least any puller has to do.
+func pullToDisk(ref string, caPEM []byte, dir string) error {
+	r, err := name.ParseReference(ref)
+	if err != nil {
+		return err
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(caPEM)
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	img, err := remote.Image(r, remote.WithTransport(tr))
+	if err != nil {
+		return err
+	}
+	layers, err := img.Layers()
+	if err != nil {
+		return err
+	}
+	for i, l := range layers {
+		rc, err := l.Compressed()
+		if err != nil {
+			return err
+		}
+		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("layer-%d", i)))
+		if err != nil {
+			rc.Close()
+			return err
+		}
+		_, err = io.Copy(f, rc)
+		rc.Close()
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// procStatus reads a "kB" field (VmRSS, VmHWM) of /proc/<pid>/status.
+func procStatus(t *testing.T, pid int, field string) int64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^` + field + `:\s*(\d+) kB`).FindSubmatch(b)
+	if m == nil {
+		t.Fatalf("no %s in /proc/%d/status", field, pid)
+	}
+	v, _ := strconv.ParseInt(string(m[1]), 10, 64)
+	return v
+}
+
+// ---------------------------------------------------------------- cluster
+
+type cluster struct {
+	env        *testenv.Env
+	cfg        *rest.Config // unthrottled
+	c          client.Client
+	cs         *kubernetes.Clientset
+	reg        *testregistry.Registry
+	dir        string
+	kubeconfig string
+	assets     string
+	provBin    string
+}
+
+func newCluster(t *testing.T, reg *testregistry.Registry) *cluster {
+	env := testenv.Start(t)
+	c := &cluster{env: env, reg: reg, dir: t.TempDir(), assets: testenv.AssetsDir(t)}
+	c.cfg = rest.CopyConfig(env.Config)
+	c.cfg.QPS, c.cfg.Burst = -1, 0
+	var err error
+	if c.c, err = client.New(c.cfg, client.Options{Scheme: env.Env.Scheme}); err != nil {
+		t.Fatal(err)
+	}
+	if c.cs, err = kubernetes.NewForConfig(c.cfg); err != nil {
+		t.Fatal(err)
+	}
+	user, err := env.Env.AddUser(envtest.User{Name: "bench-admin", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc, err := user.KubeConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.kubeconfig = filepath.Join(c.dir, "kubeconfig")
+	if err := os.WriteFile(c.kubeconfig, kc, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, ns := range []string{provisionerNS, "bench-floor", "bench-bd", "bench-helm", "bench-kubectl", "bench-many"} {
+		if err := c.c.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.provBin = filepath.Join(c.dir, "provisioner")
+	goBuild(t, testenv.RepoRoot(), "-o", c.provBin, "./cmd/provisioner")
+	return c
+}
+
+func goBuild(t *testing.T, dir string, args ...string) {
+	t.Helper()
+	cmd := exec.Command("go", append([]string{"build"}, args...)...)
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build %v: %v\n%s", args, err, out)
+	}
+}
+
+type proc struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+	log  string
+}
+
+// startProvisioner runs the built provisioner binary (both classes) against
+// the API server, as a separate process.
+func (c *cluster) startProvisioner(t *testing.T, id string) *proc {
+	t.Helper()
+	d := filepath.Join(c.dir, "prov-"+id)
+	if err := os.MkdirAll(d, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	logf, err := os.Create(filepath.Join(d, "log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(c.provBin,
+		"--namespace="+provisionerNS,
+		"--storage-dir="+filepath.Join(d, "storage"),
+		"--unpack-dir="+filepath.Join(d, "unpack"),
+		"--content-bind-address=127.0.0.1:0",
+		"--content-url=https://127.0.0.1:8443",
+		"--metrics-bind-address=0",
+		"--health-probe-bind-address=0",
+	)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+c.kubeconfig)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &proc{cmd: cmd, done: make(chan struct{}), log: logf.Name()}
+	go func() { _ = cmd.Wait(); logf.Close(); close(p.done) }()
+	t.Cleanup(func() { p.stop(t) })
+	return p
+}
+
+func (p *proc) hwm(t *testing.T) int64 {
+	select {
+	case <-p.done:
+		t.Fatalf("provisioner exited early; log %s", p.log)
+	default:
+	}
+	return procStatus(t, p.cmd.Process.Pid, "VmHWM")
+}
+
+func (p *proc) stop(t *testing.T) {
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(30 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+func cmYAML(ns, name string, i int) string {
+	return fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: %s\n  namespace: %s\ndata:\n  index: %q\n  value: %q\n",
+		name, ns, strconv.Itoa(i), strings.Repeat(fmt.Sprintf("%04d", i), 32))
+}
+
+func configMap(ns, name string, i int) *corev1.ConfigMap {
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Data: map[string]string{"index": strconv.Itoa(i), "value": strings.Repeat(fmt.Sprintf("%04d", i), 32)}}
+}
+
+func (c *cluster) imageSource(t *testing.T, tag string, layer v1.Layer) rukpakv1alpha1.BundleSource {
+	ref := c.reg.MustPush(t, c.reg.Ref(tag), testregistry.Image(t, layer))
+	return rukpakv1alpha1.BundleSource{Type: rukpakv1alpha1.SourceTypeImage,
+		Image: &rukpakv1alpha1.ImageSource{Ref: ref, CertificateData: string(c.reg.CAPEM)}}
+}
+
+func newBD(name, bundleClass string, src rukpakv1alpha1.BundleSource) *rukpakv1alpha1.BundleDeployment {
+	return &rukpakv1alpha1.BundleDeployment{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: rukpakv1alpha1.BundleDeploymentSpec{
+			ProvisionerClassName: rukpakv1alpha1.ProvisionerClassPlain,
+			Template: rukpakv1alpha1.BundleTemplate{
+				Metadata: rukpakv1alpha1.TemplateMetadata{Labels: map[string]string{"app": name}},
+				Spec:     rukpakv1alpha1.BundleSpec{ProvisionerClassName: bundleClass, Source: src},
+			},
+		},
+	}
+}
+
+func installed(bd *rukpakv1alpha1.BundleDeployment) (bool, string) {
+	c := conditions.Get(bd.Status.Conditions, rukpakv1alpha1.TypeInstalled)
+	if c == nil {
+		return false, "no Installed condition"
+	}
+	return c.Status == metav1.ConditionTrue, c.Reason + ": " + c.Message
+}
+
+// timeToInstalled creates bd and polls (every 25 ms) until Installed=True;
+// it also notes when the generated Bundle was first seen Unpacked.
+func (c *cluster) timeToInstalled(t *testing.T, bd *rukpakv1alpha1.BundleDeployment, timeout time.Duration) (total, unpacked time.Duration) {
+	t.Helper()
+	ctx := context.Background()
+	start := time.Now()
+	if err := c.c.Create(ctx, bd); err != nil {
+		t.Fatal(err)
+	}
+	last := ""
+	for time.Since(start) < timeout {
+		if unpacked == 0 {
+			var bl rukpakv1alpha1.BundleList
+			if err := c.c.List(ctx, &bl, client.MatchingLabels{rukpakv1alpha1.LabelOwnerName: bd.Name}); err == nil {
+				for _, b := range bl.Items {
+					if b.Status.Phase == rukpakv1alpha1.PhaseUnpacked {
+						unpacked = time.Since(start)
+					}
+				}
+			}
+		}
+		got := &rukpakv1alpha1.BundleDeployment{}
+		if err := c.c.Get(ctx, client.ObjectKey{Name: bd.Name}, got); err != nil {
+			t.Fatal(err)
+		}
+		ok, msg := installed(got)
+		if ok {
+			return time.Since(start), unpacked
+		}
+		last = msg
+		time.Sleep(25 * time.Millisecond)
+	}
+	t.Fatalf("bundle deployment %s not Installed after %s: %s", bd.Name, timeout, last)
+	return 0, 0
+}
+
+func (c *cluster) countCMs(t *testing.T, ns string) int {
+	var l corev1.ConfigMapList
+	if err := c.c.List(context.Background(), &l, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, cm := range l.Items {
+		if strings.HasPrefix(cm.Name, "cm-") {
+			n++
+		}
+	}
+	return n
+}
+
+// ---------------------------------------------------------------- issue 4
+
+func (c *cluster) benchInstall1000(t *testing.T, r *report) {
+	ctx := context.Background()
+	names := make([]string, bigObjects)
+	for i := range names {
+		names[i] = fmt.Sprintf("cm-%04d", i)
+	}
+
+	// The floor: 1,000 creates in parallel, no client-side throttling.
+	var failed atomic.Int64
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i, n := range names {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := c.cs.CoreV1().ConfigMaps("bench-floor").Create(ctx, configMap("bench-floor", n, i), metav1.CreateOptions{}); err != nil {
+				failed.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	floor := time.Since(start)
+	if failed.Load() > 0 || c.countCMs(t, "bench-floor") != bigObjects {
+		t.Fatalf("floor: %d creates failed", failed.Load())
+	}
+	r.add("issue 4", "1,000 ConfigMaps: bare client-go, parallel, QPS -1 (floor)", secs(floor), "", "1.00×", "")
+
+	// BundleDeployment.
+	files := map[string]string{}
+	for i, n := range names {
+		files["manifests/"+n+".yaml"] = cmYAML("bench-bd", n, i)
+	}
+	src := c.imageSource(t, "bench-1000:v1", testregistry.Layer(t, files))
+	total, unpacked := c.timeToInstalled(t, newBD("bench-1000", rukpakv1alpha1.ProvisionerClassPlain, src), 10*time.Minute)
+	if n := c.countCMs(t, "bench-bd"); n != bigObjects {
+		t.Fatalf("BundleDeployment installed %d ConfigMaps", n)
+	}
+	r.add("issue 4", "1,000 ConfigMaps: BundleDeployment create -> Installed=True", secs(total), "floor "+secs(floor), ratio(total.Seconds(), floor.Seconds()),
+		fmt.Sprintf("Bundle Unpacked seen at %.2f s; target ≤ 3× floor", unpacked.Seconds()))
+
+	// helm install of the same objects as a chart.
+	helm := c.helm(t)
+	chart := filepath.Join(c.dir, "chart")
+	writeFiles(t, chart, map[string]string{"Chart.yaml": "apiVersion: v2\nname: bench\nversion: 0.1.0\n"})
+	tf := map[string]string{}
+	for i, n := range names {
+		tf["templates/"+n+".yaml"] = cmYAML("bench-helm", n, i)
+	}
+	writeFiles(t, chart, tf)
+	hd := c.runTimed(t, helm, "install", "bench-1000", chart, "--namespace", "bench-helm", "--kubeconfig", c.kubeconfig)
+	if n := c.countCMs(t, "bench-helm"); n != bigObjects {
+		t.Fatalf("helm installed %d ConfigMaps", n)
+	}
+	r.add("issue 4", "1,000 ConfigMaps: helm install (CLI from the pinned module)", secs(hd), "floor "+secs(floor), ratio(hd.Seconds(), floor.Seconds()),
+		fmt.Sprintf("BundleDeployment / helm = %s", ratio(total.Seconds(), hd.Seconds())))
+
+	// kubectl apply --server-side of the same files.
+	kdir := filepath.Join(c.dir, "kubectl")
+	kf := map[string]string{}
+	for i, n := range names {
+		kf[n+".yaml"] = cmYAML("bench-kubectl", n, i)
+	}
+	writeFiles(t, kdir, kf)
+	kd := c.runTimed(t, filepath.Join(c.assets, "kubectl"), "--kubeconfig", c.kubeconfig, "apply", "--server-side", "-f", kdir)
+	if n := c.countCMs(t, "bench-kubectl"); n != bigObjects {
+		t.Fatalf("kubectl applied %d ConfigMaps", n)
+	}
+	r.add("issue 4", "1,000 ConfigMaps: kubectl apply --server-side -f DIR", secs(kd), "floor "+secs(floor), ratio(kd.Seconds(), floor.Seconds()),
+		"kubectl from the control-plane assets (same version as the API server)")
+}
+
+// helm builds the helm CLI from the helm.sh/helm/v3 version this module
+// pins, in a scratch copy of go.mod/go.sum (cmd/helm needs a few go.sum
+// entries the project's go.sum lacks; the checkout is never touched).
+func (c *cluster) helm(t *testing.T) string {
+	if h := os.Getenv("RUKPAK_BENCH_HELM"); h != "" {
+		return h
+	}
+	mod := filepath.Join(c.dir, "helmmod")
+	if err := os.MkdirAll(mod, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	gomod, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Drop tool directives: their packages are not needed here.
+	gomod = regexp.MustCompile(`(?ms)^tool \($.*?^\)$|^tool .*$`).ReplaceAll(gomod, nil)
+	gosum, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "go.sum"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFiles(t, mod, map[string]string{"go.mod": string(gomod), "go.sum": string(gosum)})
+	bin := filepath.Join(c.dir, "helm")
+	goBuild(t, mod, "-mod=mod", "-o", bin, "helm.sh/helm/v3/cmd/helm")
+	return bin
+}
+
+func (c *cluster) runTimed(t *testing.T, bin string, args ...string) time.Duration {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+c.kubeconfig, "HELM_CACHE_HOME="+filepath.Join(c.dir, "helmcache"),
+		"HELM_CONFIG_HOME="+filepath.Join(c.dir, "helmconfig"), "HELM_DATA_HOME="+filepath.Join(c.dir, "helmdata"))
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	start := time.Now()
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%s %v: %v\n%s", filepath.Base(bin), args, err, out.String())
+	}
+	return time.Since(start)
+}
+
+func writeFiles(t *testing.T, root string, files map[string]string) {
+	t.Helper()
+	for n, body := range files {
+		p := filepath.Join(root, n)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// ---------------------------------------------------------------- issue 6
+
+func (c *cluster) benchPrometheus(t *testing.T, r *report) {
+	if _, err := os.Stat(prometheusDir); err != nil {
+		r.add("issue 6", "prometheus-0.47.0 create -> Installed=True", "skipped", "", "", err.Error())
+		return
+	}
+	src := c.imageSource(t, "prometheus:0.47.0", testregistry.LayerFromDir(t, prometheusDir, ""))
+	total, unpacked := c.timeToInstalled(t, newBD("prometheus", rukpakv1alpha1.ProvisionerClassRegistry, src), 5*time.Minute)
+	r.add("issue 6", "prometheus-0.47.0 (registry+v1) BundleDeployment create -> Installed=True", secs(total), "", "",
+		fmt.Sprintf("registry Bundle Unpacked (pull+convert+store) seen at %.2f s", unpacked.Seconds()))
+}
+
+// cleanup deletes what the first provisioner installed (it uninstalls
+// through its finalizer) and what the helm, kubectl and floor runs created,
+// so the next provisioner process starts with an empty informer cache.
+func (c *cluster) cleanup(t *testing.T) {
+	ctx := context.Background()
+	if err := c.c.DeleteAllOf(ctx, &rukpakv1alpha1.BundleDeployment{}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		var l rukpakv1alpha1.BundleDeploymentList
+		if err := c.c.List(ctx, &l); err != nil {
+			t.Fatal(err)
+		}
+		if len(l.Items) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d bundle deployments still there after delete", len(l.Items))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	for _, ns := range []string{"bench-floor", "bench-bd", "bench-helm", "bench-kubectl"} {
+		if err := c.c.DeleteAllOf(ctx, &corev1.ConfigMap{}, client.InNamespace(ns)); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.c.DeleteAllOf(ctx, &corev1.Secret{}, client.InNamespace(ns)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// ---------------------------------------------------------------- issue 4, many
+
+func (c *cluster) benchMany(t *testing.T, r *report) {
+	ctx := context.Background()
+	srcs := make([]rukpakv1alpha1.BundleSource, manyBDs)
+	for i := range manyBDs {
+		files := map[string]string{}
+		for j := range manyObjects {
+			n := fmt.Sprintf("cm-%03d-%02d", i, j)
+			files["manifests/"+n+".yaml"] = cmYAML("bench-many", n, i*manyObjects+j)
+		}
+		srcs[i] = c.imageSource(t, fmt.Sprintf("many:%03d", i), testregistry.Layer(t, files))
+	}
+	p := c.startProvisioner(t, "b")
+	time.Sleep(3 * time.Second) // let it start its informers: not part of the figure
+	base := p.hwm(t)
+
+	writes0 := c.writes(t)
+	start := time.Now()
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 16)
+	for i := range manyBDs {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if err := c.c.Create(ctx, newBD(fmt.Sprintf("many-%03d", i), rukpakv1alpha1.ProvisionerClassPlain, srcs[i])); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	created := time.Since(start)
+	var total time.Duration
+	for {
+		var l rukpakv1alpha1.BundleDeploymentList
+		if err := c.c.List(ctx, &l); err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for i := range l.Items {
+			if ok, _ := installed(&l.Items[i]); ok {
+				n++
+			}
+		}
+		if n == manyBDs {
+			total = time.Since(start)
+			break
+		}
+		if time.Since(start) > 20*time.Minute {
+			t.Fatalf("only %d of %d bundle deployments Installed after 20 minutes", n, manyBDs)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if n := c.countCMs(t, "bench-many"); n != manyBDs*manyObjects {
+		t.Fatalf("%d ConfigMaps installed, want %d", n, manyBDs*manyObjects)
+	}
+	installWrites := c.writes(t).sub(writes0)
+	r.add("issue 4", "200 BundleDeployments × 10 ConfigMaps: first create -> all Installed", secs(total), "", "",
+		fmt.Sprintf("creates sent in %.2f s (16 at a time); %d API writes during the install", created.Seconds(), installWrites.total()))
+	hwm := p.hwm(t)
+	r.add("issue 4", "200 × 10: provisioner peak RSS (VmHWM, separate process)", mib(hwm), "target < 150 MiB", ratio(float64(hwm), 150*1024),
+		fmt.Sprintf("VmHWM %s after start-up, before the first create", mib(base)))
+
+	time.Sleep(steadySettle)
+	w0 := c.writes(t)
+	time.Sleep(steadyWindow)
+	w := c.writes(t).sub(w0)
+	var bd []string
+	product := 0
+	for k, v := range w {
+		if v == 0 {
+			continue
+		}
+		bd = append(bd, fmt.Sprintf("%s %s=%d", k.verb, k.resource, int64(v)))
+		if k.resource != "leases" {
+			product += int(v)
+		}
+	}
+	sort.Strings(bd)
+	r.add("issue 4", "200 × 10 steady: API write requests per minute", strconv.Itoa(product), "target 0", "",
+		fmt.Sprintf("%d s window starting %d s after all Installed; all mutating requests: [%s] (leases = the API server's own heartbeat, excluded)",
+			int(steadyWindow.Seconds()), int(steadySettle.Seconds()), strings.Join(bd, ", ")))
+}
+
+type writeKey struct{ verb, resource string }
+type writeCounts map[writeKey]float64
+
+func (w writeCounts) sub(o writeCounts) writeCounts {
+	out := writeCounts{}
+	for k, v := range w {
+		out[k] = v - o[k]
+	}
+	return out
+}
+
+func (w writeCounts) total() int64 {
+	var n float64
+	for _, v := range w {
+		n += v
+	}
+	return int64(n)
+}
+
+var metricLine = regexp.MustCompile(`^apiserver_request_total\{(.*)\} ([0-9.e+]+)$`)
+var labelRe = regexp.MustCompile(`(\w+)="([^"]*)"`)
+
+// writes reads the API server's apiserver_request_total for mutating verbs,
+// by verb and resource (subresources included, e.g. bundles/status).
+func (c *cluster) writes(t *testing.T) writeCounts {
+	raw, err := c.cs.RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := writeCounts{}
+	for _, line := range strings.Split(string(raw), "\n") {
+		m := metricLine.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		labels := map[string]string{}
+		for _, l := range labelRe.FindAllStringSubmatch(m[1], -1) {
+			labels[l[1]] = l[2]
+		}
+		switch labels["verb"] {
+		case "POST", "PUT", "PATCH", "DELETE", "DELETECOLLECTION", "CREATE", "UPDATE", "APPLY":
+		default:
+			continue
+		}
+		res := labels["resource"]
+		if s := labels["subresource"]; s != "" {
+			res += "/" + s
+		}
+		v, _ := strconv.ParseFloat(m[2], 64)
+		out[writeKey{labels["verb"], res}] += v
+	}
+	return out
+}

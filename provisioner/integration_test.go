@@ -34,19 +34,20 @@ const namespace = "rukpak-system"
 // harness is a real API server with the provisioners of both classes
 // running against it, and a real OCI registry serving bundle images.
 type harness struct {
-	t        *testing.T
-	env      *testenv.Env
-	c        client.Client
-	reg      *testregistry.Registry
-	storeDir string
-	stop     context.CancelFunc
-	done     chan error
+	t         *testing.T
+	env       *testenv.Env
+	c         client.Client
+	reg       *testregistry.Registry
+	storeDir  string
+	unpackDir string
+	stop      context.CancelFunc
+	done      chan error
 }
 
 func newHarness(t *testing.T) *harness {
 	ctrl.SetLogger(logr.Discard())
 	env := testenv.Start(t)
-	h := &harness{t: t, env: env, c: env.Client, reg: testregistry.New(t), storeDir: t.TempDir()}
+	h := &harness{t: t, env: env, c: env.Client, reg: testregistry.New(t), storeDir: t.TempDir(), unpackDir: t.TempDir()}
 	ctx := context.Background()
 	if err := h.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}); err != nil {
 		t.Fatal(err)
@@ -70,11 +71,10 @@ func (h *harness) start() {
 		h.t.Fatal(err)
 	}
 	store := &storage.LocalDirectory{RootDirectory: h.storeDir, BaseURL: "https://content.test"}
-	unpackDir := h.t.TempDir()
 	if err := provisioner.Setup(mgr, provisioner.Options{
 		Classes:   []string{rukpakv1alpha1.ProvisionerClassPlain, rukpakv1alpha1.ProvisionerClassRegistry},
 		Namespace: namespace,
-		Unpacker:  sources.New(unpack.Config{Reader: mgr.GetAPIReader(), Namespace: namespace, BaseDir: unpackDir}),
+		Unpacker:  sources.New(unpack.Config{Reader: mgr.GetAPIReader(), Namespace: namespace, BaseDir: h.unpackDir}),
 		Storage:   store,
 	}); err != nil {
 		h.t.Fatal(err)
@@ -127,6 +127,19 @@ func (h *harness) bundle(name string) *rukpakv1alpha1.Bundle {
 		h.t.Fatalf("getting bundle %s: %v", name, err)
 	}
 	return b
+}
+
+// getBundle returns nil and no error once the bundle is gone.
+func (h *harness) getBundle(name string) (*rukpakv1alpha1.Bundle, error) {
+	b := &rukpakv1alpha1.Bundle{}
+	err := h.c.Get(context.Background(), client.ObjectKey{Name: name}, b)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err == nil {
+		return b, fmt.Errorf("bundle %s still exists", name)
+	}
+	return nil, err
 }
 
 func (h *harness) waitBundle(name, phase, reason, msgPart string) *rukpakv1alpha1.Bundle {

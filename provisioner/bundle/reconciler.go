@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,8 +21,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
 	"github.com/rukpak-dev/rukpak/provisioner/conditions"
@@ -197,10 +200,41 @@ func (r *Reconciler) finalize(ctx context.Context, b *rukpakv1alpha1.Bundle) err
 	if err := r.Storage.Delete(ctx, b); err != nil {
 		return fmt.Errorf("deleting stored content of bundle %q: %w", b.Name, err)
 	}
+	if err := r.forget(ctx, b); err != nil {
+		return err
+	}
 	patch := client.MergeFrom(b.DeepCopy())
 	controllerutil.RemoveFinalizer(b, rukpakv1alpha1.FinalizerDeleteCachedBundle)
 	if err := r.Client.Patch(ctx, b, patch); err != nil {
 		return client.IgnoreNotFound(fmt.Errorf("removing finalizer: %w", err))
+	}
+	return nil
+}
+
+// forgetter is an Unpacker that caches sources (images, by digest).
+type forgetter interface {
+	Forget(resolved *rukpakv1alpha1.BundleSource) error
+}
+
+// forget drops the unpacker's cache of b's source unless another Bundle
+// still uses the same resolved source, so the cache does not grow forever.
+func (r *Reconciler) forget(ctx context.Context, b *rukpakv1alpha1.Bundle) error {
+	f, ok := r.Unpacker.(forgetter)
+	if !ok || b.Status.ResolvedSource == nil {
+		return nil
+	}
+	list := &rukpakv1alpha1.BundleList{}
+	if err := r.Client.List(ctx, list); err != nil {
+		return fmt.Errorf("listing bundles: %w", err)
+	}
+	for i := range list.Items {
+		other := &list.Items[i]
+		if other.Name != b.Name && other.DeletionTimestamp.IsZero() && equality.Semantic.DeepEqual(other.Status.ResolvedSource, b.Status.ResolvedSource) {
+			return nil
+		}
+	}
+	if err := f.Forget(b.Status.ResolvedSource); err != nil {
+		return fmt.Errorf("dropping cached source of bundle %q: %w", b.Name, err)
 	}
 	return nil
 }
@@ -219,7 +253,31 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			}),
 			predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, deletionPredicate()),
 		)).
+		// A Bundle waiting for a ConfigMap it names unpacks as soon as the
+		// ConfigMap appears.
+		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.bundlesUsingConfigMap)).
 		Complete(r)
+}
+
+func (r *Reconciler) bundlesUsingConfigMap(ctx context.Context, o client.Object) []reconcile.Request {
+	list := &rukpakv1alpha1.BundleList{}
+	if err := r.Client.List(ctx, list); err != nil {
+		log.FromContext(ctx).Error(err, "listing bundles for a ConfigMap change")
+		return nil
+	}
+	var reqs []reconcile.Request
+	for _, b := range list.Items {
+		if b.Spec.ProvisionerClassName != r.Class || b.Spec.Source.Type != rukpakv1alpha1.SourceTypeConfigMaps {
+			continue
+		}
+		for _, cm := range b.Spec.Source.ConfigMaps {
+			if cm.ConfigMap.Name == o.GetName() {
+				reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKey{Name: b.Name}})
+				break
+			}
+		}
+	}
+	return reqs
 }
 
 // deletionPredicate passes updates that start or finish a deletion, so the

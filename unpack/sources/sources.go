@@ -4,6 +4,7 @@ package sources
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
 	"github.com/rukpak-dev/rukpak/unpack"
@@ -17,12 +18,14 @@ import (
 // which is the same).
 type Unpacker struct {
 	bySource map[rukpakv1alpha1.SourceType]unpack.Unpacker
+	image    *image.Unpacker
 }
 
 // New returns an Unpacker for every source type this project supports.
 func New(cfg unpack.Config) *Unpacker {
-	return &Unpacker{bySource: map[rukpakv1alpha1.SourceType]unpack.Unpacker{
-		rukpakv1alpha1.SourceTypeImage:      image.New(cfg),
+	img := image.New(cfg)
+	return &Unpacker{image: img, bySource: map[rukpakv1alpha1.SourceType]unpack.Unpacker{
+		rukpakv1alpha1.SourceTypeImage:      img,
 		rukpakv1alpha1.SourceTypeGit:        git.New(cfg),
 		rukpakv1alpha1.SourceTypeConfigMaps: configmaps.New(cfg),
 		rukpakv1alpha1.SourceTypeHTTP:       httpsrc.New(cfg),
@@ -37,4 +40,17 @@ func (u *Unpacker) Unpack(ctx context.Context, b *rukpakv1alpha1.Bundle) (*unpac
 		return nil, unpack.Terminal(fmt.Errorf("unsupported source type %q", t))
 	}
 	return impl.Unpack(ctx, b)
+}
+
+// Forget drops what is cached for a resolved source (an image's unpacked
+// tree, kept by digest), once no Bundle uses it any more.
+func (u *Unpacker) Forget(resolved *rukpakv1alpha1.BundleSource) error {
+	if resolved == nil || resolved.Type != rukpakv1alpha1.SourceTypeImage || resolved.Image == nil {
+		return nil
+	}
+	_, digest, ok := strings.Cut(resolved.Image.Ref, "@")
+	if !ok {
+		return nil
+	}
+	return u.image.Forget(digest)
 }

@@ -72,3 +72,20 @@ lint: ## golangci-lint, pinned in hack/tools.
 build: ## Build the binaries into bin/.
 	@mkdir -p $(BIN_DIR)
 	CGO_ENABLED=0 $(GO) build -o $(BIN_DIR)/ ./cmd/...
+
+##@ Image and kind
+
+IMG ?= rukpak:devel
+
+.PHONY: image
+image: build ## Build the OCI image without Docker into bin/rukpak-image.tar (IMG names it; default rukpak:devel).
+	SOURCE_DATE_EPOCH=$${SOURCE_DATE_EPOCH:-$$(git log -1 --format=%ct)} $(GO) run ./hack/image --bin-dir $(BIN_DIR) --image $(IMG) --tarball $(BIN_DIR)/rukpak-image.tar
+
+.PHONY: push
+push: build ## Build the image and push it: make push IMG=registry.example.com/rukpak:dev (credentials from ~/.docker/config.json).
+	@case "$(IMG)" in */*) ;; *) echo "push: set IMG to a registry reference, e.g. make push IMG=registry.example.com/rukpak:dev"; exit 1;; esac
+	SOURCE_DATE_EPOCH=$${SOURCE_DATE_EPOCH:-$$(git log -1 --format=%ct)} $(GO) run ./hack/image --bin-dir $(BIN_DIR) --push $(IMG)
+
+.PHONY: kind-e2e
+kind-e2e: ## End-to-end suite against a kind cluster running the image (needs Docker and kind; see docs/kind.md).
+	IMG=$(IMG) hack/kind-e2e.sh

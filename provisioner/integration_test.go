@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"os"
+
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -16,6 +18,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -45,7 +48,11 @@ type harness struct {
 }
 
 func newHarness(t *testing.T) *harness {
-	ctrl.SetLogger(logr.Discard())
+	if os.Getenv("RUKPAK_TEST_LOG") != "" {
+		ctrl.SetLogger(zap.New(zap.UseDevMode(true)))
+	} else {
+		ctrl.SetLogger(logr.Discard())
+	}
 	env := testenv.Start(t)
 	h := &harness{t: t, env: env, c: env.Client, reg: testregistry.New(t), storeDir: t.TempDir(), unpackDir: t.TempDir()}
 	ctx := context.Background()
@@ -427,24 +434,7 @@ func TestIntegrationBundleDeployments(t *testing.T) {
 		}
 		h.waitBD("consumer", rukpakv1alpha1.TypeInstalled, metav1.ConditionFalse, rukpakv1alpha1.ReasonInstallFailed, "required resource not found")
 
-		crd := `apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: widgets.widgets.example.com
-spec:
-  group: widgets.example.com
-  names: {kind: Widget, listKind: WidgetList, plural: widgets, singular: widget}
-  scope: Namespaced
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    schema:
-      openAPIV3Schema:
-        type: object
-        x-kubernetes-preserve-unknown-fields: true
-`
-		provider := h.pushBundle("provider", map[string]string{"manifests/crd.yaml": crd})
+		provider := h.pushBundle("provider", map[string]string{"manifests/crd.yaml": widgetCRD})
 		if err := h.c.Create(ctx, newBD("provider", provider)); err != nil {
 			t.Fatal(err)
 		}
@@ -455,6 +445,22 @@ spec:
 		w.SetKind("Widget")
 		if err := h.c.Get(ctx, client.ObjectKey{Namespace: "default", Name: "w1"}, w); err != nil {
 			t.Errorf("widget not installed: %v", err)
+		}
+	})
+
+	t.Run("a bundle shipping a CRD and its custom resources installs in one go", func(t *testing.T) {
+		crd := strings.NewReplacer("widgets", "gadgets", "Widget", "Gadget", "widget", "gadget").Replace(widgetCRD)
+		cr := "apiVersion: gadgets.example.com/v1\nkind: Gadget\nmetadata:\n  name: g1\n  namespace: default\n"
+		src := h.pushBundle("gadgets", map[string]string{"manifests/crd.yaml": crd, "manifests/gadget.yaml": cr})
+		if err := h.c.Create(ctx, newBD("gadgets", src)); err != nil {
+			t.Fatal(err)
+		}
+		h.waitBD("gadgets", rukpakv1alpha1.TypeInstalled, metav1.ConditionTrue, rukpakv1alpha1.ReasonInstallationSucceeded, "")
+		g := &unstructured.Unstructured{}
+		g.SetAPIVersion("gadgets.example.com/v1")
+		g.SetKind("Gadget")
+		if err := h.c.Get(ctx, client.ObjectKey{Namespace: "default", Name: "g1"}, g); err != nil {
+			t.Errorf("gadget not installed: %v", err)
 		}
 	})
 
@@ -522,3 +528,21 @@ func containsString(list []string, s string) bool {
 	}
 	return false
 }
+
+const widgetCRD = `apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: widgets.widgets.example.com
+spec:
+  group: widgets.example.com
+  names: {kind: Widget, listKind: WidgetList, plural: widgets, singular: widget}
+  scope: Namespaced
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        x-kubernetes-preserve-unknown-fields: true
+`

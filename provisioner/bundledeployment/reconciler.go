@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -367,6 +368,11 @@ func (r *Reconciler) finalize(ctx context.Context, bd *rukpakv1alpha1.BundleDepl
 	}
 	if err := r.Releases.Uninstall(ctx, bd.Name); err != nil {
 		return err
+	}
+	if left, err := r.tracker.DeleteOwned(ctx, r.Client, bd.Name); err != nil {
+		return err
+	} else if left > 0 {
+		log.FromContext(ctx).Info("deleted objects the release uninstall left behind", "count", left)
 	}
 	owned, err := r.ownedBundles(ctx, bd)
 	if err != nil {

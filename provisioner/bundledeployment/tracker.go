@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -84,4 +85,39 @@ func ownerRequest(_ context.Context, o client.Object) []reconcile.Request {
 		return nil
 	}
 	return []reconcile.Request{{NamespacedName: client.ObjectKey{Name: l[rukpakv1alpha1.LabelOwnerName]}}}
+}
+
+// DeleteOwned deletes every object of a watched kind still labelled as
+// installed by the BundleDeployment named owner, and reports how many were
+// left. It backs up a Helm uninstall that failed part-way (whose release
+// record may already be gone) and clusters without a garbage collector.
+func (t *Tracker) DeleteOwned(ctx context.Context, c client.Client, owner string) (int, error) {
+	t.mu.Lock()
+	gvks := make([]schema.GroupVersionKind, 0, len(t.watched))
+	for gvk := range t.watched {
+		gvks = append(gvks, gvk)
+	}
+	t.mu.Unlock()
+	left := 0
+	for _, gvk := range gvks {
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+		if err := t.cache.List(ctx, list, client.MatchingLabels{
+			rukpakv1alpha1.LabelOwnerKind: "BundleDeployment",
+			rukpakv1alpha1.LabelOwnerName: owner,
+		}); err != nil {
+			return left, fmt.Errorf("listing %s: %w", gvk.Kind, err)
+		}
+		for i := range list.Items {
+			o := &list.Items[i]
+			if !o.GetDeletionTimestamp().IsZero() {
+				continue
+			}
+			left++
+			if err := c.Delete(ctx, o, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
+				return left, fmt.Errorf("deleting %s: %w", describe(o), err)
+			}
+		}
+	}
+	return left, nil
 }

@@ -19,9 +19,12 @@ import (
 	"helm.sh/helm/v3/pkg/releaseutil"
 	"helm.sh/helm/v3/pkg/storage"
 	"helm.sh/helm/v3/pkg/storage/driver"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/yaml"
 )
@@ -33,6 +36,7 @@ const maxHistory = 5
 // one namespace.
 type Manager struct {
 	getter    *restGetter
+	client    client.Client
 	namespace string
 	store     *storage.Storage
 	kube      *kube.Client
@@ -59,6 +63,14 @@ func NewManager(cfg *rest.Config, namespace string) (*Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating clientset: %w", err)
 	}
+	scheme := runtime.NewScheme()
+	if err := apiextensionsv1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, fmt.Errorf("creating client: %w", err)
+	}
 	kc := kube.New(getter)
 	kc.Namespace = namespace
 	d := driver.NewSecrets(cs.CoreV1().Secrets(namespace))
@@ -68,6 +80,7 @@ func NewManager(cfg *rest.Config, namespace string) (*Manager, error) {
 		store:     storage.Init(d),
 		kube:      kc,
 		locks:     map[string]*sync.Mutex{},
+		client:    c,
 	}, nil
 }
 
@@ -121,6 +134,12 @@ func (m *Manager) Apply(ctx context.Context, name string, objs []*unstructured.U
 	if err != nil {
 		return nil, err
 	}
+	if current != nil && current.Info.Status == helmrelease.StatusDeployed && current.Manifest == manifest {
+		return &Result{Release: current, Upgraded: true}, nil
+	}
+	if err := m.preinstallCRDs(ctx, name, objs, mutate); err != nil {
+		return &Result{Upgraded: current != nil}, err
+	}
 	chrt := emptyChart(name)
 	pr := postRenderer(manifest)
 
@@ -142,9 +161,6 @@ func (m *Manager) Apply(ctx context.Context, name string, objs []*unstructured.U
 		return &Result{Release: rel, Changed: true}, nil
 	}
 
-	if current.Info.Status == helmrelease.StatusDeployed && current.Manifest == manifest {
-		return &Result{Release: current, Upgraded: true}, nil
-	}
 	up := action.NewUpgrade(cfg)
 	up.Namespace = m.kube.Namespace
 	up.DisableOpenAPIValidation = true

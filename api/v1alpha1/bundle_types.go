@@ -89,7 +89,8 @@ type GitSource struct {
 	// its root; it defaults to the root. It may not leave the repository.
 	// +optional
 	Directory string `json:"directory,omitempty"`
-	// ref is the branch, tag or commit to check out.
+	// ref is the branch, tag or commit to check out; exactly one of them is
+	// set.
 	// +required
 	Ref GitRef `json:"ref"`
 	// auth configures authentication to the repository.

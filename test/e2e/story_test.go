@@ -74,7 +74,9 @@ func TestStory(t *testing.T) {
 
 	t.Run("manifests are valid for this API server", func(t *testing.T) {
 		root := testenv.RepoRoot()
-		for _, dir := range []string{"manifests/base", "manifests/overlays/local"} {
+		// cert-manager's overlay needs cert-manager's CRDs; it is rendered
+		// (kubectl kustomize) by its own test.
+		for _, dir := range []string{"manifests/base", "manifests/overlays/local", "manifests/overlays/pvc", "manifests/overlays/kind"} {
 			mustKubectl(t, "", "apply", "--dry-run=server", "--server-side", "-k", filepath.Join(root, dir))
 		}
 	})
@@ -108,6 +110,21 @@ spec:
 		}
 		// Metadata stays editable.
 		mustKubectl(t, "", "label", "bundle", "combo-tag-ref", "team=e2e")
+	})
+
+	t.Run("kubectl explain documents the API", func(t *testing.T) {
+		out := mustKubectl(t, "", "explain", "bundle.spec.source.git.ref")
+		for _, field := range []string{"branch", "tag", "commit", "exactly one"} {
+			if !strings.Contains(out, field) {
+				t.Errorf("kubectl explain bundle.spec.source.git.ref does not mention %q:\n%s", field, out)
+			}
+		}
+		out = mustKubectl(t, "", "explain", "bd.spec")
+		for _, field := range []string{"provisionerClassName", "template", "config"} {
+			if !strings.Contains(out, field) {
+				t.Errorf("kubectl explain bd.spec does not mention %q:\n%s", field, out)
+			}
+		}
 	})
 
 	t.Run("printer columns", func(t *testing.T) {

@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
@@ -148,12 +149,13 @@ func (e *Env) StartProvisioner(ctx context.Context) error {
 
 // Down stops everything Up started.
 func (e *Env) Down() {
-	if e.Provisioner != nil {
-		e.Provisioner.Stop()
+	var wg sync.WaitGroup
+	for _, p := range []*Process{e.Provisioner, e.Webhook} {
+		if p != nil {
+			wg.Go(p.Stop)
+		}
 	}
-	if e.Webhook != nil {
-		e.Webhook.Stop()
-	}
+	wg.Wait()
 	if e.Cluster != nil {
 		if err := e.Cluster.Delete(); err != nil {
 			fmt.Fprintf(e.Out, "deleting local cluster: %v\n", err)

@@ -1,6 +1,7 @@
 // Package testregistry runs a real OCI registry (go-containerregistry's
-// pkg/registry, in memory) over TLS on loopback, with a CA generated on the
-// fly and optional basic auth, and builds and pushes images for tests.
+// pkg/registry, in memory) over TLS, with a CA generated on the fly and
+// optional basic auth, and builds and pushes images for tests. It listens on
+// 127.0.0.1 unless WithHost names another host.
 package testregistry
 
 import (
@@ -11,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -26,7 +28,8 @@ import (
 
 // Registry is a running test registry.
 type Registry struct {
-	// Host is host:port, the registry part of image references.
+	// Host is host:port, the registry part of image references, e.g.
+	// 127.0.0.1:41234 (or [::1]:41234: an IPv6 host is bracketed).
 	Host string
 	// CAPEM is the PEM certificate of the CA that signed the serving
 	// certificate; trust it to talk to the registry.
@@ -34,6 +37,9 @@ type Registry struct {
 	// Username and Password are the basic-auth credentials, when enabled.
 	Username, Password string
 
+	// advertise is the host (without port) the registry is named by;
+	// empty means 127.0.0.1.
+	advertise string
 	server    *httptest.Server
 	blobPulls atomic.Int64
 }
@@ -46,25 +52,76 @@ func WithBasicAuth(username, password string) Option {
 	return func(r *Registry) { r.Username, r.Password = username, password }
 }
 
+// WithHost names the registry by host (an IP address or a DNS name, without
+// port) instead of 127.0.0.1: Host and Ref use it, and the serving
+// certificate is valid for it (IP or DNS SAN) as well as for 127.0.0.1 and
+// localhost. The registry listens on that IP address; on 127.0.0.1 for
+// "localhost"; and on all interfaces for any other name (such as
+// host.docker.internal, which need not resolve to an address of this
+// machine). Only name a non-loopback host for a network you trust, such as
+// kind's Docker bridge: anyone who reaches it can push and pull.
+func WithHost(host string) Option {
+	return func(r *Registry) { r.advertise = host }
+}
+
 // Start starts a registry; Close stops it.
 func Start(opts ...Option) (*Registry, error) {
 	r := &Registry{}
 	for _, o := range opts {
 		o(r)
 	}
-	caPEM, cert, err := selfSignedCA()
+	host, err := normalizeHost(r.advertise)
+	if err != nil {
+		return nil, err
+	}
+	caPEM, cert, err := selfSignedCA(host)
 	if err != nil {
 		return nil, err
 	}
 	r.CAPEM = caPEM
+	ln, err := net.Listen("tcp", net.JoinHostPort(listenHost(host), "0"))
+	if err != nil {
+		return nil, fmt.Errorf("test registry listening for host %q: %w", host, err)
+	}
 	reg := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
 	r.server = httptest.NewUnstartedServer(r.middleware(reg))
+	_ = r.server.Listener.Close()
+	r.server.Listener = ln
 	// Handshakes that tests make fail on purpose are not worth a log line.
 	r.server.Config.ErrorLog = log.New(io.Discard, "", 0)
 	r.server.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	r.server.StartTLS()
-	r.Host = strings.TrimPrefix(r.server.URL, "https://")
+	_, port, err := net.SplitHostPort(ln.Addr().String())
+	if err != nil {
+		r.server.Close()
+		return nil, err
+	}
+	r.Host = net.JoinHostPort(host, port)
 	return r, nil
+}
+
+// normalizeHost checks a WithHost value and defaults it to 127.0.0.1.
+func normalizeHost(host string) (string, error) {
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	switch {
+	case host == "":
+		return "127.0.0.1", nil
+	case strings.ContainsAny(host, "/@ ") || (strings.Contains(host, ":") && net.ParseIP(host) == nil):
+		return "", fmt.Errorf("test registry host %q: want an IP address or a DNS name, without port", host)
+	}
+	return host, nil
+}
+
+// listenHost is the address to listen on for clients naming host: the IP
+// itself, loopback for localhost, all interfaces ("") for any other name.
+func listenHost(host string) string {
+	if host == "localhost" {
+		return "127.0.0.1"
+	}
+	if net.ParseIP(host) != nil {
+		return host
+	}
+	return ""
 }
 
 // New starts a registry that stops when the test ends.

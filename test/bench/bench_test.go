@@ -433,7 +433,7 @@ func newCluster(t *testing.T, reg *testregistry.Registry) *cluster {
 	if err := os.WriteFile(c.kubeconfig, kc, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	for _, ns := range []string{provisionerNS, "bench-floor", "bench-bd", "bench-helm", "bench-kubectl", "bench-many"} {
+	for _, ns := range []string{provisionerNS, "bench-bd", "bench-helm", "bench-kubectl", "bench-many"} {
 		if err := c.c.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 			t.Fatal(err)
 		}
@@ -610,25 +610,37 @@ func (c *cluster) benchInstall1000(t *testing.T, r *report) {
 		names[i] = fmt.Sprintf("cm-%04d", i)
 	}
 
-	// The floor: 1,000 creates in parallel, no client-side throttling.
-	var failed atomic.Int64
-	var wg sync.WaitGroup
-	start := time.Now()
-	for i, n := range names {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if _, err := c.cs.CoreV1().ConfigMaps("bench-floor").Create(ctx, configMap("bench-floor", n, i), metav1.CreateOptions{}); err != nil {
-				failed.Add(1)
-			}
-		}()
+	// The floor: 1,000 creates in parallel, no client-side throttling. It
+	// is cheap, so it runs three times (fresh namespaces) and the median is
+	// the reference; the spread shows how noisy the machine is.
+	var floors []time.Duration
+	for k := range 3 {
+		ns := fmt.Sprintf("bench-floor-%d", k)
+		if err := c.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			t.Fatal(err)
+		}
+		var failed atomic.Int64
+		var wg sync.WaitGroup
+		start := time.Now()
+		for i, n := range names {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if _, err := c.cs.CoreV1().ConfigMaps(ns).Create(ctx, configMap(ns, n, i), metav1.CreateOptions{}); err != nil {
+					failed.Add(1)
+				}
+			}()
+		}
+		wg.Wait()
+		floors = append(floors, time.Since(start))
+		if failed.Load() > 0 || c.countCMs(t, ns) != bigObjects {
+			t.Fatalf("floor: %d creates failed", failed.Load())
+		}
 	}
-	wg.Wait()
-	floor := time.Since(start)
-	if failed.Load() > 0 || c.countCMs(t, "bench-floor") != bigObjects {
-		t.Fatalf("floor: %d creates failed", failed.Load())
-	}
-	r.add("issue 4", "1,000 ConfigMaps: bare client-go, parallel, QPS -1 (floor)", secs(floor), "", "1.00×", "")
+	slices.Sort(floors)
+	floor := floors[1]
+	r.add("issue 4", "1,000 ConfigMaps: bare client-go, parallel, QPS -1 (floor)", secs(floor), "", "1.00×",
+		fmt.Sprintf("median of 3 (%.2f / %.2f / %.2f s)", floors[0].Seconds(), floors[1].Seconds(), floors[2].Seconds()))
 
 	// BundleDeployment.
 	files := map[string]string{}
@@ -767,7 +779,7 @@ func (c *cluster) cleanup(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	for _, ns := range []string{"bench-floor", "bench-bd", "bench-helm", "bench-kubectl"} {
+	for _, ns := range []string{"bench-floor-0", "bench-floor-1", "bench-floor-2", "bench-bd", "bench-helm", "bench-kubectl"} {
 		if err := c.c.DeleteAllOf(ctx, &corev1.ConfigMap{}, client.InNamespace(ns)); err != nil {
 			t.Fatal(err)
 		}

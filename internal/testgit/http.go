@@ -1,16 +1,25 @@
 package testgit
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/subtle"
+	"crypto/tls"
 	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/pem"
+	"fmt"
 	"io"
+	"math/big"
 	"net"
 	"net/http"
 	"net/http/cgi"
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"strings"
+	"time"
 )
 
 // HTTPOptions configure a smart HTTP server.
@@ -19,11 +28,22 @@ type HTTPOptions struct {
 	TLS bool
 	// Username and Password, when Username is set, require HTTP basic auth.
 	Username, Password string
+	// Host, when set, is the host (an IP address or a DNS name, without
+	// port) the server is named by in URL and RepoURL instead of
+	// 127.0.0.1. The server listens on that IP address; on 127.0.0.1 for
+	// "localhost"; and on all interfaces for any other name (such as
+	// host.docker.internal). With TLS, the certificate is then a fresh
+	// self-signed one valid for Host, 127.0.0.1, ::1 and localhost. Only
+	// name a non-loopback host for a network you trust (such as kind's
+	// Docker bridge): anyone who reaches it can clone.
+	Host string
 }
 
 // HTTPServer serves a Root's repositories over git's smart HTTP protocol.
 type HTTPServer struct {
-	// URL is the server's base URL, e.g. https://127.0.0.1:41234.
+	// URL is the server's base URL, e.g. https://127.0.0.1:41234, with
+	// HTTPOptions.Host as its host when set. (Server.URL always names the
+	// listening address.)
 	URL string
 	// CAPEM is the PEM certificate clients must trust for a TLS server.
 	CAPEM []byte
@@ -35,7 +55,7 @@ type HTTPServer struct {
 func (s *HTTPServer) RepoURL(name string) string { return s.URL + "/" + name }
 
 // ServeHTTP starts git http-backend for the root's repositories on
-// 127.0.0.1, stopped when the test ends.
+// 127.0.0.1 (or opts.Host), stopped when the test ends.
 func (r *Root) ServeHTTP(opts HTTPOptions) *HTTPServer {
 	r.t.Helper()
 	gitPath, err := exec.LookPath("git")
@@ -58,23 +78,88 @@ func (r *Root) ServeHTTP(opts HTTPOptions) *HTTPServer {
 		h = basicAuth(h, opts.Username, opts.Password)
 	}
 
+	host := strings.TrimSuffix(strings.TrimPrefix(opts.Host, "["), "]")
+	if host == "" {
+		host = "127.0.0.1"
+	} else if strings.ContainsAny(host, "/@ ") || (strings.Contains(host, ":") && net.ParseIP(host) == nil) {
+		r.t.Fatalf("testgit: HTTPOptions.Host %q: want an IP address or a DNS name, without port", opts.Host)
+	}
 	srv := httptest.NewUnstartedServer(h)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := net.Listen("tcp", net.JoinHostPort(listenHost(host), "0"))
 	if err != nil {
-		r.t.Fatalf("listening on loopback: %v", err)
+		r.t.Fatalf("listening for host %s: %v", host, err)
 	}
 	srv.Listener.Close()
 	srv.Listener = ln
 	out := &HTTPServer{Server: srv}
+	scheme := "http"
 	if opts.TLS {
+		scheme = "https"
+		if opts.Host != "" {
+			cert, err := selfSignedCert(host)
+			if err != nil {
+				r.t.Fatalf("testgit: %v", err)
+			}
+			srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+		}
 		srv.StartTLS()
 		out.CAPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
 	} else {
 		srv.Start()
 	}
 	r.t.Cleanup(srv.Close)
-	out.URL = srv.URL
+	_, port, err := net.SplitHostPort(ln.Addr().String())
+	if err != nil {
+		r.t.Fatalf("testgit: %v", err)
+	}
+	out.URL = scheme + "://" + net.JoinHostPort(host, port)
 	return out
+}
+
+// listenHost is the address to listen on for clients naming host: the IP
+// itself, loopback for localhost, all interfaces ("") for any other name.
+func listenHost(host string) string {
+	if host == "localhost" {
+		return "127.0.0.1"
+	}
+	if net.ParseIP(host) != nil {
+		return host
+	}
+	return ""
+}
+
+// selfSignedCert is a throwaway self-signed serving certificate (its own
+// CA, as httptest's) for host, 127.0.0.1, ::1 and localhost.
+func selfSignedCert(host string) (tls.Certificate, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	ips := []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}
+	dnsNames := []string{"localhost"}
+	if ip := net.ParseIP(host); ip != nil {
+		ips = append(ips, ip)
+	} else if host != "localhost" {
+		dnsNames = append(dnsNames, host)
+	}
+	now := time.Now()
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "testgit " + host},
+		NotBefore:             now.Add(-time.Hour),
+		NotAfter:              now.Add(24 * time.Hour),
+		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+		IPAddresses:           ips,
+		DNSNames:              dnsNames,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return tls.Certificate{}, fmt.Errorf("signing serving certificate: %w", err)
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, nil
 }
 
 // CertPool is a pool holding the server's certificate.

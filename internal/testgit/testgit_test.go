@@ -1,6 +1,8 @@
 package testgit_test
 
 import (
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -99,6 +101,66 @@ func TestHTTP(t *testing.T) {
 			}
 			if out, err := gitClient(t, clone, nil, "cat-file", "-e", hidden+":manifests/hidden.yaml"); err != nil {
 				t.Fatalf("fetched commit lacks its file: %v: %s", err, out)
+			}
+		})
+	}
+}
+
+func TestHTTPHost(t *testing.T) {
+	root, repo, _, _ := newFixture(t)
+	ipv6 := true
+	if ln, err := net.Listen("tcp", "[::1]:0"); err != nil {
+		ipv6 = false
+	} else {
+		_ = ln.Close()
+	}
+	for _, tc := range []struct {
+		name   string
+		opts   testgit.HTTPOptions
+		prefix string // of URL
+	}{
+		{"explicit 127.0.0.1", testgit.HTTPOptions{Host: "127.0.0.1"}, "http://127.0.0.1:"},
+		{"localhost", testgit.HTTPOptions{Host: "localhost"}, "http://localhost:"},
+		{"localhost over tls", testgit.HTTPOptions{Host: "localhost", TLS: true}, "https://localhost:"},
+		{"127.0.0.1 over tls", testgit.HTTPOptions{Host: "127.0.0.1", TLS: true}, "https://127.0.0.1:"},
+		{"::1 over tls", testgit.HTTPOptions{Host: "::1", TLS: true}, "https://[::1]:"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if strings.Contains(tc.prefix, "[::1]") && !ipv6 {
+				t.Skip("no IPv6 loopback here")
+			}
+			srv := root.ServeHTTP(tc.opts)
+			if !strings.HasPrefix(srv.URL, tc.prefix) {
+				t.Fatalf("URL = %q, want prefix %q", srv.URL, tc.prefix)
+			}
+			url := srv.RepoURL(repo.Name)
+			if !strings.HasPrefix(url, tc.prefix) {
+				t.Fatalf("RepoURL = %q, want prefix %q", url, tc.prefix)
+			}
+			var env []string
+			if tc.opts.TLS {
+				ca := filepath.Join(t.TempDir(), "ca.pem")
+				if err := os.WriteFile(ca, srv.CAPEM, 0o600); err != nil {
+					t.Fatal(err)
+				}
+				env = []string{"GIT_SSL_CAINFO=" + ca}
+			}
+			// git verifies the certificate against the name in the URL.
+			clone := t.TempDir()
+			if out, err := gitClient(t, clone, env, "clone", "--quiet", url, "."); err != nil {
+				t.Fatalf("clone %s: %v: %s", url, err, out)
+			}
+			if _, err := os.Stat(filepath.Join(clone, "manifests", "a.yaml")); err != nil {
+				t.Fatalf("cloned tree: %v", err)
+			}
+			// So does Go, trusting only CAPEM (Server.Client()).
+			resp, err := srv.Server.Client().Get(url + "/info/refs?service=git-upload-pack")
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("GET info/refs: %s", resp.Status)
 			}
 		})
 	}

@@ -105,6 +105,16 @@ func run(m *testing.M) int {
 	return code
 }
 
+// needsLocal skips a test that needs the environment TestMain started
+// itself (suite.local), e.g. to kill or restart its processes, when the
+// suite runs against another cluster (E2E_KUBECONFIG).
+func needsLocal(t *testing.T, why string) {
+	t.Helper()
+	if suite.local == nil {
+		t.Skipf("needs the local environment started by the suite (not E2E_KUBECONFIG): %s", why)
+	}
+}
+
 // kubectl runs kubectl as the admin; it returns stdout, stderr and the error.
 func kubectl(t *testing.T, stdin string, args ...string) (string, string, error) {
 	t.Helper()

@@ -21,7 +21,10 @@ import (
 )
 
 // fixtures are the real servers bundles come from: a TLS OCI registry and a
-// git server over HTTP, both in this process.
+// git server over HTTP, both in this process. They listen on 127.0.0.1,
+// unless E2E_FIXTURE_HOST names the address the cluster reaches this host
+// by (make kind-e2e sets the kind network's gateway): then they listen
+// there and Bundles name them by it.
 type fixtures struct {
 	reg     *testregistry.Registry
 	gitURL  string // of the combo repository
@@ -31,7 +34,12 @@ type fixtures struct {
 
 func newFixtures(t *testing.T) *fixtures {
 	root := testenv.RepoRoot()
-	reg := testregistry.New(t)
+	host := strings.TrimSpace(os.Getenv("E2E_FIXTURE_HOST"))
+	var regOpts []testregistry.Option
+	if host != "" {
+		regOpts = append(regOpts, testregistry.WithHost(host))
+	}
+	reg := testregistry.New(t, regOpts...)
 	f := &fixtures{reg: reg}
 	f.comboV2 = reg.MustPush(t, reg.Ref("combo:v0.0.2"), testregistry.Image(t, testregistry.LayerFromDir(t, filepath.Join(root, "test/testdata/bundles/plain/combo-v0.0.2"), "")))
 	f.etcd = reg.MustPush(t, reg.Ref("etcd-bundle:v0.9.4"), testregistry.Image(t, testregistry.LayerFromDir(t, filepath.Join(root, "test/testdata/bundles/registry-v1/etcd-0.9.4"), "")))
@@ -58,7 +66,8 @@ func newFixtures(t *testing.T) *fixtures {
 	files["manifests/06_deployment.yaml"] = strings.Replace(files["manifests/06_deployment.yaml"], "replicas: 1", "replicas: 2", 1)
 	repo.WriteFiles(map[string]string{"manifests/06_deployment.yaml": files["manifests/06_deployment.yaml"]})
 	repo.Tag("v0.0.3", repo.Commit("combo v0.0.3"))
-	f.gitURL = gitRoot.ServeHTTP(testgit.HTTPOptions{}).RepoURL("combo")
+	f.gitURL = gitRoot.ServeHTTP(testgit.HTTPOptions{Host: host}).RepoURL("combo")
+	t.Logf("fixtures: registry %s, git %s", reg.Host, f.gitURL)
 	return f
 }
 
@@ -168,6 +177,12 @@ spec:
 	})
 
 	t.Run("the bundle content can be downloaded with a bundle-reader token", func(t *testing.T) {
+		if len(suite.contentCA) == 0 {
+			if suite.local == nil {
+				t.Skip("needs the content server's CA: set E2E_CONTENT_CA (make kind-e2e does)")
+			}
+			t.Fatal("the local environment wrote no content CA")
+		}
 		active := jsonpath(t, "bd/combo", "{.status.activeBundle}")
 		url := jsonpath(t, "bundle/"+active, "{.status.contentURL}")
 		mustKubectl(t, "", "create", "serviceaccount", "e2e-reader", "-n", "default")
@@ -234,9 +249,7 @@ spec:
 	})
 
 	t.Run("a provisioner killed mid-install converges after restart", func(t *testing.T) {
-		if suite.local == nil {
-			t.Skip("needs the local environment, whose processes this test can kill")
-		}
+		needsLocal(t, "it kills and restarts the provisioner process")
 		var docs []string
 		for i := range 300 {
 			docs = append(docs, fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: many-%03d\n  namespace: default\ndata:\n  i: %q\n", i, fmt.Sprint(i)))

@@ -12,8 +12,8 @@
 #                      when this script created it)
 #   KIND_E2E_SKIP_TESTS 1 stops after installing rukpak (for poking around)
 #   E2E_FIXTURE_HOST   address the cluster uses to reach the suite's registry
-#                      and git server (default: the kind network's gateway);
-#                      see docs/kind.md for why and what the suite still lacks
+#                      and git server, which listen there (default: the kind
+#                      network's gateway); see docs/kind.md
 #   GO_TEST_FLAGS      extra flags for go test (default -count=1 -v -timeout 30m)
 #   KIND, KUBECTL, DOCKER, GO   the tools (default: from PATH)
 set -euo pipefail
@@ -142,14 +142,17 @@ fi
 
 # --- the suite ------------------------------------------------------------------
 # The suite's registry and git server run in the test process on the host.
-# Pods reach the host through the kind network's gateway; the suite must
-# listen and name its fixtures there (docs/kind.md, "Limitation").
+# Pods reach the host through the kind network's gateway; the suite listens
+# there and names its fixtures by it (E2E_FIXTURE_HOST, docs/kind.md).
 if [[ -z "${E2E_FIXTURE_HOST:-}" ]]; then
   E2E_FIXTURE_HOST=$("$DOCKER" network inspect kind \
     -f '{{range .IPAM.Config}}{{if .Gateway}}{{.Gateway}} {{end}}{{end}}' 2>/dev/null | tr ' ' '\n' | grep -m1 -E '^[0-9.]+$' || true)
 fi
 export E2E_FIXTURE_HOST
-log "E2E_FIXTURE_HOST=${E2E_FIXTURE_HOST:-<unknown>} (honoured only by a suite that supports it; see docs/kind.md)"
+if [[ -z "$E2E_FIXTURE_HOST" ]]; then
+  log "warning: no gateway found for Docker network kind; the suite's fixtures stay on 127.0.0.1 and pods cannot reach them (set E2E_FIXTURE_HOST)"
+fi
+log "E2E_FIXTURE_HOST=${E2E_FIXTURE_HOST:-<unset>}"
 log "running the end-to-end suite against $CLUSTER"
 read -r -a flags <<<"${GO_TEST_FLAGS:--count=1 -v -timeout 30m}"
 E2E_KUBECONFIG="$KUBECONFIG_FILE" E2E_CONTENT_CA="$certs/ca.crt" \

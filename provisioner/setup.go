@@ -52,14 +52,18 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		if err != nil {
 			return err
 		}
-		if err := (&bundle.Reconciler{
+		br := &bundle.Reconciler{
 			Client:   mgr.GetClient(),
 			Class:    class,
 			Unpacker: opts.Unpacker,
 			Storage:  opts.Storage,
 			Handler:  h,
-		}).SetupWithManager(mgr); err != nil {
+		}
+		if err := br.SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("setting up bundle controller for %s: %w", class, err)
+		}
+		if err := (&bundle.ReplicaCache{Reconciler: br}).SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("setting up bundle replica cache for %s: %w", class, err)
 		}
 		if err := (&bundledeployment.Reconciler{
 			Client:   mgr.GetClient(),

@@ -107,6 +107,11 @@ func (r *Reconciler) upToDate(ctx context.Context, b *rukpakv1alpha1.Bundle) boo
 	if b.Status.ObservedGeneration != b.Generation || !conditions.Is(b.Status.Conditions, rukpakv1alpha1.TypeUnpacked, metav1.ConditionTrue) {
 		return false
 	}
+	return r.stored(ctx, b)
+}
+
+// stored reports whether b's content is in this process's storage.
+func (r *Reconciler) stored(ctx context.Context, b *rukpakv1alpha1.Bundle) bool {
 	if ex, ok := r.Storage.(interface {
 		Exists(ctx context.Context, b *rukpakv1alpha1.Bundle) (bool, error)
 	}); ok {

@@ -46,7 +46,7 @@ test-e2e: build ## End-to-end suite against a local kwok cluster driven by the b
 
 .PHONY: bench
 bench: ## Benchmarks (Go benchmarks, then the end-to-end harness in test/bench); see docs/benchmarks.md.
-	KUBEBUILDER_ASSETS="$$(hack/testbin.sh envtest)" $(GO) test -run '^$$' -bench . -benchmem $$($(GO) list ./... | grep -v /test/e2e)
+	KUBEBUILDER_ASSETS="$$(hack/testbin.sh envtest)" $(GO) test -run '^$$' -bench . -benchmem $$(grep -rl --include='*_test.go' '^func Benchmark' . | xargs -n1 dirname | sort -u)
 	KUBEBUILDER_ASSETS="$$(hack/testbin.sh envtest)" RUKPAK_BENCH=1 $(GO) test -count=1 -run '^TestBench$$' -v -timeout 60m ./test/bench/
 
 ##@ Development

@@ -19,7 +19,7 @@ help: ## Show the targets.
 
 .PHONY: run
 run: build testbin ## Start a local cluster with the CRDs, provisioners and webhook; Ctrl-C stops everything.
-	$(BIN_DIR)/rukpak-dev run --assets "$$(hack/testbin.sh)" --bin-dir $(BIN_DIR) --state-dir $(CURDIR)/.run
+	$(BIN_DIR)/rukpak-dev --assets "$$(hack/testbin.sh)" --bin-dir $(BIN_DIR) --state-dir $(CURDIR)/.run
 
 .PHONY: test
 test: testbin verify lint test-go test-e2e ## Run every test: unit, envtest integration and local end-to-end.

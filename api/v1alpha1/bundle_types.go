@@ -95,7 +95,7 @@ type GitSource struct {
 	Ref GitRef `json:"ref"`
 	// auth configures authentication to the repository.
 	// +optional
-	Auth Authorization `json:"auth,omitempty"`
+	Auth *Authorization `json:"auth,omitempty"`
 }
 
 // GitRef names exactly one of a branch, a tag or a commit.
@@ -122,11 +122,24 @@ type Authorization struct {
 	// holds username and password; for ssh, ssh-privatekey and
 	// ssh-knownhosts.
 	// +optional
-	Secret LocalObjectReference `json:"secret,omitempty"`
+	Secret *LocalObjectReference `json:"secret,omitempty"`
 	// insecureSkipVerify turns off verification of the server's TLS
 	// certificate or SSH host key. Use only for testing.
 	// +optional
 	InsecureSkipVerify bool `json:"insecureSkipVerify,omitempty"`
+}
+
+// SecretName is the name of the referenced Secret, or "" (also on nil).
+func (a *Authorization) SecretName() string {
+	if a == nil || a.Secret == nil {
+		return ""
+	}
+	return a.Secret.Name
+}
+
+// SkipVerify reports insecureSkipVerify (false on nil).
+func (a *Authorization) SkipVerify() bool {
+	return a != nil && a.InsecureSkipVerify
 }
 
 // LocalObjectReference names an object in the provisioner's namespace.
@@ -158,7 +171,7 @@ type HTTPSource struct {
 	// auth configures basic authentication (username and password keys of
 	// the Secret) and TLS verification.
 	// +optional
-	Auth Authorization `json:"auth,omitempty"`
+	Auth *Authorization `json:"auth,omitempty"`
 }
 
 // BundleStatus is the observed state of a Bundle.

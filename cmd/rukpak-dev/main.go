@@ -26,6 +26,10 @@ func main() {
 	flag.StringVar(&registryAddr, "registry-address", "127.0.0.1:5001", "Address of the example image registry.")
 	flag.StringVar(&gitAddr, "git-address", "127.0.0.1:5002", "Address of the example git server.")
 	flag.Parse()
+	if flag.NArg() > 0 || o.Assets == "" {
+		fmt.Fprintln(os.Stderr, "usage: rukpak-dev --assets DIR [flags] (see -help); make run passes them")
+		os.Exit(2)
+	}
 	o.Out = os.Stdout
 	if err := run(o, registryAddr, gitAddr); err != nil {
 		fmt.Fprintln(os.Stderr, "error:", err)

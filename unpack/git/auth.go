@@ -51,9 +51,9 @@ func endpoint(repository string) (*transport.Endpoint, error) {
 
 // auth builds the credentials and TLS/host-key checks for src.
 func (u *Unpacker) auth(ctx context.Context, src *rukpakv1alpha1.GitSource, ep *transport.Endpoint) (*access, error) {
-	a := &access{insecureSkipTLS: src.Auth.InsecureSkipVerify}
+	a := &access{insecureSkipTLS: src.Auth.SkipVerify()}
 	var secret *corev1.Secret
-	if name := src.Auth.Secret.Name; name != "" {
+	if name := src.Auth.SecretName(); name != "" {
 		secret = &corev1.Secret{}
 		key := client.ObjectKey{Namespace: u.cfg.Namespace, Name: name}
 		// A missing Secret may be created later: retryable.
@@ -67,7 +67,7 @@ func (u *Unpacker) auth(ctx context.Context, src *rukpakv1alpha1.GitSource, ep *
 		if secret == nil {
 			return nil, unpack.Terminal(fmt.Errorf("repository %q uses ssh: auth.secret must name a Secret with %s", redact(src.Repository), keyPrivateKey))
 		}
-		auth, err := sshAuth(ep, secret, src.Auth.InsecureSkipVerify, u.cfg.BaseDir)
+		auth, err := sshAuth(ep, secret, src.Auth.SkipVerify(), u.cfg.BaseDir)
 		if err != nil {
 			return nil, err
 		}

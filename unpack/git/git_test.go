@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -371,13 +372,13 @@ func TestAuth(t *testing.T) {
 		secret("ssh-wrong-key", map[string]string{"ssh-privatekey": string(otherKey), "ssh-knownhosts": f.ssh.KnownHosts}),
 		secret("ssh-bad-key", map[string]string{"ssh-privatekey": "not a key", "ssh-knownhosts": f.ssh.KnownHosts}),
 	)
-	auth := func(name string, insecure bool) rukpakv1alpha1.Authorization {
-		return rukpakv1alpha1.Authorization{Secret: rukpakv1alpha1.LocalObjectReference{Name: name}, InsecureSkipVerify: insecure}
+	auth := func(name string, insecure bool) *rukpakv1alpha1.Authorization {
+		return &rukpakv1alpha1.Authorization{Secret: &rukpakv1alpha1.LocalObjectReference{Name: name}, InsecureSkipVerify: insecure}
 	}
 	tests := []struct {
 		name         string
 		repository   string
-		auth         rukpakv1alpha1.Authorization
+		auth         *rukpakv1alpha1.Authorization
 		wantErr      string
 		wantTerminal bool
 	}{
@@ -426,7 +427,7 @@ func TestAuth(t *testing.T) {
 			if got := contents(t, res.FS); got["hidden.yaml"] != "hidden: 1\n" {
 				t.Fatalf("content = %v, want hidden.yaml", got)
 			}
-			if res.ResolvedSource.Git.Auth != tc.auth {
+			if !reflect.DeepEqual(res.ResolvedSource.Git.Auth, tc.auth) {
 				t.Fatalf("resolved source auth = %+v, want %+v", res.ResolvedSource.Git.Auth, tc.auth)
 			}
 		})
@@ -493,7 +494,7 @@ func TestPasswordInURLIsRedacted(t *testing.T) {
 	repository := strings.Replace(f.https.RepoURL(f.repo.Name), "https://", "https://user:hunter2@", 1)
 	u := newUnpacker(t)
 	_, err := u.Unpack(context.Background(), bundle(rukpakv1alpha1.GitSource{Repository: repository,
-		Ref: rukpakv1alpha1.GitRef{Branch: "main"}, Auth: rukpakv1alpha1.Authorization{InsecureSkipVerify: true}}))
+		Ref: rukpakv1alpha1.GitRef{Branch: "main"}, Auth: &rukpakv1alpha1.Authorization{InsecureSkipVerify: true}}))
 	if err == nil || !strings.Contains(err.Error(), "https://user:xxxxx@127.0.0.1") || strings.Contains(err.Error(), "hunter2") {
 		t.Fatalf("error = %v, want a denial naming the repository with its password redacted", err)
 	}

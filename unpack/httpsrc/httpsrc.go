@@ -67,7 +67,7 @@ func (u *Unpacker) Unpack(ctx context.Context, bundle *rukpakv1alpha1.Bundle) (*
 	if err != nil {
 		return nil, unpack.Terminal(fmt.Errorf("GET %s: %w", shown, err))
 	}
-	if name := src.Auth.Secret.Name; name != "" {
+	if name := src.Auth.SecretName(); name != "" {
 		user, pass, err := u.basicAuth(ctx, name)
 		if err != nil {
 			return nil, fmt.Errorf("GET %s: %w", shown, err)
@@ -75,7 +75,7 @@ func (u *Unpacker) Unpack(ctx context.Context, bundle *rukpakv1alpha1.Bundle) (*
 		req.SetBasicAuth(user, pass)
 	}
 
-	resp, err := u.client(src.Auth.InsecureSkipVerify).Do(req)
+	resp, err := u.client(src.Auth.SkipVerify()).Do(req)
 	if err != nil {
 		return nil, classify(shown, err)
 	}

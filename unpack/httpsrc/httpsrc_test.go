@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"log"
 	"maps"
 	"net/http"
@@ -92,7 +93,7 @@ func bundleFor(url, secret string, insecure bool) *rukpakv1alpha1.Bundle {
 			ProvisionerClassName: rukpakv1alpha1.ProvisionerClassPlain,
 			Source: rukpakv1alpha1.BundleSource{Type: rukpakv1alpha1.SourceTypeHTTP, HTTP: &rukpakv1alpha1.HTTPSource{
 				URL:  url,
-				Auth: rukpakv1alpha1.Authorization{Secret: rukpakv1alpha1.LocalObjectReference{Name: secret}, InsecureSkipVerify: insecure},
+				Auth: &rukpakv1alpha1.Authorization{Secret: &rukpakv1alpha1.LocalObjectReference{Name: secret}, InsecureSkipVerify: insecure},
 			}},
 		},
 	}
@@ -164,7 +165,7 @@ func TestUnpack(t *testing.T) {
 			if got := files(t, res.FS); !slices.Equal(got, want) {
 				t.Errorf("files = %q, want %q", got, want)
 			}
-			if res.ResolvedSource.HTTP == nil || *res.ResolvedSource.HTTP != *b.Spec.Source.HTTP {
+			if !equality.Semantic.DeepEqual(res.ResolvedSource.HTTP, b.Spec.Source.HTTP) {
 				t.Errorf("resolved source %+v, want the spec's", res.ResolvedSource)
 			}
 			if want := fmt.Sprintf("archive sha256:%x", sha256.Sum256(archive)); res.Message != want {

@@ -1,17 +1,11 @@
 package testgit
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/subtle"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/pem"
-	"fmt"
 	"io"
-	"math/big"
 	"net"
 	"net/http"
 	"net/http/cgi"
@@ -20,6 +14,8 @@ import (
 	"os/exec"
 	"strings"
 	"time"
+
+	"github.com/rukpak-dev/rukpak/internal/selfsigned"
 )
 
 // HTTPOptions configure a smart HTTP server.
@@ -96,14 +92,22 @@ func (r *Root) ServeHTTP(opts HTTPOptions) *HTTPServer {
 	if opts.TLS {
 		scheme = "https"
 		if opts.Host != "" {
-			cert, err := selfSignedCert(host)
+			// httptest's own certificate covers only loopback names.
+			pair, err := selfsigned.New([]string{host, "127.0.0.1", "::1", "localhost"}, 24*time.Hour)
+			if err != nil {
+				r.t.Fatalf("testgit: %v", err)
+			}
+			cert, err := pair.TLSCertificate()
 			if err != nil {
 				r.t.Fatalf("testgit: %v", err)
 			}
 			srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+			out.CAPEM = pair.CAPEM
 		}
 		srv.StartTLS()
-		out.CAPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+		if out.CAPEM == nil {
+			out.CAPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+		}
 	} else {
 		srv.Start()
 	}
@@ -126,40 +130,6 @@ func listenHost(host string) string {
 		return host
 	}
 	return ""
-}
-
-// selfSignedCert is a throwaway self-signed serving certificate (its own
-// CA, as httptest's) for host, 127.0.0.1, ::1 and localhost.
-func selfSignedCert(host string) (tls.Certificate, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return tls.Certificate{}, err
-	}
-	ips := []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}
-	dnsNames := []string{"localhost"}
-	if ip := net.ParseIP(host); ip != nil {
-		ips = append(ips, ip)
-	} else if host != "localhost" {
-		dnsNames = append(dnsNames, host)
-	}
-	now := time.Now()
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "testgit " + host},
-		NotBefore:             now.Add(-time.Hour),
-		NotAfter:              now.Add(24 * time.Hour),
-		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-		IPAddresses:           ips,
-		DNSNames:              dnsNames,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		return tls.Certificate{}, fmt.Errorf("signing serving certificate: %w", err)
-	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, nil
 }
 
 // CertPool is a pool holding the server's certificate.

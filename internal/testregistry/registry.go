@@ -18,6 +18,9 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/rukpak-dev/rukpak/internal/selfsigned"
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
@@ -74,11 +77,15 @@ func Start(opts ...Option) (*Registry, error) {
 	if err != nil {
 		return nil, err
 	}
-	caPEM, cert, err := selfSignedCA(host)
+	pair, err := selfsigned.New([]string{host, "127.0.0.1", "localhost"}, 24*time.Hour)
+	if err != nil {
+		return nil, fmt.Errorf("test registry certificate: %w", err)
+	}
+	cert, err := pair.TLSCertificate()
 	if err != nil {
 		return nil, err
 	}
-	r.CAPEM = caPEM
+	r.CAPEM = pair.CAPEM
 	ln, err := net.Listen("tcp", net.JoinHostPort(listenHost(host), "0"))
 	if err != nil {
 		return nil, fmt.Errorf("test registry listening for host %q: %w", host, err)

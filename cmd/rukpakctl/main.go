@@ -4,12 +4,16 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
+	"os/signal"
 )
 
 func main() {
-	if err := newRootCmd(os.Stdout).Execute(); err != nil {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if err := newRootCmd(os.Stdout).ExecuteContext(ctx); err != nil {
 		// The bare message, as a Bundle's status condition would carry it.
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)

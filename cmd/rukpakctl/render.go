@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -24,12 +25,13 @@ type renderOptions struct {
 	format          string
 	installNS       string
 	watchNamespaces []string
+	image           imageOptions
 }
 
 func newRenderCmd() *cobra.Command {
 	var o renderOptions
 	cmd := &cobra.Command{
-		Use:   "render DIR",
+		Use:   "render DIR|IMAGE",
 		Short: "Print the objects a bundle would install",
 		Long: `Render validates a bundle and prints, as YAML documents, the objects a
 BundleDeployment of it would install. An invalid bundle prints the message its
@@ -37,28 +39,43 @@ Bundle's Unpacked condition would carry and exits non-zero.
 
 DIR is a bundle directory (manifests/ and, for registry+v1, metadata/) or an
 OCI image layout directory (one holding an "oci-layout" file) with a single
-bundle image. The format is registry+v1 when metadata/annotations.yaml says
+bundle image. IMAGE is a bundle image reference, pulled as the provisioner
+pulls it (anonymously; --ca-file and --insecure-skip-tls-verify as a Bundle's
+certificateData and insecureSkipTLSVerify). The format is registry+v1 when metadata/annotations.yaml says
 so, plain+v0 otherwise, unless --format is given.
 
 --install-namespace and --watch-namespaces apply to registry+v1 bundles and
 mean what spec.config.installNamespace and spec.config.watchNamespaces of a
 BundleDeployment mean.`,
 		Example: `  rukpakctl render ./my-bundle
-  rukpakctl render ./etcd-bundle --install-namespace etcd --watch-namespaces etcd`,
+  rukpakctl render ./etcd-bundle --install-namespace etcd --watch-namespaces etcd
+  rukpakctl render 127.0.0.1:5001/etcd-bundle:v0.9.4`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return o.run(cmd.OutOrStdout(), args[0])
+			return o.run(cmd.Context(), cmd.OutOrStdout(), args[0])
 		},
 	}
 	cmd.Flags().StringVar(&o.format, "format", "", "bundle format: plain+v0 or registry+v1 (default: detected)")
 	cmd.Flags().StringVar(&o.installNS, "install-namespace", "", "registry+v1: namespace the operator is installed in")
+	cmd.Flags().StringVar(&o.image.caFile, "ca-file", "", "IMAGE: PEM CA certificates trusted for the registry, besides the system's")
+	cmd.Flags().BoolVar(&o.image.insecure, "insecure-skip-tls-verify", false, "IMAGE: do not verify the registry's certificate")
 	cmd.Flags().StringSliceVar(&o.watchNamespaces, "watch-namespaces", nil, "registry+v1: comma-separated namespaces the operator watches (default: all namespaces if the CSV supports AllNamespaces, else the install namespace if it supports OwnNamespace)")
 	return cmd
 }
 
-func (o renderOptions) run(out io.Writer, dir string) error {
-	fsys, err := openBundle(dir)
-	if err != nil {
+func (o renderOptions) run(ctx context.Context, out io.Writer, arg string) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	var fsys fs.FS
+	var err error
+	if isImageRef(arg) {
+		var cleanup func()
+		if fsys, cleanup, err = pullBundle(ctx, arg, o.image); err != nil {
+			return err
+		}
+		defer cleanup()
+	} else if fsys, err = openBundle(arg); err != nil {
 		return err
 	}
 	format := o.format

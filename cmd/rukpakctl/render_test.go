@@ -3,6 +3,7 @@ package main
 import (
 	"archive/tar"
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"os"
@@ -10,6 +11,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/rukpak-dev/rukpak/internal/testenv"
+	"github.com/rukpak-dev/rukpak/internal/testregistry"
 
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
@@ -45,7 +49,7 @@ func render(t *testing.T, args ...string) (string, error) {
 	var out bytes.Buffer
 	cmd := newRootCmd(&out)
 	cmd.SetArgs(append([]string{"render"}, args...))
-	err := cmd.Execute()
+	err := cmd.ExecuteContext(context.Background())
 	return out.String(), err
 }
 
@@ -216,5 +220,36 @@ func TestRenderOCILayout(t *testing.T) {
 	}
 	if got := docs(t, out); len(got) != 1 || got[0] != "ConfigMap /from-image" {
 		t.Fatalf("rendered %q", got)
+	}
+}
+
+// TestRenderImage renders a registry+v1 bundle straight from an image in a
+// real TLS registry, trusted through --ca-file, and fails clearly without it.
+func TestRenderImage(t *testing.T) {
+	dir := filepath.Join(testenv.RepoRoot(), "test/testdata/bundles/registry-v1/etcd-0.9.4")
+	reg := testregistry.New(t)
+	ref := reg.MustPush(t, reg.Ref("etcd:v0.9.4"), testregistry.Image(t, testregistry.LayerFromDir(t, dir, "")))
+	ca := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(ca, reg.CAPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	out, err := render(t, ref, "--ca-file", ca)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromDir, err := render(t, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out != fromDir {
+		t.Errorf("rendering the image differs from rendering its directory")
+	}
+	if !strings.Contains(out, "kind: ClusterServiceVersion") && !strings.Contains(out, "name: etcd-operator") {
+		t.Errorf("unexpected output:\n%s", out)
+	}
+
+	if _, err := render(t, ref); err == nil || !strings.Contains(err.Error(), "certificate") {
+		t.Errorf("pulling from an untrusted registry: %v", err)
 	}
 }

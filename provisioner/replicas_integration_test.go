@@ -59,7 +59,12 @@ func TestIntegrationTwoReplicas(t *testing.T) {
 		mctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() { done <- mgr.Start(mctx) }()
-		t.Cleanup(func() { cancel(); <-done })
+		t.Cleanup(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Logf("replica %d stopped: %v", i, err)
+			}
+		})
 	}
 
 	src := h.pushBundle("replicated", map[string]string{"manifests/cm.yaml": configMap("replicated", "1")})

@@ -12,8 +12,9 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	if err := newRootCmd(os.Stdout).ExecuteContext(ctx); err != nil {
+	err := newRootCmd(os.Stdout).ExecuteContext(ctx)
+	stop()
+	if err != nil {
 		// The bare message, as a Bundle's status condition would carry it.
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)

@@ -92,7 +92,7 @@ func subset(want, got any) bool {
 	case []any:
 		g, ok := got.([]any)
 		if !ok || len(g) != len(w) {
-			return len(w) == 0 && got == nil
+			return len(w) == 0 && (got == nil || ok)
 		}
 		for i := range w {
 			if !subset(w[i], g[i]) {
@@ -105,6 +105,10 @@ func subset(want, got any) bool {
 	default:
 		if reflect.DeepEqual(want, got) {
 			return true
+		}
+		if got == nil {
+			// The API server drops zero values of omitempty fields.
+			return reflect.ValueOf(want).IsZero()
 		}
 		return sameScalar(want, got)
 	}

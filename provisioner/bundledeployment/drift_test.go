@@ -13,7 +13,10 @@ func TestDrifted(t *testing.T) {
 		"apiVersion": "apps/v1", "kind": "Deployment",
 		"metadata": map[string]any{"name": "d", "labels": map[string]any{"app": "x"}},
 		"spec": map[string]any{
-			"replicas": int64(2),
+			"replicas":        int64(2),
+			"paused":          false,
+			"minReadySeconds": int64(0),
+			"selector":        map[string]any{},
 			"template": map[string]any{"spec": map[string]any{"containers": []any{
 				map[string]any{"name": "c", "image": "img:1", "resources": map[string]any{"limits": map[string]any{"cpu": "1000m"}}},
 			}}},
@@ -53,6 +56,11 @@ func TestDrifted(t *testing.T) {
 		}, want: true},
 		{name: "label removed", mutate: func(m map[string]any) { m["metadata"].(map[string]any)["labels"] = map[string]any{} }, want: true},
 		{name: "spec removed", mutate: func(m map[string]any) { delete(m, "spec") }, want: true},
+		{name: "zero values the server dropped", mutate: func(m map[string]any) {
+			delete(m["spec"].(map[string]any), "paused")
+			delete(m["spec"].(map[string]any), "minReadySeconds")
+			delete(m["spec"].(map[string]any), "selector")
+		}, want: false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -31,11 +31,18 @@ const (
 // directories are allowed; anything else is an error naming the path, so
 // content is never silently dropped. It streams: memory use does not depend
 // on the content's size.
+//
+// It compresses at gzip.BestSpeed: the default level runs at ~70 MB/s and
+// made storing ~5x slower than pulling the image (docs/benchmarks.md), while
+// bundle content (YAML, JSON) still compresses well at BestSpeed.
 func WriteArchive(ctx context.Context, w io.Writer, fsys fs.FS) error {
-	gz := gzip.NewWriter(w)
+	gz, err := gzip.NewWriterLevel(w, gzip.BestSpeed)
+	if err != nil {
+		return err
+	}
 	tw := tar.NewWriter(gz)
 	// fs.WalkDir visits each directory's entries in lexical order.
-	err := fs.WalkDir(fsys, ".", func(name string, d fs.DirEntry, err error) error {
+	err = fs.WalkDir(fsys, ".", func(name string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return fmt.Errorf("reading %q: %w", name, err)
 		}

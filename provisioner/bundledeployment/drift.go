@@ -10,10 +10,13 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/rukpak-dev/rukpak/provisioner/release"
 )
 
-// fieldManager owns the fields drift correction restores.
-const fieldManager = "rukpak-drift"
+// fieldManager is the one that applies releases, so drift corrections and
+// releases own the same fields.
+const fieldManager = release.FieldManager
 
 // correctDrift restores installed objects that were deleted or edited since
 // the release was applied. An object is drifted when some field the bundle

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -19,7 +20,9 @@ import (
 	"helm.sh/helm/v3/pkg/releaseutil"
 	"helm.sh/helm/v3/pkg/storage"
 	"helm.sh/helm/v3/pkg/storage/driver"
+	helmtime "helm.sh/helm/v3/pkg/time"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
@@ -119,59 +122,183 @@ type Result struct {
 	Changed bool
 }
 
-// Apply makes the release name hold exactly objs. labels are stamped on
-// every object (owner labels); owner, when set, becomes each object's
-// controller reference.
+// Apply makes the release name hold exactly objs, after mutate (owner
+// labels and references) has stamped them.
+//
+// The release record is Helm's own (a Secret in the release namespace, read
+// by `helm list`, `helm history` and Helm's uninstall), written pending
+// before any object changes and deployed or failed after, so a crash in
+// between is recovered like any interrupted Helm action. The objects
+// themselves are applied by applyObjects, in parallel, rather than through
+// action.Install/Upgrade, whose per-object sequential requests made a
+// 1,000-object bundle take several times longer than the API server needs
+// (docs/benchmarks.md).
 func (m *Manager) Apply(ctx context.Context, name string, objs []*unstructured.Unstructured, mutate func(*unstructured.Unstructured)) (*Result, error) {
 	defer m.lock(name)()
 
-	manifest, err := Manifest(objs, mutate)
-	if err != nil {
-		return nil, err
-	}
-	cfg := m.config(ctx)
-	current, err := m.recover(ctx, name)
-	if err != nil {
-		return nil, err
-	}
-	if current != nil && current.Info.Status == helmrelease.StatusDeployed && current.Manifest == manifest {
-		return &Result{Release: current, Upgraded: true}, nil
-	}
-	if err := m.preinstallCRDs(ctx, name, objs, mutate); err != nil {
-		return &Result{Upgraded: current != nil}, err
-	}
-	chrt := emptyChart(name)
-	pr := postRenderer(manifest)
-
-	if current == nil {
-		in := action.NewInstall(cfg)
-		in.ReleaseName = name
-		in.Namespace = m.kube.Namespace
-		in.DisableOpenAPIValidation = true
-		in.SkipCRDs = true
-		in.PostRenderer = pr
-		// A release whose only revisions were uninstalled or failed keeps
-		// its name; Replace reuses it.
-		in.Replace = true
-		rel, err := in.RunWithContext(ctx, chrt, nil)
-		m.getter.Reset()
-		if err != nil {
-			return &Result{Release: rel}, fmt.Errorf("installing release %q: %w", name, err)
+	stamped := make([]*unstructured.Unstructured, 0, len(objs))
+	for _, o := range objs {
+		o = o.DeepCopy()
+		if mutate != nil {
+			mutate(o)
 		}
-		return &Result{Release: rel, Changed: true}, nil
+		m.ownershipMetadata(o, name)
+		if o.GetNamespace() == "" {
+			namespaced, err := m.client.IsObjectNamespaced(o)
+			if err != nil && !meta.IsNoMatchError(err) {
+				return nil, fmt.Errorf("finding the scope of %s: %w", describe(o), err)
+			}
+			if namespaced {
+				o.SetNamespace(m.namespace)
+			}
+		}
+		stamped = append(stamped, o)
+	}
+	manifest, err := Manifest(stamped, nil)
+	if err != nil {
+		return nil, err
+	}
+	hist, err := m.history(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	deployed := hist.deployed
+	if deployed != nil && hist.last == deployed && deployed.Manifest == manifest {
+		return &Result{Release: deployed, Upgraded: true}, nil
+	}
+	res := &Result{Upgraded: deployed != nil}
+	if err := m.preinstallCRDs(ctx, name, stamped, nil); err != nil {
+		return res, err
+	}
+	var previous []*unstructured.Unstructured
+	if deployed != nil {
+		if previous, err = decodeManifest(deployed.Manifest); err != nil {
+			return res, err
+		}
 	}
 
-	up := action.NewUpgrade(cfg)
-	up.Namespace = m.kube.Namespace
-	up.DisableOpenAPIValidation = true
-	up.MaxHistory = maxHistory
-	up.PostRenderer = pr
-	rel, err := up.RunWithContext(ctx, name, chrt, nil)
-	m.getter.Reset()
-	if err != nil {
-		return &Result{Release: rel, Upgraded: true}, fmt.Errorf("upgrading release %q: %w", name, err)
+	now := helmtime.Now()
+	rel := &helmrelease.Release{
+		Name:      name,
+		Namespace: m.namespace,
+		Chart:     emptyChart(name),
+		Config:    map[string]any{},
+		Manifest:  manifest,
+		Version:   hist.maxVersion + 1,
+		Info:      &helmrelease.Info{FirstDeployed: now, LastDeployed: now},
 	}
-	return &Result{Release: rel, Upgraded: true, Changed: true}, nil
+	if deployed != nil {
+		rel.Info.FirstDeployed = deployed.Info.FirstDeployed
+		rel.SetStatus(helmrelease.StatusPendingUpgrade, "Upgrade in progress")
+	} else {
+		rel.SetStatus(helmrelease.StatusPendingInstall, "Install in progress")
+	}
+	if err := m.store.Create(rel); err != nil {
+		return res, fmt.Errorf("recording release %q: %w", name, err)
+	}
+	res.Release = rel
+
+	applyErr := m.applyObjects(ctx, name, stamped, previous)
+	switch {
+	case applyErr != nil:
+		rel.SetStatus(helmrelease.StatusFailed, applyErr.Error())
+	case deployed != nil:
+		rel.SetStatus(helmrelease.StatusDeployed, "Upgrade complete")
+	default:
+		rel.SetStatus(helmrelease.StatusDeployed, "Install complete")
+	}
+	if err := m.store.Update(rel); err != nil {
+		return res, errors.Join(applyErr, fmt.Errorf("recording release %q: %w", name, err))
+	}
+	if applyErr != nil {
+		verb := "installing"
+		if deployed != nil {
+			verb = "upgrading"
+		}
+		return res, fmt.Errorf("%s release %q: %w", verb, name, applyErr)
+	}
+	if deployed != nil {
+		deployed.SetStatus(helmrelease.StatusSuperseded, "Superseded by revision "+strconv.Itoa(rel.Version))
+		if err := m.store.Update(deployed); err != nil {
+			return res, fmt.Errorf("recording release %q: %w", name, err)
+		}
+	}
+	m.pruneHistory(ctx, name, append(hist.all, rel))
+	res.Changed = true
+	return res, nil
+}
+
+// ownershipMetadata marks o as Helm marks a release's objects, so Helm's
+// tooling (and Helm's uninstall) recognises it.
+func (m *Manager) ownershipMetadata(o *unstructured.Unstructured, name string) {
+	labels := o.GetLabels()
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[helmManagedBy] = "Helm"
+	o.SetLabels(labels)
+	ann := o.GetAnnotations()
+	if ann == nil {
+		ann = map[string]string{}
+	}
+	ann[helmReleaseName] = name
+	ann[helmReleaseNamespace] = m.namespace
+	o.SetAnnotations(ann)
+}
+
+type history struct {
+	all        []*helmrelease.Release
+	last       *helmrelease.Release
+	deployed   *helmrelease.Release
+	maxVersion int
+}
+
+// history reads a release's records, marking any left pending by a crash as
+// failed: since actions on one release are serialised in this process, a
+// pending record seen here can only be such a leftover.
+func (m *Manager) history(ctx context.Context, name string) (history, error) {
+	var h history
+	all, err := m.store.History(name)
+	if errors.Is(err, driver.ErrReleaseNotFound) {
+		return h, nil
+	}
+	if err != nil {
+		return h, fmt.Errorf("reading release %q: %w", name, err)
+	}
+	for _, r := range all {
+		if r.Info.Status.IsPending() {
+			log.FromContext(ctx).Info("recovering release left pending", "release", name, "status", r.Info.Status, "revision", r.Version)
+			r.SetStatus(helmrelease.StatusFailed, fmt.Sprintf("recovered from interrupted %s", r.Info.Status))
+			if err := m.store.Update(r); err != nil {
+				return h, fmt.Errorf("recovering pending release %q: %w", name, err)
+			}
+		}
+		if r.Version > h.maxVersion {
+			h.maxVersion = r.Version
+			h.last = r
+		}
+		if r.Info.Status == helmrelease.StatusDeployed && (h.deployed == nil || r.Version > h.deployed.Version) {
+			h.deployed = r
+		}
+	}
+	h.all = all
+	return h, nil
+}
+
+// pruneHistory keeps the newest maxHistory records.
+func (m *Manager) pruneHistory(ctx context.Context, name string, all []*helmrelease.Release) {
+	if len(all) <= maxHistory {
+		return
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].Version > all[j].Version })
+	for _, r := range all[maxHistory:] {
+		if r.Info.Status == helmrelease.StatusDeployed {
+			continue
+		}
+		if _, err := m.store.Delete(name, r.Version); err != nil {
+			log.FromContext(ctx).Error(err, "pruning release history", "release", name, "revision", r.Version)
+		}
+	}
 }
 
 // recover returns the last release named name, or nil. A release left
@@ -268,9 +395,9 @@ func Manifest(objs []*unstructured.Unstructured, mutate func(*unstructured.Unstr
 	return buf.String(), nil
 }
 
-// emptyChart is a chart without templates: the objects come from the
-// post-renderer, so bundle content is never run through Go templates (a
-// literal "{{" in a ConfigMap must stay a literal).
+// emptyChart is the chart a release record names: a chart without
+// templates, since a bundle's objects are applied as they are and never run
+// through Go templates (a literal "{{" in a ConfigMap stays a literal).
 func emptyChart(name string) *chart.Chart {
 	return &chart.Chart{Metadata: &chart.Metadata{
 		APIVersion: chart.APIVersionV2,
@@ -278,11 +405,3 @@ func emptyChart(name string) *chart.Chart {
 		Version:    "0.0.0",
 	}}
 }
-
-type manifestRenderer string
-
-func (m manifestRenderer) Run(*bytes.Buffer) (*bytes.Buffer, error) {
-	return bytes.NewBufferString(string(m)), nil
-}
-
-func postRenderer(manifest string) manifestRenderer { return manifestRenderer(manifest) }

@@ -9,8 +9,10 @@ import (
 	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -22,7 +24,7 @@ const FieldManager = "rukpak"
 
 // applyConcurrency bounds the requests in flight for one release; the API
 // server's priority and fairness protects it from more.
-const applyConcurrency = 32
+const applyConcurrency = 64
 
 // applyObjects makes the cluster hold objs (already stamped with the
 // release's ownership metadata) and deletes what previous held that objs no
@@ -43,15 +45,23 @@ func (m *Manager) applyObjects(ctx context.Context, name string, objs, previous 
 			rest = append(rest, o)
 		}
 	}
+	existing, err := m.existing(ctx, objs)
+	if err != nil {
+		return err
+	}
 	apply := func(o *unstructured.Unstructured) error {
-		live := &unstructured.Unstructured{}
-		live.SetGroupVersionKind(o.GroupVersionKind())
-		err := m.client.Get(ctx, client.ObjectKeyFromObject(o), live)
-		switch {
-		case apierrors.IsNotFound(err):
-		case err != nil:
-			return fmt.Errorf("reading %s: %w", describe(o), err)
-		case !owned[key(o)] && !ownedBy(live, name, m.namespace):
+		live, known := existing[key(o)]
+		if !known {
+			live = &metav1.PartialObjectMetadata{}
+			live.SetGroupVersionKind(o.GroupVersionKind())
+			if err := m.client.Get(ctx, client.ObjectKeyFromObject(o), live); err != nil {
+				if !apierrors.IsNotFound(err) {
+					return fmt.Errorf("reading %s: %w", describe(o), err)
+				}
+				live = nil
+			}
+		}
+		if live != nil && !owned[key(o)] && !ownedBy(live, name, m.namespace) {
 			return fmt.Errorf("%s exists and is not managed by this release (%s/%s): delete it or remove it from the bundle", describe(o), m.namespace, name)
 		}
 		if err := m.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(o), client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
@@ -109,7 +119,49 @@ func parallel(objs []*unstructured.Unstructured, f func(*unstructured.Unstructur
 	return errors.Join(errs...)
 }
 
-func ownedBy(live *unstructured.Unstructured, name, namespace string) bool {
+// listThreshold is how many objects of one kind in one namespace make a
+// metadata LIST cheaper than a GET each.
+const listThreshold = 8
+
+// existing finds which objects already exist, with their metadata, using one
+// metadata-only LIST per kind and namespace that holds many of them. Objects
+// it has no answer for (small groups, kinds not listable) are absent from the
+// map and looked up one by one; objects known not to exist map to nil.
+func (m *Manager) existing(ctx context.Context, objs []*unstructured.Unstructured) (map[string]*metav1.PartialObjectMetadata, error) {
+	type group struct {
+		gvk       schema.GroupVersionKind
+		namespace string
+	}
+	groups := map[group][]*unstructured.Unstructured{}
+	for _, o := range objs {
+		g := group{o.GroupVersionKind(), o.GetNamespace()}
+		groups[g] = append(groups[g], o)
+	}
+	found := map[string]*metav1.PartialObjectMetadata{}
+	for g, members := range groups {
+		if len(members) < listThreshold {
+			continue
+		}
+		list := &metav1.PartialObjectMetadataList{}
+		list.SetGroupVersionKind(g.gvk.GroupVersion().WithKind(g.gvk.Kind + "List"))
+		if err := m.client.List(ctx, list, client.InNamespace(g.namespace)); err != nil {
+			if meta.IsNoMatchError(err) {
+				return nil, err
+			}
+			continue // fall back to one GET each
+		}
+		byName := map[string]*metav1.PartialObjectMetadata{}
+		for i := range list.Items {
+			byName[list.Items[i].Name] = &list.Items[i]
+		}
+		for _, o := range members {
+			found[key(o)] = byName[o.GetName()]
+		}
+	}
+	return found, nil
+}
+
+func ownedBy(live metav1.Object, name, namespace string) bool {
 	a := live.GetAnnotations()
 	return a[helmReleaseName] == name && a[helmReleaseNamespace] == namespace
 }

@@ -72,7 +72,9 @@ lint: ## golangci-lint, pinned in hack/tools.
 .PHONY: build
 build: ## Build the binaries into bin/.
 	@mkdir -p $(BIN_DIR)
-	CGO_ENABLED=0 $(GO) build -o $(BIN_DIR)/ ./cmd/...
+	@# Stripped: symbol tables are a third of each binary and were ~25 MiB of
+	@# the provisioner's resident set (docs/benchmarks.md).
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w" -o $(BIN_DIR)/ ./cmd/...
 
 ##@ Image and kind
 

@@ -52,6 +52,7 @@ type options struct {
 	probeAddr        string
 	leaderElect      bool
 	leaderElectionID string
+	pprofAddr        string
 	maxBundleBytes   int64
 	maxBundleFiles   int
 }
@@ -72,6 +73,7 @@ func main() {
 	flag.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "Metrics endpoint address; 0 disables it.")
 	flag.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Health and readiness probe address.")
 	flag.BoolVar(&o.leaderElect, "leader-elect", false, "Elect a leader, so only one replica reconciles.")
+	flag.StringVar(&o.pprofAddr, "pprof-bind-address", "", "Address of the pprof endpoints (e.g. 127.0.0.1:6060); empty disables them.")
 	flag.StringVar(&o.leaderElectionID, "leader-election-id", "provisioner.core.rukpak.io", "Name of the leader election Lease.")
 	flag.Int64Var(&o.maxBundleBytes, "max-bundle-bytes", unpack.DefaultLimits.MaxBytes, "Largest total uncompressed size of one bundle.")
 	flag.IntVar(&o.maxBundleFiles, "max-bundle-files", unpack.DefaultLimits.MaxFiles, "Most files and directories in one bundle.")
@@ -102,6 +104,7 @@ func run(ctx context.Context, o options) error {
 		Scheme:                        scheme,
 		Metrics:                       metricsserver.Options{BindAddress: o.metricsAddr},
 		HealthProbeBindAddress:        o.probeAddr,
+		PprofBindAddress:              o.pprofAddr,
 		LeaderElection:                o.leaderElect,
 		LeaderElectionID:              o.leaderElectionID,
 		LeaderElectionNamespace:       o.namespace,

@@ -439,7 +439,9 @@ func newCluster(t *testing.T, reg *testregistry.Registry) *cluster {
 		}
 	}
 	c.provBin = filepath.Join(c.dir, "provisioner")
-	goBuild(t, testenv.RepoRoot(), "-o", c.provBin, "./cmd/provisioner")
+	// Built as make build builds it (stripped), so its resident set is the
+	// shipped binary's.
+	goBuild(t, testenv.RepoRoot(), "-trimpath", "-ldflags=-s -w", "-o", c.provBin, "./cmd/provisioner")
 	return c
 }
 

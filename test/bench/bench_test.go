@@ -35,7 +35,6 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -354,30 +353,7 @@ func pullToDisk(ref string, caPEM []byte, dir string) error {
 	if err != nil {
 		return err
 	}
-	layers, err := img.Layers()
-	if err != nil {
-		return err
-	}
-	for i, l := range layers {
-		rc, err := l.Compressed()
-		if err != nil {
-			return err
-		}
-		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("layer-%d", i)))
-		if err != nil {
-			rc.Close()
-			return err
-		}
-		_, err = io.Copy(f, rc)
-		rc.Close()
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+	return testregistry.PullLayers(img, dir)
 }
 
 // procStatus reads a "kB" field (VmRSS, VmHWM) of /proc/<pid>/status.

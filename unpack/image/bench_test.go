@@ -2,10 +2,8 @@ package image
 
 import (
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"runtime/metrics"
 	"sync"
 	"testing"
@@ -68,30 +66,7 @@ func pullToDisk(reg *testregistry.Registry, ref, dir string) error {
 	if err != nil {
 		return err
 	}
-	layers, err := img.Layers()
-	if err != nil {
-		return err
-	}
-	for i, l := range layers {
-		rc, err := l.Compressed()
-		if err != nil {
-			return err
-		}
-		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("layer-%d", i)))
-		if err != nil {
-			rc.Close()
-			return err
-		}
-		_, err = io.Copy(f, rc)
-		rc.Close()
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+	return testregistry.PullLayers(img, dir)
 }
 
 // measure runs op b.N times on a fresh directory, reporting throughput and

@@ -111,9 +111,12 @@ func run(ctx context.Context, o options) error {
 		LeaderElectionReleaseOnCancel: true,
 		// ConfigMap sources live in the provisioner's namespace only; caching
 		// every ConfigMap of the cluster would cost memory for nothing.
-		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			&corev1.ConfigMap{}: {Namespaces: map[string]cache.Config{o.namespace: {}}},
-		}},
+		Cache: cache.Options{
+			ByObject: map[client.Object]cache.ByObject{
+				&corev1.ConfigMap{}: {Namespaces: map[string]cache.Config{o.namespace: {}}},
+			},
+			DefaultTransform: cache.TransformStripManagedFields(),
+		},
 	})
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)

@@ -44,6 +44,9 @@ func newTracker(mgr ctrl.Manager) (*Tracker, error) {
 		Mapper:               mgr.GetRESTMapper(),
 		HTTPClient:           mgr.GetHTTPClient(),
 		DefaultLabelSelector: labels.NewSelector().Add(*owned),
+		// managedFields are often the larger part of an object and nothing
+		// here reads them.
+		DefaultTransform: cache.TransformStripManagedFields(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating cache of installed objects: %w", err)

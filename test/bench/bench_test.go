@@ -444,7 +444,12 @@ func (c *cluster) startProvisioner(t *testing.T, id string) *proc {
 	if err := os.MkdirAll(d, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	logf, err := os.Create(filepath.Join(d, "log"))
+	logPath := filepath.Join(d, "log")
+	if dir := os.Getenv("RUKPAK_BENCH_LOGDIR"); dir != "" {
+		// Kept after the run, e.g. with GODEBUG=gctrace=1 for GC figures.
+		logPath = filepath.Join(dir, "provisioner-"+id+".log")
+	}
+	logf, err := os.Create(logPath)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -448,6 +448,16 @@ func TestIntegrationBundleDeployments(t *testing.T) {
 		}
 	})
 
+	t.Run("a namespace on a cluster-scoped object is ignored, as Helm does", func(t *testing.T) {
+		role := "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: sloppy-role\n  namespace: default\nrules: []\n"
+		src := h.pushBundle("sloppy", map[string]string{"manifests/role.yaml": role})
+		if err := h.c.Create(ctx, newBD("sloppy", src)); err != nil {
+			t.Fatal(err)
+		}
+		h.waitBD("sloppy", rukpakv1alpha1.TypeInstalled, metav1.ConditionTrue, rukpakv1alpha1.ReasonInstallationSucceeded, "")
+		h.waitBD("sloppy", rukpakv1alpha1.TypeHealthy, metav1.ConditionTrue, rukpakv1alpha1.ReasonHealthy, "")
+	})
+
 	t.Run("a bundle shipping a CRD and its custom resources installs in one go", func(t *testing.T) {
 		crd := strings.NewReplacer("widgets", "gadgets", "Widget", "Gadget", "widget", "gadget").Replace(widgetCRD)
 		cr := "apiVersion: gadgets.example.com/v1\nkind: Gadget\nmetadata:\n  name: g1\n  namespace: default\n"

@@ -168,8 +168,14 @@ func (r *Reconciler) reconcile(ctx context.Context, bd *rukpakv1alpha1.BundleDep
 	for _, o := range objs {
 		o = o.DeepCopy()
 		stamp(o)
-		if o.GetNamespace() == "" && r.namespaced(o) {
-			o.SetNamespace(r.Releases.Namespace())
+		// The same scoping the release applies (see release.Apply).
+		if namespaced, err := r.Client.IsObjectNamespaced(o); err == nil {
+			switch {
+			case namespaced && o.GetNamespace() == "":
+				o.SetNamespace(r.Releases.Namespace())
+			case !namespaced:
+				o.SetNamespace("")
+			}
 		}
 		stamped = append(stamped, o)
 	}
@@ -182,11 +188,6 @@ func (r *Reconciler) reconcile(ctx context.Context, bd *rukpakv1alpha1.BundleDep
 		}
 	}
 	return r.health(ctx, bd, stamped)
-}
-
-func (r *Reconciler) namespaced(o *unstructured.Unstructured) bool {
-	ok, err := r.Client.IsObjectNamespaced(o)
-	return err == nil && ok
 }
 
 // healthRecheck is how often an unhealthy BundleDeployment is looked at

@@ -143,14 +143,19 @@ func (m *Manager) Apply(ctx context.Context, name string, objs []*unstructured.U
 			mutate(o)
 		}
 		m.ownershipMetadata(o, name)
-		if o.GetNamespace() == "" {
-			namespaced, err := m.client.IsObjectNamespaced(o)
-			if err != nil && !meta.IsNoMatchError(err) {
-				return nil, fmt.Errorf("finding the scope of %s: %w", describe(o), err)
-			}
-			if namespaced {
-				o.SetNamespace(m.namespace)
-			}
+		// As Helm does: namespaced objects without a namespace go to the
+		// release namespace, and a namespace on a cluster-scoped object (a
+		// common slip in real bundles) is ignored. Unknown kinds are left
+		// for the apply to report as missing.
+		namespaced, err := m.client.IsObjectNamespaced(o)
+		switch {
+		case meta.IsNoMatchError(err):
+		case err != nil:
+			return nil, fmt.Errorf("finding the scope of %s: %w", describe(o), err)
+		case namespaced && o.GetNamespace() == "":
+			o.SetNamespace(m.namespace)
+		case !namespaced:
+			o.SetNamespace("")
 		}
 		stamped = append(stamped, o)
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/rukpak-dev/rukpak/internal/testenv"
 	"github.com/rukpak-dev/rukpak/internal/testregistry"
 	"github.com/rukpak-dev/rukpak/provisioner"
+	"github.com/rukpak-dev/rukpak/provisioner/bundledeployment"
 	"github.com/rukpak-dev/rukpak/provisioner/conditions"
 	"github.com/rukpak-dev/rukpak/storage"
 	"github.com/rukpak-dev/rukpak/unpack"
@@ -471,6 +472,36 @@ func TestIntegrationBundleDeployments(t *testing.T) {
 		g.SetKind("Gadget")
 		if err := h.c.Get(ctx, client.ObjectKey{Namespace: "default", Name: "g1"}, g); err != nil {
 			t.Errorf("gadget not installed: %v", err)
+		}
+	})
+
+	t.Run("generated bundles are capped", func(t *testing.T) {
+		bad := v1.DeepCopy()
+		bad.Image.Ref = h.reg.Ref("bundles:missing-0")
+		if err := h.c.Create(ctx, newBD("capped", *bad)); err != nil {
+			t.Fatal(err)
+		}
+		for i := 1; i <= 7; i++ {
+			h.waitBD("capped", rukpakv1alpha1.TypeHasValidBundle, metav1.ConditionFalse, rukpakv1alpha1.ReasonUnpackFailed, fmt.Sprintf("missing-%d", i-1))
+			bd := h.bd("capped")
+			bd.Spec.Template.Spec.Source.Image.Ref = h.reg.Ref(fmt.Sprintf("bundles:missing-%d", i))
+			if err := h.c.Update(ctx, bd); err != nil {
+				t.Fatal(err)
+			}
+		}
+		h.waitBD("capped", rukpakv1alpha1.TypeHasValidBundle, metav1.ConditionFalse, rukpakv1alpha1.ReasonUnpackFailed, "missing-7")
+		list := &rukpakv1alpha1.BundleList{}
+		if err := h.c.List(ctx, list, client.MatchingLabels{rukpakv1alpha1.LabelOwnerName: "capped"}); err != nil {
+			t.Fatal(err)
+		}
+		live := 0
+		for _, b := range list.Items {
+			if b.DeletionTimestamp.IsZero() {
+				live++
+			}
+		}
+		if live > bundledeployment.DefaultMaxBundles {
+			t.Errorf("%d generated bundles, want at most %d", live, bundledeployment.DefaultMaxBundles)
 		}
 	})
 

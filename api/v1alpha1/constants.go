@@ -34,20 +34,19 @@ const (
 
 // Condition reasons.
 const (
-	ReasonUnpackPending             = "UnpackPending"
-	ReasonUnpacking                 = "Unpacking"
-	ReasonUnpackSuccessful          = "UnpackSuccessful"
-	ReasonUnpackFailed              = "UnpackFailed"
-	ReasonBundleLoadFailed          = "BundleLoadFailed"
-	ReasonInstallationSucceeded     = "InstallationSucceeded"
-	ReasonInstallFailed             = "InstallFailed"
-	ReasonUpgradeFailed             = "UpgradeFailed"
-	ReasonReconcileFailed           = "ReconcileFailed"
-	ReasonHealthy                   = "Healthy"
-	ReasonUnhealthy                 = "Unhealthy"
-	ReasonCreateBundleFailed        = "CreateBundleFailed"
-	ReasonTooManyBundles            = "TooManyBundles"
-	ReasonInstallationStatusUnknown = "InstallationStatusUnknown"
+	ReasonUnpackPending         = "UnpackPending"
+	ReasonUnpacking             = "Unpacking"
+	ReasonUnpackSuccessful      = "UnpackSuccessful"
+	ReasonUnpackFailed          = "UnpackFailed"
+	ReasonBundleLoadFailed      = "BundleLoadFailed"
+	ReasonInstallationSucceeded = "InstallationSucceeded"
+	ReasonInstallFailed         = "InstallFailed"
+	ReasonUpgradeFailed         = "UpgradeFailed"
+	ReasonReconcileFailed       = "ReconcileFailed"
+	ReasonHealthy               = "Healthy"
+	ReasonUnhealthy             = "Unhealthy"
+	ReasonCreateBundleFailed    = "CreateBundleFailed"
+	ReasonTooManyBundles        = "TooManyBundles"
 )
 
 // Bundle phases.

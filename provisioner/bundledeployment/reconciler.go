@@ -96,7 +96,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 func (r *Reconciler) reconcile(ctx context.Context, bd *rukpakv1alpha1.BundleDeployment) (ctrl.Result, error) {
 	b, err := r.desiredBundle(ctx, bd)
 	if err != nil {
-		r.set(bd, rukpakv1alpha1.TypeHasValidBundle, metav1.ConditionFalse, rukpakv1alpha1.ReasonReconcileFailed, err.Error())
+		r.set(bd, rukpakv1alpha1.TypeHasValidBundle, metav1.ConditionFalse, rukpakv1alpha1.ReasonCreateBundleFailed, err.Error())
 		return ctrl.Result{}, err
 	}
 
@@ -340,6 +340,8 @@ func (r *Reconciler) trimBundles(ctx context.Context, bd *rukpakv1alpha1.BundleD
 		if err := r.Client.Delete(ctx, &owned[i]); client.IgnoreNotFound(err) != nil {
 			return fmt.Errorf("deleting old bundle %q: %w", owned[i].Name, err)
 		}
+		r.event(bd, "Warning", rukpakv1alpha1.ReasonTooManyBundles,
+			fmt.Sprintf("Deleted bundle %q: at most %d generated bundles are kept, and it is the oldest that is not active", owned[i].Name, limit))
 		excess--
 	}
 	return nil

@@ -128,6 +128,22 @@ func syncDir(dir string) error {
 	return nil
 }
 
+// Exists reports whether the Bundle's content is stored, without reading it.
+func (s *LocalDirectory) Exists(_ context.Context, bundle *rukpakv1alpha1.Bundle) (bool, error) {
+	name, err := archiveName(bundle)
+	if err != nil {
+		return false, err
+	}
+	fi, err := os.Stat(filepath.Join(s.RootDirectory, name))
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("checking content of bundle %q: %w", bundle.Name, err)
+	}
+	return fi.Mode().IsRegular(), nil
+}
+
 // Delete removes the Bundle's content; missing content is not an error.
 func (s *LocalDirectory) Delete(_ context.Context, bundle *rukpakv1alpha1.Bundle) error {
 	name, err := archiveName(bundle)

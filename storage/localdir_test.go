@@ -135,6 +135,36 @@ func TestLocalDirectoryMissingAndDelete(t *testing.T) {
 	}
 }
 
+func TestLocalDirectoryExists(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := &LocalDirectory{RootDirectory: dir}
+	check := func(when string, want bool) {
+		t.Helper()
+		got, err := s.Exists(ctx, bundle("b"))
+		if err != nil || got != want {
+			t.Errorf("Exists %s = %v, %v; want %v", when, got, err, want)
+		}
+	}
+	check("before Store", false)
+	// A temporary file a crashed Store left is not content.
+	if err := os.WriteFile(filepath.Join(dir, ".b.tgz.tmp-1"), []byte("partial"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	check("with only a temporary file", false)
+	if err := s.Store(ctx, bundle("b"), nested()); err != nil {
+		t.Fatal(err)
+	}
+	check("after Store", true)
+	if err := s.Delete(ctx, bundle("b")); err != nil {
+		t.Fatal(err)
+	}
+	check("after Delete", false)
+	if _, err := s.Exists(ctx, bundle("../x")); err == nil {
+		t.Errorf("Exists accepted a name that is not a bundle name")
+	}
+}
+
 func TestLocalDirectoryRejectsBadNames(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()

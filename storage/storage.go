@@ -17,6 +17,9 @@ type Loader interface {
 // Storage stores, loads and deletes Bundle content.
 type Storage interface {
 	Loader
+	// Exists reports whether the Bundle's content is stored, cheaply: it is
+	// asked on every reconcile of an unpacked Bundle.
+	Exists(ctx context.Context, bundle *rukpakv1alpha1.Bundle) (bool, error)
 	// Store writes fsys as the Bundle's content, atomically.
 	Store(ctx context.Context, bundle *rukpakv1alpha1.Bundle, fsys fs.FS) error
 	// Delete removes the Bundle's content; deleting missing content is not

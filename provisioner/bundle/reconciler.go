@@ -112,17 +112,8 @@ func (r *Reconciler) upToDate(ctx context.Context, b *rukpakv1alpha1.Bundle) boo
 
 // stored reports whether b's content is in this process's storage.
 func (r *Reconciler) stored(ctx context.Context, b *rukpakv1alpha1.Bundle) bool {
-	if ex, ok := r.Storage.(interface {
-		Exists(ctx context.Context, b *rukpakv1alpha1.Bundle) (bool, error)
-	}); ok {
-		found, err := ex.Exists(ctx, b)
-		return err == nil && found
-	}
-	fsys, err := r.Storage.Load(ctx, b)
-	if c, ok := fsys.(interface{ Close() error }); ok {
-		_ = c.Close()
-	}
-	return err == nil
+	found, err := r.Storage.Exists(ctx, b)
+	return err == nil && found
 }
 
 func (r *Reconciler) unpack(ctx context.Context, b *rukpakv1alpha1.Bundle) (ctrl.Result, error) {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -28,51 +29,39 @@ const applyConcurrency = 64
 
 // applyObjects makes the cluster hold objs (already stamped with the
 // release's ownership metadata) and deletes what previous held that objs no
-// longer does. Namespaces go first, then everything else in parallel: one
-// GET to refuse objects that belong to someone else (Helm's ownership rule)
-// and one server-side apply each, instead of Helm's sequential
+// longer does. It goes in three waves: Namespaces; CRDs, waited for until
+// Established (a bundle may ship a CRD with custom resources of it, which
+// could not even be mapped before); then everything else. Within a wave
+// objects are applied in parallel, each after an ownership check (Helm's
+// rule: an existing object must belong to this release) answered by one
+// metadata LIST per kind and namespace, instead of Helm's sequential
 // GET-then-create per object.
 func (m *Manager) applyObjects(ctx context.Context, name string, objs, previous []*unstructured.Unstructured) error {
 	owned := map[string]bool{}
 	for _, o := range previous {
 		owned[key(o)] = true
 	}
-	var first, rest []*unstructured.Unstructured
+	var namespaces, crds, rest []*unstructured.Unstructured
 	for _, o := range objs {
-		if o.GetAPIVersion() == "v1" && o.GetKind() == "Namespace" {
-			first = append(first, o)
-		} else {
+		switch {
+		case o.GetAPIVersion() == "v1" && o.GetKind() == "Namespace":
+			namespaces = append(namespaces, o)
+		case o.GroupVersionKind().GroupKind() == apiextensionsv1.Kind("CustomResourceDefinition"):
+			crds = append(crds, o)
+		default:
 			rest = append(rest, o)
 		}
 	}
-	existing, err := m.existing(ctx, objs)
-	if err != nil {
+	if err := m.applyWave(ctx, name, namespaces, owned); err != nil {
 		return err
 	}
-	apply := func(o *unstructured.Unstructured) error {
-		live, known := existing[key(o)]
-		if !known {
-			live = &metav1.PartialObjectMetadata{}
-			live.SetGroupVersionKind(o.GroupVersionKind())
-			if err := m.client.Get(ctx, client.ObjectKeyFromObject(o), live); err != nil {
-				if !apierrors.IsNotFound(err) {
-					return fmt.Errorf("reading %s: %w", describe(o), err)
-				}
-				live = nil
-			}
-		}
-		if live != nil && !owned[key(o)] && !ownedBy(live, name, m.namespace) {
-			return fmt.Errorf("%s exists and is not managed by this release (%s/%s): delete it or remove it from the bundle", describe(o), m.namespace, name)
-		}
-		if err := m.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(o), client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
-			return fmt.Errorf("applying %s: %w", describe(o), err)
-		}
-		return nil
-	}
-	if err := parallel(first, apply); err != nil {
+	if err := m.applyWave(ctx, name, crds, owned); err != nil {
 		return err
 	}
-	if err := parallel(rest, apply); err != nil {
+	if err := m.waitEstablished(ctx, crds); err != nil {
+		return err
+	}
+	if err := m.applyWave(ctx, name, rest, owned); err != nil {
 		return err
 	}
 
@@ -90,6 +79,35 @@ func (m *Manager) applyObjects(ctx context.Context, name string, objs, previous 
 		err := m.client.Delete(ctx, o, client.PropagationPolicy(metav1.DeletePropagationBackground))
 		if client.IgnoreNotFound(err) != nil {
 			return fmt.Errorf("deleting %s, no longer in the bundle: %w", describe(o), err)
+		}
+		return nil
+	})
+}
+
+// applyWave applies objs in parallel, refusing any that exist and belong
+// neither to this release nor to its previous revision.
+func (m *Manager) applyWave(ctx context.Context, name string, objs []*unstructured.Unstructured, owned map[string]bool) error {
+	existing, err := m.existing(ctx, objs)
+	if err != nil {
+		return err
+	}
+	return parallel(objs, func(o *unstructured.Unstructured) error {
+		live, known := existing[key(o)]
+		if !known {
+			live = &metav1.PartialObjectMetadata{}
+			live.SetGroupVersionKind(o.GroupVersionKind())
+			if err := m.client.Get(ctx, client.ObjectKeyFromObject(o), live); err != nil {
+				if !apierrors.IsNotFound(err) {
+					return fmt.Errorf("reading %s: %w", describe(o), err)
+				}
+				live = nil
+			}
+		}
+		if live != nil && !owned[key(o)] && !ownedBy(live, name, m.namespace) {
+			return fmt.Errorf("%s exists and is not managed by this release (%s/%s): delete it or remove it from the bundle", describe(o), m.namespace, name)
+		}
+		if err := m.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(o), client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
+			return fmt.Errorf("applying %s: %w", describe(o), err)
 		}
 		return nil
 	})

@@ -172,9 +172,6 @@ func (m *Manager) Apply(ctx context.Context, name string, objs []*unstructured.U
 		return &Result{Release: deployed, Upgraded: true}, nil
 	}
 	res := &Result{Upgraded: deployed != nil}
-	if err := m.preinstallCRDs(ctx, name, stamped, nil); err != nil {
-		return res, err
-	}
 	var previous []*unstructured.Unstructured
 	if deployed != nil {
 		if previous, err = decodeManifest(deployed.Manifest); err != nil {

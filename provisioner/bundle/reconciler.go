@@ -28,6 +28,7 @@ import (
 
 	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
 	"github.com/rukpak-dev/rukpak/provisioner/conditions"
+	"github.com/rukpak-dev/rukpak/provisioner/finalizer"
 	"github.com/rukpak-dev/rukpak/storage"
 	"github.com/rukpak-dev/rukpak/unpack"
 )
@@ -74,12 +75,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if !b.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, r.finalize(ctx, b)
 	}
-	if !controllerutil.ContainsFinalizer(b, rukpakv1alpha1.FinalizerDeleteCachedBundle) {
-		patch := client.MergeFrom(b.DeepCopy())
-		controllerutil.AddFinalizer(b, rukpakv1alpha1.FinalizerDeleteCachedBundle)
-		if err := r.Client.Patch(ctx, b, patch); err != nil {
-			return ctrl.Result{}, fmt.Errorf("adding finalizer: %w", err)
-		}
+	if err := finalizer.Ensure(ctx, r.Client, b, rukpakv1alpha1.FinalizerDeleteCachedBundle); err != nil {
+		return ctrl.Result{}, err
 	}
 
 	if r.upToDate(ctx, b) {
@@ -199,12 +196,7 @@ func (r *Reconciler) finalize(ctx context.Context, b *rukpakv1alpha1.Bundle) err
 	if err := r.forget(ctx, b); err != nil {
 		return err
 	}
-	patch := client.MergeFrom(b.DeepCopy())
-	controllerutil.RemoveFinalizer(b, rukpakv1alpha1.FinalizerDeleteCachedBundle)
-	if err := r.Client.Patch(ctx, b, patch); err != nil {
-		return client.IgnoreNotFound(fmt.Errorf("removing finalizer: %w", err))
-	}
-	return nil
+	return finalizer.Remove(ctx, r.Client, b, rukpakv1alpha1.FinalizerDeleteCachedBundle)
 }
 
 // forgetter is an Unpacker that caches sources (images, by digest).

@@ -31,6 +31,7 @@ import (
 
 	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
 	"github.com/rukpak-dev/rukpak/provisioner/conditions"
+	"github.com/rukpak-dev/rukpak/provisioner/finalizer"
 	"github.com/rukpak-dev/rukpak/provisioner/release"
 	"github.com/rukpak-dev/rukpak/storage"
 )
@@ -74,12 +75,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if !bd.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, r.finalize(ctx, bd)
 	}
-	if !controllerutil.ContainsFinalizer(bd, rukpakv1alpha1.FinalizerUninstall) {
-		patch := client.MergeFrom(bd.DeepCopy())
-		controllerutil.AddFinalizer(bd, rukpakv1alpha1.FinalizerUninstall)
-		if err := r.Client.Patch(ctx, bd, patch); err != nil {
-			return ctrl.Result{}, fmt.Errorf("adding finalizer: %w", err)
-		}
+	if err := finalizer.Ensure(ctx, r.Client, bd, rukpakv1alpha1.FinalizerUninstall); err != nil {
+		return ctrl.Result{}, err
 	}
 
 	before := bd.DeepCopy()
@@ -386,12 +383,7 @@ func (r *Reconciler) finalize(ctx context.Context, bd *rukpakv1alpha1.BundleDepl
 			return fmt.Errorf("deleting bundle %q: %w", owned[i].Name, err)
 		}
 	}
-	patch := client.MergeFrom(bd.DeepCopy())
-	controllerutil.RemoveFinalizer(bd, rukpakv1alpha1.FinalizerUninstall)
-	if err := r.Client.Patch(ctx, bd, patch); err != nil {
-		return client.IgnoreNotFound(fmt.Errorf("removing finalizer: %w", err))
-	}
-	return nil
+	return finalizer.Remove(ctx, r.Client, bd, rukpakv1alpha1.FinalizerUninstall)
 }
 
 func (r *Reconciler) set(bd *rukpakv1alpha1.BundleDeployment, typ string, status metav1.ConditionStatus, reason, msg string) {

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"k8s.io/apimachinery/pkg/api/equality"
 	"log"
 	"maps"
 	"net/http"
@@ -17,6 +16,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/rukpak-dev/rukpak/internal/testfiles"
+	"k8s.io/apimachinery/pkg/api/equality"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -120,23 +122,8 @@ func newUnpacker(t *testing.T, limits unpack.Limits) *httpsrc.Unpacker {
 	})
 }
 
-func files(t *testing.T, fsys fs.FS) []string {
-	t.Helper()
-	var out []string
-	err := fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
-		if err != nil || !d.Type().IsRegular() {
-			return err
-		}
-		b, err := fs.ReadFile(fsys, p)
-		out = append(out, p+"="+string(b))
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	slices.Sort(out)
-	return out
-}
+// files lists a result's regular files with their contents.
+func files(t *testing.T, fsys fs.FS) []string { return testfiles.List(t, fsys) }
 
 func TestUnpack(t *testing.T) {
 	archive := tarGz(t, map[string]string{"manifests/a.yaml": "a", "manifests/b.yaml": "b"})

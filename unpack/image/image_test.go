@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rukpak-dev/rukpak/internal/testfiles"
+
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -53,23 +55,7 @@ func bundleFor(src rukpakv1alpha1.ImageSource) *rukpakv1alpha1.Bundle {
 }
 
 // files lists a result's regular files with their contents.
-func files(t *testing.T, fsys fs.FS) []string {
-	t.Helper()
-	var out []string
-	err := fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
-		if err != nil || !d.Type().IsRegular() {
-			return err
-		}
-		b, err := fs.ReadFile(fsys, p)
-		out = append(out, p+"="+string(b))
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	slices.Sort(out)
-	return out
-}
+func files(t *testing.T, fsys fs.FS) []string { return testfiles.List(t, fsys) }
 
 func unpackOK(t *testing.T, u *Unpacker, b *rukpakv1alpha1.Bundle) *unpack.Result {
 	t.Helper()

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
-	"strings"
 	"sync"
 
 	"helm.sh/helm/v3/pkg/action"
@@ -22,7 +21,9 @@ import (
 	"helm.sh/helm/v3/pkg/storage/driver"
 	helmtime "helm.sh/helm/v3/pkg/time"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
@@ -303,63 +304,55 @@ func (m *Manager) pruneHistory(ctx context.Context, name string, all []*helmrele
 	}
 }
 
-// recover returns the last release named name, or nil. A release left
-// pending by a crash (the process died mid-install or mid-upgrade) would
-// block every later action with "another operation is in progress"; since
-// actions on one release are serialised in this process, a pending release
-// seen here is always such a leftover, and is marked failed so the next
-// action supersedes it.
-func (m *Manager) recover(ctx context.Context, name string) (*helmrelease.Release, error) {
-	last, err := m.store.Last(name)
-	if errors.Is(err, driver.ErrReleaseNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("reading release %q: %w", name, err)
-	}
-	if last.Info.Status.IsPending() {
-		log.FromContext(ctx).Info("recovering release left pending", "release", name, "status", last.Info.Status, "revision", last.Version)
-		last.SetStatus(helmrelease.StatusFailed, fmt.Sprintf("recovered from interrupted %s", last.Info.Status))
-		if err := m.store.Update(last); err != nil {
-			return nil, fmt.Errorf("recovering pending release %q: %w", name, err)
-		}
-	}
-	if last.Info.Status == helmrelease.StatusUninstalled {
-		return nil, nil
-	}
-	if last.Info.Status == helmrelease.StatusFailed && last.Version == 1 {
-		// A first install that failed has nothing to upgrade from; Install
-		// with Replace takes over its name.
-		return nil, nil
-	}
-	return last, nil
-}
-
-// Get returns the deployed release named name, or nil.
-func (m *Manager) Get(name string) (*helmrelease.Release, error) {
-	rel, err := m.store.Deployed(name)
-	if errors.Is(err, driver.ErrReleaseNotFound) || errors.Is(err, driver.ErrNoDeployedReleases) {
-		return nil, nil
-	}
-	if err != nil && strings.Contains(err.Error(), "has no deployed releases") {
-		return nil, nil
-	}
-	return rel, err
-}
-
 // Uninstall removes the release and every object it installed. A missing
 // release is not an error.
+//
+// Helm's uninstall deletes what the last revision lists; afterwards every
+// object any revision listed that still carries this release's ownership
+// metadata is deleted too, so nothing a release applied outlives it even if
+// Helm skipped or failed on an object (its records are purged either way).
 func (m *Manager) Uninstall(ctx context.Context, name string) error {
 	defer m.lock(name)()
-	if _, err := m.recover(ctx, name); err != nil {
+	hist, err := m.history(ctx, name)
+	if err != nil {
 		return err
+	}
+	seen := map[string]bool{}
+	var objs []*unstructured.Unstructured
+	for _, r := range hist.all {
+		decoded, err := decodeManifest(r.Manifest)
+		if err != nil {
+			return err
+		}
+		for _, o := range decoded {
+			if !seen[key(o)] {
+				seen[key(o)] = true
+				objs = append(objs, o)
+			}
+		}
 	}
 	un := action.NewUninstall(m.config(ctx))
 	un.IgnoreNotFound = true
 	if _, err := un.Run(name); err != nil && !errors.Is(err, driver.ErrReleaseNotFound) {
 		return fmt.Errorf("uninstalling release %q: %w", name, err)
 	}
-	return nil
+	return parallel(objs, func(o *unstructured.Unstructured) error {
+		live := &metav1.PartialObjectMetadata{}
+		live.SetGroupVersionKind(o.GroupVersionKind())
+		err := m.client.Get(ctx, client.ObjectKeyFromObject(o), live)
+		switch {
+		case apierrors.IsNotFound(err) || meta.IsNoMatchError(err):
+			return nil
+		case err != nil:
+			return fmt.Errorf("reading %s: %w", describe(o), err)
+		case !live.DeletionTimestamp.IsZero() || !ownedBy(live, name, m.namespace):
+			return nil
+		}
+		if err := m.client.Delete(ctx, live, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("deleting %s: %w", describe(o), err)
+		}
+		return nil
+	})
 }
 
 // Manifest renders objs as one YAML stream in Helm's install order, after

@@ -316,8 +316,8 @@ spec:
 				{"get", "crd", "combinations.combo.io"},
 				{"get", "clusterrole", "combo-operator"},
 			} {
-				if _, _, err := kubectl(t, "", args...); err == nil {
-					return fmt.Errorf("%s still exists", strings.Join(args[1:], " "))
+				if out, _, err := kubectl(t, "", append(args, "-o", "yaml")...); err == nil {
+					return fmt.Errorf("%s still exists:\n%s", strings.Join(args[1:], " "), out)
 				}
 			}
 			return nil

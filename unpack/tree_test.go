@@ -1,10 +1,16 @@
 package unpack
 
 import (
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"testing/fstest"
+
+	"github.com/rukpak-dev/rukpak/internal/testfiles"
 )
 
 func TestCleanName(t *testing.T) {
@@ -102,7 +108,12 @@ func TestTreeLimits(t *testing.T) {
 			if err := os.Mkdir(root, 0o755); err != nil {
 				t.Fatal(err)
 			}
-			err := tc.write(NewTree(root, tc.limits))
+			tree, err := NewTree(root, tc.limits)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tree.Close()
+			err = tc.write(tree)
 			if tc.err == "" {
 				if err != nil {
 					t.Fatal(err)
@@ -122,23 +133,179 @@ func TestTreeLimits(t *testing.T) {
 	}
 }
 
-func TestTreeReplacesSymlinkInsteadOfWritingThroughIt(t *testing.T) {
+func newTree(t *testing.T) *Tree {
+	t.Helper()
+	tree, err := NewTree(t.TempDir(), DefaultLimits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tree.Close() })
+	return tree
+}
+
+func write(t *testing.T, tree *Tree, files ...string) {
+	t.Helper()
+	for _, f := range files {
+		name, body, _ := strings.Cut(f, "=")
+		if err := tree.WriteFile(name, strings.NewReader(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestTreeReplacesAndRemoves(t *testing.T) {
+	tests := []struct {
+		name string
+		edit func(*Tree) error
+		want []string
+		err  string
+	}{
+		{
+			name: "a file replaces a file",
+			edit: func(tr *Tree) error { return tr.WriteFile("a/x", strings.NewReader("new"), 0o644) },
+			want: []string{"a/x=new", "a/y=y", "b/c/z=z", "top=top"},
+		},
+		{
+			name: "a file replaces a directory and everything in it",
+			edit: func(tr *Tree) error { return tr.WriteFile("b", strings.NewReader("file"), 0o644) },
+			want: []string{"a/x=x", "a/y=y", "b=file", "top=top"},
+		},
+		{
+			name: "remove a directory",
+			edit: func(tr *Tree) error { return tr.Remove("b") },
+			want: []string{"a/x=x", "a/y=y", "top=top"},
+		},
+		{
+			name: "remove what is not there",
+			edit: func(tr *Tree) error { return tr.Remove("nothing/here") },
+			want: []string{"a/x=x", "a/y=y", "b/c/z=z", "top=top"},
+		},
+		{
+			name: "remove under a directory, keeping some",
+			edit: func(tr *Tree) error { return tr.RemoveUnder("a", func(n string) bool { return n == "a/y" }) },
+			want: []string{"a/y=y", "b/c/z=z", "top=top"},
+		},
+		{
+			name: "remove under the root",
+			edit: func(tr *Tree) error { return tr.RemoveUnder(".", func(n string) bool { return n == "top" }) },
+			want: []string{"top=top"},
+		},
+		{
+			name: "a file cannot go under a file",
+			edit: func(tr *Tree) error { return tr.WriteFile("top/x", strings.NewReader("x"), 0o644) },
+			err:  "top: not a directory",
+		},
+		{
+			name: "a directory cannot go over a file",
+			edit: func(tr *Tree) error { return tr.Mkdir("top") },
+			err:  "top: not a directory",
+		},
+		{
+			name: "the root cannot be removed",
+			edit: func(tr *Tree) error { return tr.Remove("./") },
+			err:  `path "./" cannot be removed`,
+		},
+		{
+			name: "escaping removal",
+			edit: func(tr *Tree) error { return tr.Remove("a/../../etc") },
+			err:  `path "a/../../etc" escapes the bundle root`,
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tree := newTree(t)
+			write(t, tree, "a/x=x", "a/y=y", "b/c/z=z", "top=top")
+			err := tc.edit(tree)
+			if tc.err != "" {
+				if err == nil || err.Error() != tc.err {
+					t.Fatalf("error = %v, want %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := testfiles.List(t, tree.FS()); !slices.Equal(got, tc.want) {
+				t.Fatalf("got %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// The FS passes the standard library's filesystem conformance checks, and
+// a sealed tree reads back the same from disk.
+func TestTreeFS(t *testing.T) {
 	dir := t.TempDir()
-	root := filepath.Join(dir, "root")
-	target := filepath.Join(dir, "target")
-	if err := os.Mkdir(root, 0o755); err != nil {
+	tree, err := NewTree(dir, DefaultLimits)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(target, []byte("keep"), 0o644); err != nil {
+	write(t, tree, "manifests/a.yaml=a", "manifests/sub/b.yaml=b", "empty=", "old=gone")
+	if err := tree.Mkdir("emptydir"); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Symlink(target, filepath.Join(root, "link")); err != nil {
+	if err := tree.WriteFile("bin/run", strings.NewReader("#!"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := NewTree(root, DefaultLimits).WriteFile("link", strings.NewReader("new"), 0o644); err != nil {
+	if err := tree.Remove("old"); err != nil {
 		t.Fatal(err)
 	}
-	if data, _ := os.ReadFile(target); string(data) != "keep" {
-		t.Errorf("write went through the symlink: target now %q", data)
+	files := []string{"bin/run", "empty", "emptydir", "manifests/a.yaml", "manifests/sub/b.yaml"}
+	if err := fstest.TestFS(tree.FS(), files...); err != nil {
+		t.Fatal(err)
+	}
+	if err := tree.Seal(); err != nil {
+		t.Fatal(err)
+	}
+	if err := tree.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	reopened, err := OpenTree(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reopened.Close()
+	if err := fstest.TestFS(reopened.FS(), files...); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"bin/run=#!", "empty=", "manifests/a.yaml=a", "manifests/sub/b.yaml=b"}
+	if got := testfiles.List(t, reopened.FS()); !slices.Equal(got, want) {
+		t.Fatalf("got %q, want %q", got, want)
+	}
+	if info, err := fs.Stat(reopened.FS(), "bin/run"); err != nil || info.Mode() != 0o755 {
+		t.Errorf("bin/run: %v, %v; want mode 0755", info, err)
+	}
+}
+
+func TestOpenTreeRefusesIncompleteTrees(t *testing.T) {
+	sealed := func(t *testing.T) string {
+		dir := t.TempDir()
+		tree, err := NewTree(dir, DefaultLimits)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tree.Close()
+		write(t, tree, "manifests/a.yaml=0123456789")
+		if err := tree.Seal(); err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+	for name, damage := range map[string]func(dir string) error{
+		"no index":           func(dir string) error { return os.Remove(filepath.Join(dir, "index.json")) },
+		"index not JSON":     func(dir string) error { return os.WriteFile(filepath.Join(dir, "index.json"), []byte("{"), 0o600) },
+		"spool cut short":    func(dir string) error { return os.Truncate(filepath.Join(dir, "data"), 4) },
+		"an older cache dir": func(dir string) error { return os.RemoveAll(dir) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := sealed(t)
+			if err := damage(dir); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := OpenTree(dir); !errors.Is(err, ErrNoTree) {
+				t.Fatalf("OpenTree = %v, want ErrNoTree", err)
+			}
+		})
 	}
 }

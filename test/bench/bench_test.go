@@ -8,7 +8,9 @@ package bench
 //
 // RUKPAK_BENCH_ONLY=unpack,install,prometheus,many runs a subset;
 // RUKPAK_BENCH_OUT=file also writes the table there (markdown);
-// RUKPAK_BENCH_REPS=n repeats each unpack measurement n times (default 3).
+// RUKPAK_BENCH_REPS=n repeats each unpack measurement n times (default 3);
+// RUKPAK_BENCH_PROVISIONER_ARGS adds flags to the provisioner (for example
+// --pprof-bind-address=127.0.0.1:6060 to profile it).
 //
 // Sections (issue numbers of the project's tracker):
 //   - unpack (issue 3): unpack/image + storage.LocalDirectory.Store of a
@@ -462,6 +464,8 @@ func (c *cluster) startProvisioner(t *testing.T, id string) *proc {
 		"--metrics-bind-address=0",
 		"--health-probe-bind-address=0",
 	)
+	// For profiling, e.g. RUKPAK_BENCH_PROVISIONER_ARGS=--pprof-bind-address=127.0.0.1:6060.
+	cmd.Args = append(cmd.Args, strings.Fields(os.Getenv("RUKPAK_BENCH_PROVISIONER_ARGS"))...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+c.kubeconfig)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {

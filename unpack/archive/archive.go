@@ -25,9 +25,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
 	"path"
-	"path/filepath"
 	"strings"
 
 	"github.com/rukpak-dev/rukpak/unpack"
@@ -186,38 +184,28 @@ func inside(target string) (string, error) {
 }
 
 // copyLink materialises a hardlink as a copy of its (already extracted)
-// target. The Tree never creates links, so opening the target cannot
-// follow one; os.Root guards that anyway.
+// target.
 func (x *extractor) copyLink(name, target string) error {
-	root, err := os.OpenRoot(x.tree.Root())
-	if err != nil {
-		return err
-	}
-	defer root.Close()
-	f, err := root.Open(filepath.FromSlash(target))
-	if err != nil {
+	if isDir, ok := x.tree.IsDir(target); !ok {
 		return unpack.Terminal(fmt.Errorf("hardlink %q: target %q is not in the archive before it", name, target))
-	}
-	defer f.Close()
-	info, err := f.Stat()
-	if err != nil {
-		return err
-	}
-	if !info.Mode().IsRegular() {
+	} else if isDir {
 		return unpack.Terminal(fmt.Errorf("hardlink %q: target %q is not a regular file", name, target))
 	}
+	r, mode, err := x.tree.Open(target)
+	if err != nil {
+		return err
+	}
 	x.mark(name)
-	return x.tree.WriteFile(name, f, info.Mode())
+	return x.tree.WriteFile(name, r, mode)
 }
 
 // replaceNonDir removes a file an earlier layer left where this entry
 // needs a directory.
 func (x *extractor) replaceNonDir(name string) error {
-	info, err := os.Lstat(filepath.Join(x.tree.Root(), filepath.FromSlash(name)))
-	if err != nil || info.IsDir() {
-		return nil
+	if isDir, ok := x.tree.IsDir(name); ok && !isDir {
+		return x.tree.Remove(name)
 	}
-	return x.tree.Remove(name)
+	return nil
 }
 
 func (x *extractor) mark(name string) {
@@ -227,43 +215,13 @@ func (x *extractor) mark(name string) {
 }
 
 // opaque empties dir of everything earlier layers put there, keeping what
-// this layer has already written.
+// this layer has already written (mark keeps their parents too).
 func (x *extractor) opaque(dir string) error {
 	x.mark(dir)
-	root := filepath.Join(x.tree.Root(), filepath.FromSlash(dir))
-	info, err := os.Lstat(root)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
+	if err := x.tree.RemoveUnder(dir, func(name string) bool { return x.layer[name] }); err != nil {
+		return fmt.Errorf("applying opaque whiteout in %q: %w", dir, err)
 	}
-	if err != nil {
-		return err
-	}
-	if !info.IsDir() {
-		return nil
-	}
-	return filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if p == root {
-			return nil
-		}
-		rel, err := filepath.Rel(x.tree.Root(), p)
-		if err != nil {
-			return err
-		}
-		rel = filepath.ToSlash(rel)
-		if x.layer[rel] {
-			return nil
-		}
-		if err := x.tree.Remove(rel); err != nil {
-			return fmt.Errorf("applying opaque whiteout in %q: %w", dir, err)
-		}
-		if d.IsDir() {
-			return filepath.SkipDir
-		}
-		return nil
-	})
+	return nil
 }
 
 // readTracker remembers the error of the archive stream, so a failed write

@@ -70,25 +70,26 @@ func gzipped(t *testing.T, b []byte) []byte {
 }
 
 // listing is every path under root with file contents, sorted.
-func listing(t *testing.T, root string) []string {
+// listing is every entry of fsys: "dir/", "file=content", or "name?type"
+// for anything else.
+func listing(t *testing.T, fsys fs.FS) []string {
 	t.Helper()
 	var out []string
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || p == root {
+	err := fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || p == "." {
 			return err
 		}
-		rel, _ := filepath.Rel(root, p)
 		switch {
 		case d.IsDir():
-			out = append(out, rel+"/")
+			out = append(out, p+"/")
 		case d.Type().IsRegular():
-			b, err := os.ReadFile(p)
+			b, err := fs.ReadFile(fsys, p)
 			if err != nil {
 				return err
 			}
-			out = append(out, rel+"="+string(b))
+			out = append(out, p+"="+string(b))
 		default:
-			out = append(out, rel+"?"+d.Type().String())
+			out = append(out, p+"?"+d.Type().String())
 		}
 		return nil
 	})
@@ -97,6 +98,25 @@ func listing(t *testing.T, root string) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+func spooled(t *testing.T, dir string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, "data"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func newTree(t *testing.T, dir string, limits unpack.Limits) *unpack.Tree {
+	t.Helper()
+	tree, err := unpack.NewTree(dir, limits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tree.Close() })
+	return tree
 }
 
 func TestExtract(t *testing.T) {
@@ -121,14 +141,14 @@ func TestExtract(t *testing.T) {
 		{"tar.gz required", gzipped(t, plain), archive.Options{RequireGzip: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			root := t.TempDir()
-			if err := archive.Extract(t.Context(), bytes.NewReader(tc.data), unpack.NewTree(root, unpack.Limits{}), tc.opts); err != nil {
+			tree := newTree(t, t.TempDir(), unpack.Limits{})
+			if err := archive.Extract(t.Context(), bytes.NewReader(tc.data), tree, tc.opts); err != nil {
 				t.Fatal(err)
 			}
-			if got := listing(t, root); !slices.Equal(got, want) {
+			if got := listing(t, tree.FS()); !slices.Equal(got, want) {
 				t.Fatalf("got %q, want %q", got, want)
 			}
-			info, err := os.Stat(filepath.Join(root, "bin/run"))
+			info, err := fs.Stat(tree.FS(), "bin/run")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -206,7 +226,8 @@ func TestExtractRejects(t *testing.T) {
 			if err := os.Mkdir(root, 0o755); err != nil {
 				t.Fatal(err)
 			}
-			err := archive.Extract(t.Context(), bytes.NewReader(tc.data), unpack.NewTree(root, tc.limits), tc.opts)
+			tree := newTree(t, root, tc.limits)
+			err := archive.Extract(t.Context(), bytes.NewReader(tc.data), tree, tc.opts)
 			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 				t.Fatalf("got error %v, want one containing %q", err, tc.wantErr)
 			}
@@ -214,10 +235,10 @@ func TestExtractRejects(t *testing.T) {
 				t.Errorf("error %v is not terminal", err)
 			}
 			// Nothing lands outside the root, and no link is ever created.
-			for _, p := range listing(t, parent) {
-				if !strings.HasPrefix(p, "root/") && p != "root/" {
-					t.Errorf("wrote %s outside the root", p)
-				}
+			if got := listing(t, os.DirFS(parent)); !slices.Equal(got, []string{"root/", "root/data=" + spooled(t, root)}) {
+				t.Errorf("files on disk: %q, want only the tree's spool", got)
+			}
+			for _, p := range listing(t, tree.FS()) {
 				if strings.Contains(p, "?") {
 					t.Errorf("materialised a non-regular file: %s", p)
 				}
@@ -244,15 +265,14 @@ func TestExtractWhiteouts(t *testing.T) {
 			dir("d/"), file("d/e", "2"),
 		),
 	}
-	root := t.TempDir()
-	tree := unpack.NewTree(root, unpack.Limits{})
+	tree := newTree(t, t.TempDir(), unpack.Limits{})
 	for _, l := range layers {
 		if err := archive.Extract(t.Context(), bytes.NewReader(l), tree, archive.Options{Whiteouts: true}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	want := []string{"a/", "a/y=1", "c/", "c/new=2", "c/sub/", "c/sub/new=2", "d/", "d/e=2"}
-	if got := listing(t, root); !slices.Equal(got, want) {
+	if got := listing(t, tree.FS()); !slices.Equal(got, want) {
 		t.Fatalf("got %q, want %q", got, want)
 	}
 }
@@ -260,7 +280,7 @@ func TestExtractWhiteouts(t *testing.T) {
 func TestExtractCancelled(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	err := archive.Extract(ctx, bytes.NewReader(tarball(t, file("a", ""))), unpack.NewTree(t.TempDir(), unpack.Limits{}), archive.Options{})
+	err := archive.Extract(ctx, bytes.NewReader(tarball(t, file("a", ""))), newTree(t, t.TempDir(), unpack.Limits{}), archive.Options{})
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("got %v, want context.Canceled", err)
 	}

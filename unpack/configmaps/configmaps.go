@@ -13,7 +13,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path"
 	"sort"
 	"strings"
@@ -75,21 +74,17 @@ func (u *Unpacker) Unpack(ctx context.Context, bundle *rukpakv1alpha1.Bundle) (*
 		return nil, err
 	}
 
-	if err := os.MkdirAll(u.cfg.BaseDir, 0o755); err != nil {
-		return nil, fmt.Errorf("creating unpack directory: %w", err)
-	}
-	content, err := os.MkdirTemp(u.cfg.BaseDir, "configmaps-"+bundle.Name+"-")
+	tree, err := unpack.NewTempTree(u.cfg.BaseDir, "configmaps-"+bundle.Name+"-", u.cfg.Limits)
 	if err != nil {
-		return nil, fmt.Errorf("creating unpack directory: %w", err)
+		return nil, err
 	}
-	tree := unpack.NewTree(content, u.cfg.Limits)
 	for i, cm := range maps {
 		if err := writeConfigMap(tree, cm, dirs[i]); err != nil {
-			_ = os.RemoveAll(content)
+			_ = tree.Discard()
 			return nil, fmt.Errorf("writing ConfigMap %s: %w", cm.Name, err)
 		}
 	}
-	return unpack.Unpacked(tree.FS(), src.DeepCopy(), func() error { return os.RemoveAll(content) }), nil
+	return unpack.Unpacked(tree.FS(), src.DeepCopy(), tree.Discard), nil
 }
 
 func writeConfigMap(tree *unpack.Tree, cm *corev1.ConfigMap, dir string) error {

@@ -85,13 +85,12 @@ func (u *Unpacker) Unpack(ctx context.Context, bundle *rukpakv1alpha1.Bundle) (*
 		return nil, err
 	}
 
-	content, err := os.MkdirTemp(u.cfg.BaseDir, "git-"+bundle.Name+"-")
+	tree, err := unpack.NewTempTree(u.cfg.BaseDir, "git-"+bundle.Name+"-", u.cfg.Limits)
 	if err != nil {
-		return nil, fmt.Errorf("creating unpack directory: %w", err)
+		return nil, err
 	}
-	tree := unpack.NewTree(content, u.cfg.Limits)
 	if err := copyDirectory(ctx, tree, commit, dir, src.Directory); err != nil {
-		_ = os.RemoveAll(content)
+		_ = tree.Discard()
 		return nil, err
 	}
 
@@ -104,7 +103,7 @@ func (u *Unpacker) Unpack(ctx context.Context, bundle *rukpakv1alpha1.Bundle) (*
 			Auth:       src.Auth,
 		},
 	}
-	return unpack.Unpacked(tree.FS(), resolved, func() error { return os.RemoveAll(content) }), nil
+	return unpack.Unpacked(tree.FS(), resolved, tree.Discard), nil
 }
 
 // gitSource is the resolved source if there is one, else the spec's.

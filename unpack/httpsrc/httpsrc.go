@@ -18,7 +18,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -88,32 +87,28 @@ func (u *Unpacker) Unpack(ctx context.Context, bundle *rukpakv1alpha1.Bundle) (*
 		return nil, err
 	}
 
-	dir, sum, err := u.extract(ctx, bundle.Name, resp.Body)
+	tree, sum, err := u.extract(ctx, bundle.Name, resp.Body)
 	if err != nil {
 		if errors.Is(err, archive.ErrNotGzip) {
 			return nil, unpack.Terminal(fmt.Errorf("GET %s: response body is not a gzip-compressed tar archive", shown))
 		}
 		return nil, fmt.Errorf("GET %s: %w", shown, err)
 	}
-	res := unpack.Unpacked(os.DirFS(dir), bundle.Spec.Source.DeepCopy(), func() error { return os.RemoveAll(dir) })
+	res := unpack.Unpacked(tree.FS(), bundle.Spec.Source.DeepCopy(), tree.Discard)
 	res.Message = fmt.Sprintf("archive sha256:%x", sum)
 	return res, nil
 }
 
-// extract writes the archive into a new directory and returns it with the
+// extract writes the archive into a new tree and returns it with the
 // sha256 of the archive bytes.
-func (u *Unpacker) extract(ctx context.Context, bundleName string, body io.Reader) (string, []byte, error) {
-	base := filepath.Join(u.cfg.BaseDir, "http")
-	if err := os.MkdirAll(base, 0o755); err != nil {
-		return "", nil, fmt.Errorf("creating unpack directory: %w", err)
-	}
-	dir, err := os.MkdirTemp(base, bundleName+"-")
+func (u *Unpacker) extract(ctx context.Context, bundleName string, body io.Reader) (*unpack.Tree, []byte, error) {
+	tree, err := unpack.NewTempTree(filepath.Join(u.cfg.BaseDir, "http"), bundleName+"-", u.cfg.Limits)
 	if err != nil {
-		return "", nil, fmt.Errorf("creating unpack directory: %w", err)
+		return nil, nil, err
 	}
 	h := sha256.New()
 	r := io.TeeReader(body, h)
-	err = archive.Extract(ctx, r, unpack.NewTree(dir, u.cfg.Limits), archive.Options{RequireGzip: true})
+	err = archive.Extract(ctx, r, tree, archive.Options{RequireGzip: true})
 	if err == nil {
 		// Hash the whole archive, gzip trailer and padding included; the
 		// padding is bounded so a server cannot stream forever.
@@ -125,10 +120,10 @@ func (u *Unpacker) extract(ctx context.Context, bundleName string, body io.Reade
 		}
 	}
 	if err != nil {
-		_ = os.RemoveAll(dir)
-		return "", nil, err
+		_ = tree.Discard()
+		return nil, nil, err
 	}
-	return dir, h.Sum(nil), nil
+	return tree, h.Sum(nil), nil
 }
 
 func (u *Unpacker) client(insecure bool) *http.Client {

@@ -53,6 +53,20 @@ func BenchmarkUnpack(b *testing.B) {
 			})
 		})
 	}
+
+	// Many small files, the shape of a real bundle: 1,000 manifests.
+	files := map[string]string{}
+	for i := range 1000 {
+		files[fmt.Sprintf("manifests/cm-%04d.yaml", i)] = fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm-%04d\ndata:\n  value: %q\n", i, fmt.Sprint(i))
+	}
+	ref := reg.MustPush(b, reg.Ref("bench:1000files"), testregistry.Image(b, testregistry.Layer(b, files)))
+	b.Run("1000files/unpack", func(b *testing.B) {
+		measure(b, 0, func(dir string) error {
+			u := New(unpack.Config{BaseDir: dir})
+			_, err := u.Unpack(b.Context(), bundleFor(rukpakv1alpha1.ImageSource{Ref: ref, CertificateData: string(reg.CAPEM)}))
+			return err
+		})
+	})
 }
 
 // pullToDisk writes each layer's compressed blob to a file: the least any

@@ -3,14 +3,16 @@ package image
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+
+	"github.com/rukpak-dev/rukpak/unpack"
 )
 
-// The cache keeps one finished tree per image digest:
+// The cache keeps one finished tree (see unpack.Tree: a spool file and its
+// index) per image digest:
 //
 //	<BaseDir>/images/<algorithm>/<hex>/   complete, immutable trees
 //	<BaseDir>/images/tmp/                 trees being extracted
@@ -24,19 +26,22 @@ func (u *Unpacker) cacheDir(d v1.Hash) string {
 
 func (u *Unpacker) tmpDir() string { return filepath.Join(u.cfg.BaseDir, "images", "tmp") }
 
-// cached reports whether a complete tree for d exists.
-func (u *Unpacker) cached(d v1.Hash) (string, bool, error) {
+// cached opens the complete tree of d, or returns nil if there is none. A
+// directory there that is not a sealed tree (left by a crash, or by an
+// older version's layout) is removed, to be extracted again.
+func (u *Unpacker) cached(d v1.Hash) (*unpack.Tree, error) {
 	dir := u.cacheDir(d)
-	info, err := os.Stat(dir)
+	tree, err := unpack.OpenTree(dir)
 	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return dir, false, nil
-	case err != nil:
-		return "", false, fmt.Errorf("checking image cache: %w", err)
-	case !info.IsDir():
-		return "", false, fmt.Errorf("image cache entry %s is not a directory", dir)
+	case err == nil:
+		return tree, nil
+	case errors.Is(err, unpack.ErrNoTree):
+		if err := os.RemoveAll(dir); err != nil {
+			return nil, fmt.Errorf("removing unusable image cache entry: %w", err)
+		}
+		return nil, nil
 	}
-	return dir, true, nil
+	return nil, fmt.Errorf("checking image cache: %w", err)
 }
 
 // commit moves a finished tree into place. Losing a race to an identical

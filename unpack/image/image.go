@@ -48,8 +48,8 @@ func New(cfg unpack.Config) *Unpacker {
 }
 
 // Unpack resolves the Bundle's image to a digest and returns its flattened
-// filesystem. The returned Result's FS is read-only and shared; Close is a
-// no-op (see Forget).
+// filesystem. The returned Result's FS is read-only; the cached tree behind
+// it is shared and outlives Close (see Forget).
 func (u *Unpacker) Unpack(ctx context.Context, bundle *rukpakv1alpha1.Bundle) (*unpack.Result, error) {
 	src := bundle.Spec.Source.Image
 	if bundle.Spec.Source.Type != rukpakv1alpha1.SourceTypeImage || src == nil {
@@ -76,13 +76,13 @@ func (u *Unpacker) Unpack(ctx context.Context, bundle *rukpakv1alpha1.Bundle) (*
 	}
 	pinned := ref.Context().Digest(digest.String())
 
-	dir, err := u.pull(ctx, pinned, digest, opts)
+	tree, err := u.pull(ctx, pinned, digest, opts)
 	if err != nil {
 		return nil, err
 	}
 	resolved := bundle.Spec.Source.DeepCopy()
 	resolved.Image.Ref = pinned.String()
-	return unpack.Unpacked(os.DirFS(dir), resolved, nil), nil
+	return unpack.Unpacked(tree.FS(), resolved, tree.Close), nil
 }
 
 func (u *Unpacker) remoteOptions(ctx context.Context, src *rukpakv1alpha1.ImageSource) ([]remote.Option, error) {
@@ -114,23 +114,31 @@ func resolve(ref name.Reference, opts []remote.Option) (v1.Hash, error) {
 	return desc.Digest, nil
 }
 
-// pull returns the cached tree of digest, extracting it first if needed.
-func (u *Unpacker) pull(ctx context.Context, ref name.Digest, digest v1.Hash, opts []remote.Option) (string, error) {
-	dir, ok, err := u.cached(digest)
-	if err != nil || ok {
-		return dir, err
+// pull opens the cached tree of digest, extracting it first if needed.
+func (u *Unpacker) pull(ctx context.Context, ref name.Digest, digest v1.Hash, opts []remote.Option) (*unpack.Tree, error) {
+	if tree, err := u.cached(digest); err != nil || tree != nil {
+		return tree, err
 	}
-	v, err, _ := u.pulls.Do(digest.String(), func() (any, error) {
+	_, err, _ := u.pulls.Do(digest.String(), func() (any, error) {
 		// Another caller may have finished while we waited.
-		if dir, ok, err := u.cached(digest); err != nil || ok {
-			return dir, err
+		tree, err := u.cached(digest)
+		if err != nil || tree != nil {
+			if tree != nil {
+				_ = tree.Close()
+			}
+			return nil, err
 		}
-		return dir, u.extract(ctx, ref, digest, dir, opts)
+		return nil, u.extract(ctx, ref, digest, u.cacheDir(digest), opts)
 	})
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	return v.(string), nil
+	tree, err := u.cached(digest)
+	if err == nil && tree == nil {
+		// Forgotten (its last Bundle deleted) as it was extracted.
+		err = fmt.Errorf("image cache entry for %s was removed while in use; retrying", digest)
+	}
+	return tree, err
 }
 
 func (u *Unpacker) extract(ctx context.Context, ref name.Digest, digest v1.Hash, dir string, opts []remote.Option) error {
@@ -150,12 +158,21 @@ func (u *Unpacker) extract(ctx context.Context, ref name.Digest, digest v1.Hash,
 	if err != nil {
 		return fmt.Errorf("creating image cache: %w", err)
 	}
-	tree := unpack.NewTree(tmp, u.cfg.Limits)
+	tree, err := unpack.NewTree(tmp, u.cfg.Limits)
+	if err != nil {
+		_ = os.RemoveAll(tmp)
+		return err
+	}
+	defer tree.Close()
 	for i, layer := range layers {
 		if err := u.extractLayer(ctx, layer, tree); err != nil {
 			_ = os.RemoveAll(tmp)
 			return classify(ref.String(), fmt.Errorf("layer %d: %w", i, err))
 		}
+	}
+	if err := tree.Seal(); err != nil {
+		_ = os.RemoveAll(tmp)
+		return err
 	}
 	return commit(tmp, dir)
 }

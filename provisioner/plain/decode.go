@@ -2,6 +2,7 @@ package plain
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -20,23 +21,26 @@ func Decode(name string, data []byte) ([]*unstructured.Unstructured, error) {
 	reader := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
 	var objs []*unstructured.Unstructured
 	for doc := 0; ; doc++ {
-		var raw map[string]interface{}
+		var raw json.RawMessage
 		if err := reader.Decode(&raw); err != nil {
 			if errors.Is(err, io.EOF) {
 				return objs, nil
 			}
 			return nil, fmt.Errorf("decode %s: document %d: %w", name, doc, err)
 		}
+		// apimachinery's JSON keeps integers int64, as every other
+		// unstructured object in Kubernetes has them.
 		if len(raw) == 0 {
-			continue
+			continue // an empty document
 		}
-		// Re-decode through apimachinery's JSON so integers stay int64, as
-		// every other unstructured object in Kubernetes has them.
-		normalized, err := normalize(raw)
-		if err != nil {
+		var fields map[string]interface{}
+		if err := utiljson.Unmarshal(raw, &fields); err != nil {
 			return nil, fmt.Errorf("decode %s: document %d: %w", name, doc, err)
 		}
-		obj := &unstructured.Unstructured{Object: normalized}
+		if len(fields) == 0 {
+			continue
+		}
+		obj := &unstructured.Unstructured{Object: fields}
 		if obj.IsList() {
 			items, err := listItems(obj)
 			if err != nil {
@@ -55,18 +59,6 @@ func Decode(name string, data []byte) ([]*unstructured.Unstructured, error) {
 		}
 		objs = append(objs, obj)
 	}
-}
-
-func normalize(raw map[string]interface{}) (map[string]interface{}, error) {
-	b, err := utiljson.Marshal(raw)
-	if err != nil {
-		return nil, err
-	}
-	var out map[string]interface{}
-	if err := utiljson.Unmarshal(b, &out); err != nil {
-		return nil, err
-	}
-	return out, nil
 }
 
 func listItems(list *unstructured.Unstructured) ([]*unstructured.Unstructured, error) {

@@ -2,6 +2,7 @@ package release
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -201,11 +203,19 @@ func decodeManifest(manifest string) ([]*unstructured.Unstructured, error) {
 	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(manifest), 4096)
 	var objs []*unstructured.Unstructured
 	for {
-		u := &unstructured.Unstructured{}
-		if err := dec.Decode(&u.Object); err != nil {
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
 			if errors.Is(err, io.EOF) {
 				return objs, nil
 			}
+			return nil, fmt.Errorf("decoding release manifest: %w", err)
+		}
+		if len(raw) == 0 {
+			continue // an empty document
+		}
+		// apimachinery's JSON keeps integers int64, as Kubernetes has them.
+		u := &unstructured.Unstructured{}
+		if err := utiljson.Unmarshal(raw, &u.Object); err != nil {
 			return nil, fmt.Errorf("decoding release manifest: %w", err)
 		}
 		if len(u.Object) > 0 {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"path"
+	"sync"
 	"testing/fstest"
 	"time"
 
@@ -39,13 +40,12 @@ const (
 // slower than pulling the image (docs/benchmarks.md), while bundle content
 // (YAML, JSON) still compresses well at BestSpeed.
 func WriteArchive(ctx context.Context, w io.Writer, fsys fs.FS) error {
-	gz, err := gzip.NewWriterLevel(w, gzip.BestSpeed)
-	if err != nil {
-		return err
-	}
+	gz := gzipWriters.Get().(*gzip.Writer)
+	gz.Reset(w)
+	defer gzipWriters.Put(gz)
 	tw := tar.NewWriter(gz)
 	// fs.WalkDir visits each directory's entries in lexical order.
-	err = fs.WalkDir(fsys, ".", func(name string, d fs.DirEntry, err error) error {
+	err := fs.WalkDir(fsys, ".", func(name string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return fmt.Errorf("reading %q: %w", name, err)
 		}
@@ -80,6 +80,16 @@ func WriteArchive(ctx context.Context, w io.Writer, fsys fs.FS) error {
 	}
 	return nil
 }
+
+// gzipWriters recycles compressors: each holds ~1 MiB of tables, which
+// made every stored bundle, however small, allocate that much.
+var gzipWriters = sync.Pool{New: func() any {
+	gz, err := gzip.NewWriterLevel(io.Discard, gzip.BestSpeed)
+	if err != nil {
+		panic(err) // only for an invalid level
+	}
+	return gz
+}}
 
 func writeFile(tw *tar.Writer, fsys fs.FS, name string, d fs.DirEntry) error {
 	info, err := d.Info()

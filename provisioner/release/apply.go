@@ -143,10 +143,17 @@ func parallel(objs []*unstructured.Unstructured, f func(*unstructured.Unstructur
 // metadata LIST cheaper than a GET each.
 const listThreshold = 8
 
-// existing finds which objects already exist, with their metadata, using one
-// metadata-only LIST per kind and namespace that holds many of them. Objects
-// it has no answer for (small groups, kinds not listable) are absent from the
-// map and looked up one by one; objects known not to exist map to nil.
+// listFactor bounds what an ownership LIST may read: at most this many times
+// the objects it answers for. A namespace shared with many other objects is
+// checked with GETs instead, so installing N objects costs O(N) however full
+// the namespace is.
+const listFactor = 4
+
+// existing finds which objects already exist, with their metadata, using
+// metadata-only LISTs per kind and namespace that holds many of them.
+// Objects it has no answer for (small groups, crowded namespaces, kinds not
+// listable) are absent from the map and looked up one by one; objects known
+// not to exist map to nil.
 func (m *Manager) existing(ctx context.Context, objs []*unstructured.Unstructured) (map[string]*metav1.PartialObjectMetadata, error) {
 	type group struct {
 		gvk       schema.GroupVersionKind
@@ -162,23 +169,47 @@ func (m *Manager) existing(ctx context.Context, objs []*unstructured.Unstructure
 		if len(members) < listThreshold {
 			continue
 		}
-		list := &metav1.PartialObjectMetadataList{}
-		list.SetGroupVersionKind(g.gvk.GroupVersion().WithKind(g.gvk.Kind + "List"))
-		if err := m.client.List(ctx, list, client.InNamespace(g.namespace)); err != nil {
+		byName, complete, err := m.listMetadata(ctx, g.gvk, g.namespace, len(members))
+		if err != nil {
 			if meta.IsNoMatchError(err) {
 				return nil, err
 			}
 			continue // fall back to one GET each
 		}
-		byName := map[string]*metav1.PartialObjectMetadata{}
-		for i := range list.Items {
-			byName[list.Items[i].Name] = &list.Items[i]
-		}
 		for _, o := range members {
-			found[key(o)] = byName[o.GetName()]
+			if live, ok := byName[o.GetName()]; ok || complete {
+				found[key(o)] = live
+			}
 		}
 	}
 	return found, nil
+}
+
+// listMetadata lists the metadata of gvk in namespace in pages of n,
+// stopping once the namespace turns out to hold more than listFactor*n of
+// them. complete says whether every object was seen (so an absent name does
+// not exist); otherwise the names seen so far are still an answer for those.
+func (m *Manager) listMetadata(ctx context.Context, gvk schema.GroupVersionKind, namespace string, n int) (map[string]*metav1.PartialObjectMetadata, bool, error) {
+	byName := map[string]*metav1.PartialObjectMetadata{}
+	cont := ""
+	for {
+		list := &metav1.PartialObjectMetadataList{}
+		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+		if err := m.client.List(ctx, list, client.InNamespace(namespace), client.Limit(int64(n)), client.Continue(cont)); err != nil {
+			return nil, false, err
+		}
+		for i := range list.Items {
+			byName[list.Items[i].Name] = &list.Items[i]
+		}
+		cont = list.Continue
+		if cont == "" {
+			return byName, true, nil
+		}
+		left := list.GetRemainingItemCount()
+		if left == nil || int64(len(byName))+*left > int64(listFactor*n) {
+			return byName, false, nil
+		}
+	}
 }
 
 func ownedBy(live metav1.Object, name, namespace string) bool {

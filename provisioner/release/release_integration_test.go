@@ -2,6 +2,9 @@ package release
 
 import (
 	"context"
+	"fmt"
+	"slices"
+	"strings"
 	"testing"
 
 	helmrelease "helm.sh/helm/v3/pkg/release"
@@ -73,5 +76,64 @@ func TestIntegrationRecoversInterruptedRelease(t *testing.T) {
 	err = env.Client.Get(ctx, client.ObjectKey{Namespace: "default", Name: "after-crash"}, &corev1.ConfigMap{})
 	if !apierrors.IsNotFound(err) {
 		t.Errorf("uninstall left the ConfigMap: %v", err)
+	}
+}
+
+// In a namespace crowded with other objects the ownership check still finds
+// an object that belongs to nobody, wherever its name sorts, and still lets
+// a release take its own objects.
+func TestIntegrationOwnershipInCrowdedNamespace(t *testing.T) {
+	env := testenv.Start(t)
+	ctx := context.Background()
+	for _, ns := range []string{"rukpak-system", "crowded"} {
+		if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m, err := NewManager(env.Config, "rukpak-system")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 200 bystanders: more than listFactor times any release below.
+	for i := range 200 {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "crowded", Name: fmt.Sprintf("bystander-%03d", i)}}
+		if err := env.Client.Create(ctx, cm); err != nil {
+			t.Fatal(err)
+		}
+	}
+	foreign := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "crowded", Name: "zz-foreign"}, Data: map[string]string{"owner": "someone"}}
+	if err := env.Client.Create(ctx, foreign); err != nil {
+		t.Fatal(err)
+	}
+	objs := func(names ...string) []*unstructured.Unstructured {
+		var out []*unstructured.Unstructured
+		for _, n := range names {
+			out = append(out, &unstructured.Unstructured{Object: map[string]any{
+				"apiVersion": "v1", "kind": "ConfigMap",
+				"metadata": map[string]any{"name": n, "namespace": "crowded"},
+				"data":     map[string]any{"owner": "release"},
+			}})
+		}
+		return out
+	}
+	var names []string
+	for i := range 10 {
+		names = append(names, fmt.Sprintf("mine-%02d", i))
+	}
+
+	if _, err := m.Apply(ctx, "mine", objs(names...), nil); err != nil {
+		t.Fatalf("installing into a crowded namespace: %v", err)
+	}
+	// The same names again, in a second revision: they are the release's own.
+	if _, err := m.Apply(ctx, "mine", objs(append(names, "mine-10")...), nil); err != nil {
+		t.Fatalf("upgrading in a crowded namespace: %v", err)
+	}
+
+	_, err = m.Apply(ctx, "other", objs(append(slices.Clone(names[:9]), "zz-foreign")...), nil)
+	if err == nil || !strings.Contains(err.Error(), "ConfigMap crowded/zz-foreign exists and is not managed by this release") {
+		t.Fatalf("taking over a foreign object: got %v", err)
+	}
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(foreign), foreign); err != nil || foreign.Data["owner"] != "someone" {
+		t.Errorf("the foreign ConfigMap was changed: %v %v", foreign.Data, err)
 	}
 }

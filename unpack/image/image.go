@@ -33,7 +33,8 @@ type Unpacker struct {
 	// pulls collapses concurrent pulls of one digest into one.
 	pulls singleflight.Group
 	// sweep removes trees a crashed process left half extracted.
-	sweep sync.Once
+	sweep      sync.Once
+	transports transports
 	// backoff, when set, replaces go-containerregistry's retry backoff
 	// (tests use it to fail fast).
 	backoff *remote.Backoff
@@ -90,7 +91,7 @@ func (u *Unpacker) remoteOptions(ctx context.Context, src *rukpakv1alpha1.ImageS
 	if err != nil {
 		return nil, fmt.Errorf("image %q: %w", src.Ref, err)
 	}
-	tr, err := transportFor(src)
+	tr, err := u.transports.get(src)
 	if err != nil {
 		return nil, err
 	}

@@ -1,15 +1,20 @@
 package storage
 
 import (
+	"archive/tar"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
+
+	"github.com/klauspost/compress/gzip"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
@@ -31,10 +36,19 @@ const (
 
 // LocalDirectory stores each Bundle's content as <RootDirectory>/<name>.tgz.
 //
-// Every write goes to a temporary file in the same directory that is synced
-// and then renamed over the final name, so readers (Load, the HTTP handler,
-// another process) see either the old content or the new, never a partial
-// file. It holds no locks: concurrent calls for any bundles are safe.
+// Every write goes to a temporary file in the same directory that is then
+// renamed over the final name, so readers (Load, the HTTP handler, another
+// process) see either the old content or the new, never a partial file. It
+// holds no locks: concurrent calls for any bundles are safe.
+//
+// Writes are not fsynced. The directory is a cache: every archive can be
+// made again from its Bundle's pinned status.resolvedSource, and only a
+// kernel crash or power loss (not a process crash) can leave a torn file
+// under a final name. Such a file is caught instead: the first Exists of an
+// archive in a process that did not write it reads it through (gzip
+// checksum, tar structure) and removes it if broken, so the Bundle is
+// unpacked again. Syncing cost as much as the rest of storing a large
+// bundle (docs/benchmarks.md).
 type LocalDirectory struct {
 	// RootDirectory holds the archives; Store creates it if missing.
 	RootDirectory string
@@ -45,7 +59,20 @@ type LocalDirectory struct {
 	// Limits bound what Load reads back into memory (unset fields take
 	// unpack.DefaultLimits).
 	Limits unpack.Limits
+
+	// checked holds, per archive name, the stamp of the file this process
+	// wrote or read through whole; a file with another stamp is checked
+	// again.
+	checked sync.Map // string -> stamp
 }
+
+// stamp identifies one version of an archive file.
+type stamp struct {
+	size    int64
+	modTime time.Time
+}
+
+func stampOf(fi fs.FileInfo) stamp { return stamp{fi.Size(), fi.ModTime()} }
 
 var _ Storage = (*LocalDirectory)(nil)
 
@@ -97,10 +124,9 @@ func (s *LocalDirectory) store(ctx context.Context, name string, fsys fs.FS) (er
 	if err := WriteArchive(ctx, tmp, fsys); err != nil {
 		return err
 	}
-	// Sync before rename: otherwise a crash could leave the final name
-	// pointing at a file whose data never reached the disk.
-	if err := tmp.Sync(); err != nil {
-		return fmt.Errorf("syncing %s: %w", tmp.Name(), err)
+	fi, err := tmp.Stat()
+	if err != nil {
+		return fmt.Errorf("reading %s: %w", tmp.Name(), err)
 	}
 	if err := tmp.Close(); err != nil {
 		return fmt.Errorf("closing %s: %w", tmp.Name(), err)
@@ -112,36 +138,73 @@ func (s *LocalDirectory) store(ctx context.Context, name string, fsys fs.FS) (er
 	if err := os.Rename(tmp.Name(), filepath.Join(s.RootDirectory, name)); err != nil {
 		return fmt.Errorf("renaming %s to %s: %w", tmp.Name(), name, err)
 	}
-	return syncDir(s.RootDirectory)
-}
-
-// syncDir makes a rename in dir durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("opening storage directory to sync it: %w", err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("syncing storage directory: %w", err)
-	}
+	// Rename keeps size and modification time: this is the file just
+	// written, and needs no reading back.
+	s.checked.Store(name, stampOf(fi))
 	return nil
 }
 
-// Exists reports whether the Bundle's content is stored, without reading it.
+// Exists reports whether the Bundle's content is stored and whole. An
+// archive this process did not write is read through once; a broken one
+// (torn by a crash of the machine) is removed and reported missing.
 func (s *LocalDirectory) Exists(_ context.Context, bundle *rukpakv1alpha1.Bundle) (bool, error) {
 	name, err := archiveName(bundle)
 	if err != nil {
 		return false, err
 	}
-	fi, err := os.Stat(filepath.Join(s.RootDirectory, name))
+	file := filepath.Join(s.RootDirectory, name)
+	fi, err := os.Stat(file)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return false, nil
 	case err != nil:
 		return false, fmt.Errorf("checking content of bundle %q: %w", bundle.Name, err)
+	case !fi.Mode().IsRegular():
+		return false, nil
 	}
-	return fi.Mode().IsRegular(), nil
+	if st, ok := s.checked.Load(name); ok && st.(stamp) == stampOf(fi) {
+		return true, nil
+	}
+	if err := checkFile(file); err != nil {
+		if rmErr := os.Remove(file); rmErr != nil && !errors.Is(rmErr, fs.ErrNotExist) {
+			return false, fmt.Errorf("removing broken content of bundle %q (%v): %w", bundle.Name, err, rmErr)
+		}
+		return false, nil
+	}
+	s.checked.Store(name, stampOf(fi))
+	return true, nil
+}
+
+// checkFile reads an archive through: gzip checks its CRC and length at the
+// end, tar its structure.
+func checkFile(file string) error {
+	f, err := os.Open(file)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	gz, err := gzip.NewReader(f)
+	if err != nil {
+		return fmt.Errorf("reading gzip: %w", err)
+	}
+	tr := tar.NewReader(gz)
+	for {
+		_, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("reading tar: %w", err)
+		}
+		if _, err := io.Copy(io.Discard, tr); err != nil {
+			return fmt.Errorf("reading tar: %w", err)
+		}
+	}
+	// The gzip trailer follows the tar end marker.
+	if _, err := io.Copy(io.Discard, gz); err != nil {
+		return fmt.Errorf("reading gzip: %w", err)
+	}
+	return nil
 }
 
 // Delete removes the Bundle's content; missing content is not an error.
@@ -150,6 +213,7 @@ func (s *LocalDirectory) Delete(_ context.Context, bundle *rukpakv1alpha1.Bundle
 	if err != nil {
 		return err
 	}
+	s.checked.Delete(name)
 	if err := os.Remove(filepath.Join(s.RootDirectory, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("deleting content of bundle %q: %w", bundle.Name, err)
 	}

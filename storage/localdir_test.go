@@ -165,6 +165,73 @@ func TestLocalDirectoryExists(t *testing.T) {
 	}
 }
 
+// An archive left by another process (a restart) is read through once: a
+// whole one is kept, one torn by a machine crash is removed so its Bundle
+// is unpacked again.
+func TestLocalDirectoryExistsChecksArchivesItDidNotWrite(t *testing.T) {
+	ctx := context.Background()
+	written := func(t *testing.T) (string, []byte) {
+		dir := t.TempDir()
+		if err := (&LocalDirectory{RootDirectory: dir}).Store(ctx, bundle("b"), nested()); err != nil {
+			t.Fatal(err)
+		}
+		data, err := os.ReadFile(filepath.Join(dir, "b.tgz"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return dir, data
+	}
+	for _, tc := range []struct {
+		name   string
+		damage func(data []byte) []byte
+		want   bool
+	}{
+		{"whole", func(d []byte) []byte { return d }, true},
+		{"cut in half", func(d []byte) []byte { return d[:len(d)/2] }, false},
+		{"gzip trailer missing", func(d []byte) []byte { return d[:len(d)-8] }, false},
+		{"empty", func([]byte) []byte { return nil }, false},
+		{"zeroed blocks", func(d []byte) []byte { return append(d[:10:10], make([]byte, len(d)-10)...) }, false},
+		{"not gzip", func([]byte) []byte { return []byte("apiVersion: v1\n") }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir, data := written(t)
+			file := filepath.Join(dir, "b.tgz")
+			if err := os.WriteFile(file, tc.damage(data), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			restarted := &LocalDirectory{RootDirectory: dir}
+			got, err := restarted.Exists(ctx, bundle("b"))
+			if err != nil || got != tc.want {
+				t.Fatalf("Exists = %v, %v; want %v", got, err, tc.want)
+			}
+			_, statErr := os.Stat(file)
+			if tc.want {
+				if _, err := restarted.Load(ctx, bundle("b")); err != nil {
+					t.Errorf("Load after a successful check: %v", err)
+				}
+			} else if !errors.Is(statErr, fs.ErrNotExist) {
+				t.Errorf("the broken archive was left in place: %v", statErr)
+			}
+		})
+	}
+
+	// The writing process trusts its own file, until it changes.
+	dir := t.TempDir()
+	s := &LocalDirectory{RootDirectory: dir}
+	if err := s.Store(ctx, bundle("b"), nested()); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := s.Exists(ctx, bundle("b")); !ok || err != nil {
+		t.Fatalf("Exists after Store = %v, %v", ok, err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "b.tgz"), []byte("torn"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := s.Exists(ctx, bundle("b")); ok || err != nil {
+		t.Fatalf("Exists after the file changed = %v, %v; want false", ok, err)
+	}
+}
+
 func TestLocalDirectoryRejectsBadNames(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()

@@ -2,6 +2,7 @@ package storage
 
 import (
 	"archive/tar"
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -121,8 +122,14 @@ func (s *LocalDirectory) store(ctx context.Context, name string, fsys fs.FS) (er
 			_ = os.Remove(tmp.Name())
 		}
 	}()
-	if err := WriteArchive(ctx, tmp, fsys); err != nil {
+	// Large writes: the compressor emits at most 64 KiB at a time, and on a
+	// 50 MiB bundle the system calls for those cost more than compressing.
+	bw := bufio.NewWriterSize(tmp, 256<<10)
+	if err := WriteArchive(ctx, bw, fsys); err != nil {
 		return err
+	}
+	if err := bw.Flush(); err != nil {
+		return fmt.Errorf("writing %s: %w", tmp.Name(), err)
 	}
 	fi, err := tmp.Stat()
 	if err != nil {

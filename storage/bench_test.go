@@ -13,7 +13,7 @@ import (
 // tree, as the Bundle reconciler does after an image unpack.
 func BenchmarkStore(b *testing.B) {
 	data := make([]byte, 50<<20)
-	rand.NewChaCha8([32]byte{}).Read(data)
+	_, _ = rand.NewChaCha8([32]byte{}).Read(data)
 	tree, err := unpack.NewTree(b.TempDir(), unpack.Limits{MaxBytes: 1 << 30})
 	if err != nil {
 		b.Fatal(err)

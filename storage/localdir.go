@@ -174,7 +174,7 @@ func (s *LocalDirectory) Exists(_ context.Context, bundle *rukpakv1alpha1.Bundle
 	}
 	if err := checkFile(file); err != nil {
 		if rmErr := os.Remove(file); rmErr != nil && !errors.Is(rmErr, fs.ErrNotExist) {
-			return false, fmt.Errorf("removing broken content of bundle %q (%v): %w", bundle.Name, err, rmErr)
+			return false, fmt.Errorf("removing broken content of bundle %q: %w", bundle.Name, errors.Join(err, rmErr))
 		}
 		return false, nil
 	}

@@ -32,6 +32,10 @@ type Tree struct {
 	data  *os.File
 	end   int64
 	nodes map[string]node
+	// children indexes each directory's entries by base name, so removing
+	// a directory costs its subtree, not the whole tree: whiteouts come
+	// from untrusted layers.
+	children map[string]map[string]struct{}
 }
 
 // node is one index entry: a directory, or a file's place in the spool.
@@ -54,7 +58,31 @@ func NewTree(dir string, limits Limits) (*Tree, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating unpack spool: %w", err)
 	}
-	return &Tree{dir: dir, limits: limits.OrDefault(), data: f, nodes: map[string]node{".": {Dir: true}}}, nil
+	t := &Tree{dir: dir, limits: limits.OrDefault(), data: f}
+	t.index(map[string]node{".": {Dir: true}})
+	return t, nil
+}
+
+// index sets the tree's entries to nodes, which must hold the parents of
+// every entry.
+func (t *Tree) index(nodes map[string]node) {
+	t.nodes = nodes
+	t.children = map[string]map[string]struct{}{}
+	for p := range nodes {
+		if p != "." {
+			t.link(p)
+		}
+	}
+}
+
+func (t *Tree) link(name string) {
+	dir := path.Dir(name)
+	c := t.children[dir]
+	if c == nil {
+		c = map[string]struct{}{}
+		t.children[dir] = c
+	}
+	c[path.Base(name)] = struct{}{}
 }
 
 // NewTempTree starts a tree in a new directory under base (created if
@@ -112,8 +140,14 @@ func OpenTree(dir string) (*Tree, error) {
 			_ = f.Close()
 			return nil, fmt.Errorf("%s: %s lies beyond the spool: %w", dir, name, ErrNoTree)
 		}
+		if parent, ok := nodes[path.Dir(name)]; name != "." && (!ok || !parent.Dir) {
+			_ = f.Close()
+			return nil, fmt.Errorf("%s: %s has no parent directory: %w", dir, name, ErrNoTree)
+		}
 	}
-	return &Tree{dir: dir, data: f, end: info.Size(), nodes: nodes}, nil
+	t := &Tree{dir: dir, data: f, end: info.Size()}
+	t.index(nodes)
+	return t, nil
 }
 
 // Dir is the directory holding the tree's files.
@@ -158,6 +192,11 @@ func clean(name string) (string, error) {
 	return c, nil
 }
 
+// Count counts one archive entry that writes nothing (a link or device kept
+// out, a repeated whiteout) against the file limit, so no archive holds
+// unbounded entries.
+func (t *Tree) Count() error { return t.count() }
+
 func (t *Tree) count() error {
 	t.files++
 	if t.files > t.limits.MaxFiles {
@@ -186,6 +225,7 @@ func (t *Tree) mkdirAll(name string) error {
 			break
 		}
 		t.nodes[p] = node{Dir: true}
+		t.link(p)
 	}
 	return nil
 }
@@ -230,11 +270,14 @@ func (t *Tree) WriteFile(name string, r io.Reader, mode fs.FileMode) error {
 		return Terminal(fmt.Errorf("bundle content exceeds the limit of %d bytes (at %s)", t.limits.MaxBytes, c))
 	}
 	t.nodes[c] = node{Exec: mode&0o111 != 0, Offset: t.end, Size: n}
+	t.link(c)
 	t.end += n
 	return nil
 }
 
-// Remove deletes name (file or directory), for layer whiteouts.
+// Remove deletes name (file or directory), for layer whiteouts. Each call
+// counts as an entry against the file limit: an archive is bounded in
+// whiteouts as in files.
 func (t *Tree) Remove(name string) error {
 	c, err := clean(name)
 	if err != nil {
@@ -243,43 +286,59 @@ func (t *Tree) Remove(name string) error {
 	if c == "." {
 		return Terminal(fmt.Errorf("path %q cannot be removed", name))
 	}
+	if err := t.count(); err != nil {
+		return err
+	}
 	t.remove(c)
 	return nil
 }
 
+// remove deletes name and, for a directory, everything in it.
 func (t *Tree) remove(name string) {
 	n, ok := t.nodes[name]
 	if !ok {
 		return
 	}
-	delete(t.nodes, name)
 	if n.Dir {
-		prefix := name + "/"
-		for p := range t.nodes {
-			if strings.HasPrefix(p, prefix) {
-				delete(t.nodes, p)
-			}
+		for child := range t.children[name] {
+			t.remove(name + "/" + child)
 		}
+		delete(t.children, name)
 	}
+	delete(t.nodes, name)
+	delete(t.children[path.Dir(name)], path.Base(name))
 }
 
 // RemoveUnder deletes everything inside directory dir that keep does not
-// want, for opaque whiteouts. keep must want the parents of what it wants.
+// want, for opaque whiteouts; it counts against the file limit as Remove
+// does. keep must want the parents of what it wants.
 func (t *Tree) RemoveUnder(dir string, keep func(name string) bool) error {
 	c, err := clean(dir)
 	if err != nil {
 		return err
 	}
-	prefix := c + "/"
-	if c == "." {
-		prefix = ""
+	if err := t.count(); err != nil {
+		return err
 	}
-	for p := range t.nodes {
-		if p != "." && strings.HasPrefix(p, prefix) && !keep(p) {
-			delete(t.nodes, p)
+	t.removeUnder(c, keep)
+	return nil
+}
+
+func (t *Tree) removeUnder(dir string, keep func(string) bool) {
+	if n, ok := t.nodes[dir]; !ok || !n.Dir {
+		return
+	}
+	for child := range t.children[dir] {
+		p := child
+		if dir != "." {
+			p = dir + "/" + child
+		}
+		if !keep(p) {
+			t.remove(p)
+		} else {
+			t.removeUnder(p, keep)
 		}
 	}
-	return nil
 }
 
 // IsDir reports whether name exists, and whether it is a directory.
@@ -318,16 +377,18 @@ func (n node) mode() fs.FileMode {
 // FS is the tree as it is now, as a read-only filesystem; later writes do
 // not show in it. It stays usable until Close.
 func (t *Tree) FS() fs.FS {
-	children := map[string][]string{}
 	nodes := make(map[string]node, len(t.nodes))
 	for p, n := range t.nodes {
 		nodes[p] = n
-		if p != "." {
-			children[path.Dir(p)] = append(children[path.Dir(p)], path.Base(p))
-		}
 	}
-	for _, c := range children {
-		sort.Strings(c)
+	children := make(map[string][]string, len(t.children))
+	for dir, c := range t.children {
+		names := make([]string, 0, len(c))
+		for name := range c {
+			names = append(names, name)
+		}
+		sort.Strings(names)
+		children[dir] = names
 	}
 	return &treeFS{data: t.data, nodes: nodes, children: children}
 }

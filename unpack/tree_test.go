@@ -191,6 +191,16 @@ func TestTreeReplacesAndRemoves(t *testing.T) {
 			want: []string{"top=top"},
 		},
 		{
+			name: "a removed directory comes back empty",
+			edit: func(tr *Tree) error {
+				if err := tr.Remove("b"); err != nil {
+					return err
+				}
+				return tr.WriteFile("b/c/new", strings.NewReader("new"), 0o644)
+			},
+			want: []string{"a/x=x", "a/y=y", "b/c/new=new", "top=top"},
+		},
+		{
 			name: "a file cannot go under a file",
 			edit: func(tr *Tree) error { return tr.WriteFile("top/x", strings.NewReader("x"), 0o644) },
 			err:  "top: not a directory",
@@ -227,6 +237,14 @@ func TestTreeReplacesAndRemoves(t *testing.T) {
 			}
 			if got := testfiles.List(t, tree.FS()); !slices.Equal(got, tc.want) {
 				t.Fatalf("got %q, want %q", got, tc.want)
+			}
+			var names []string
+			for _, w := range tc.want {
+				name, _, _ := strings.Cut(w, "=")
+				names = append(names, name)
+			}
+			if err := fstest.TestFS(tree.FS(), names...); err != nil {
+				t.Fatal(err)
 			}
 		})
 	}
@@ -296,7 +314,10 @@ func TestOpenTreeRefusesIncompleteTrees(t *testing.T) {
 		"no index":           func(dir string) error { return os.Remove(filepath.Join(dir, "index.json")) },
 		"index not JSON":     func(dir string) error { return os.WriteFile(filepath.Join(dir, "index.json"), []byte("{"), 0o600) },
 		"spool cut short":    func(dir string) error { return os.Truncate(filepath.Join(dir, "data"), 4) },
-		"an older cache dir": func(dir string) error { return os.RemoveAll(dir) },
+		"an older cache dir": os.RemoveAll,
+		"entry without parent": func(dir string) error {
+			return os.WriteFile(filepath.Join(dir, "index.json"), []byte(`{".":{"dir":true},"a/b":{}}`), 0o600)
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			dir := sealed(t)

@@ -61,7 +61,7 @@ func (f *treeFS) ReadFile(name string) ([]byte, error) {
 		return nil, &fs.PathError{Op: "read", Path: name, Err: fs.ErrInvalid}
 	}
 	b := make([]byte, n.Size)
-	if _, err := f.data.ReadAt(b, n.Offset); err != nil && !(err == io.EOF && n.Size == 0) {
+	if _, err := io.ReadFull(io.NewSectionReader(f.data, n.Offset, n.Size), b); err != nil {
 		return nil, &fs.PathError{Op: "read", Path: name, Err: err}
 	}
 	return b, nil

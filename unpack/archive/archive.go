@@ -75,7 +75,7 @@ func Extract(ctx context.Context, r io.Reader, tree *unpack.Tree, opts Options) 
 		return unpack.Terminal(ErrNotGzip)
 	}
 
-	x := &extractor{tree: tree, opts: opts, layer: map[string]bool{}}
+	x := &extractor{tree: tree, opts: opts, layer: map[string]bool{}, opaqued: map[string]bool{}}
 	tr := tar.NewReader(src)
 	for {
 		if err := ctx.Err(); err != nil {
@@ -111,6 +111,10 @@ type extractor struct {
 	// layer holds the paths (and their parents) written by this archive,
 	// which an opaque whiteout in the same archive must keep.
 	layer map[string]bool
+	// opaqued holds the directories this archive already emptied of
+	// earlier layers' content: another opaque marker in them has nothing
+	// left to remove.
+	opaqued map[string]bool
 }
 
 func (x *extractor) entry(hdr *tar.Header, r io.Reader) error {
@@ -135,7 +139,7 @@ func (x *extractor) entry(hdr *tar.Header, r io.Reader) error {
 	switch hdr.Typeflag {
 	case tar.TypeDir:
 		if name == "." {
-			return nil
+			return x.tree.Count()
 		}
 		if err := x.replaceNonDir(name); err != nil {
 			return err
@@ -162,7 +166,7 @@ func (x *extractor) entry(hdr *tar.Header, r io.Reader) error {
 		if _, err := inside(target); err != nil {
 			return unpack.Terminal(fmt.Errorf("symlink %q points outside the bundle root (%q)", hdr.Name, hdr.Linkname))
 		}
-		return nil // kept out: only regular files and directories are materialised
+		return x.tree.Count() // kept out: only regular files and directories are materialised
 	case tar.TypeLink:
 		// Hardlink targets are archive paths, relative to the root.
 		target, err := inside(hdr.Linkname)
@@ -171,7 +175,7 @@ func (x *extractor) entry(hdr *tar.Header, r io.Reader) error {
 		}
 		return x.copyLink(name, target)
 	default:
-		return nil // devices, FIFOs and the like have no place in a bundle
+		return x.tree.Count() // devices, FIFOs and the like have no place in a bundle
 	}
 }
 
@@ -218,6 +222,15 @@ func (x *extractor) mark(name string) {
 // this layer has already written (mark keeps their parents too).
 func (x *extractor) opaque(dir string) error {
 	x.mark(dir)
+	for p := dir; ; p = path.Dir(p) {
+		if x.opaqued[p] {
+			return x.tree.Count()
+		}
+		if p == "." {
+			break
+		}
+	}
+	x.opaqued[dir] = true
 	if err := x.tree.RemoveUnder(dir, func(name string) bool { return x.layer[name] }); err != nil {
 		return fmt.Errorf("applying opaque whiteout in %q: %w", dir, err)
 	}

@@ -206,6 +206,26 @@ func TestExtractRejects(t *testing.T) {
 		limits:  unpack.Limits{MaxFiles: 2},
 		wantErr: "bundle has more than 2 files and directories",
 	}, {
+		// Entries that write nothing still count: an archive of nothing
+		// but links, devices or whiteouts cannot run on for ever.
+		name: "too many entries kept out",
+		data: tarball(t, entry{name: "l1", typeflag: tar.TypeSymlink, link: "x"}, entry{name: "l2", typeflag: tar.TypeSymlink, link: "x"},
+			entry{name: "d", typeflag: tar.TypeChar}),
+		limits:  unpack.Limits{MaxFiles: 2},
+		wantErr: "bundle has more than 2 files and directories",
+	}, {
+		name:    "too many whiteouts",
+		data:    tarball(t, file(".wh.a", ""), file(".wh.b", ""), file(".wh.c", "")),
+		opts:    archive.Options{Whiteouts: true},
+		limits:  unpack.Limits{MaxFiles: 2},
+		wantErr: "bundle has more than 2 files and directories",
+	}, {
+		name:    "too many opaque markers",
+		data:    tarball(t, file("a/.wh..wh..opq", ""), file("a/.wh..wh..opq", ""), file("a/b/.wh..wh..opq", "")),
+		opts:    archive.Options{Whiteouts: true},
+		limits:  unpack.Limits{MaxFiles: 2},
+		wantErr: "bundle has more than 2 files and directories",
+	}, {
 		name:    "not gzip",
 		data:    tarball(t, file("a", "")),
 		opts:    archive.Options{RequireGzip: true},

@@ -8,15 +8,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/rukpak-dev/rukpak/provisioner/release"
 )
-
-// fieldManager is the one that applies releases, so drift corrections and
-// releases own the same fields.
-const fieldManager = release.FieldManager
 
 // correctDrift restores installed objects that were deleted or edited since
 // the release was applied. An object is drifted when some field the bundle
@@ -42,7 +37,7 @@ func (r *Reconciler) correctDrift(ctx context.Context, desired []*unstructured.U
 		}
 		apply := want.DeepCopy()
 		apply.SetResourceVersion("")
-		if err := r.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(apply), client.FieldOwner(fieldManager), client.ForceOwnership); err != nil {
+		if err := release.ApplyObject(ctx, r.Client, apply); err != nil {
 			return restored, fmt.Errorf("restoring %s: %w", describe(want), err)
 		}
 		restored = append(restored, describe(want))

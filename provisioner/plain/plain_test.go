@@ -1,6 +1,7 @@
 package plain
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -129,6 +130,21 @@ items:
 				"manifests/a.yaml": file(strings.ReplaceAll(cm, "%s", "a") + "---\napiVersion: v1\nkind: ConfigMap\n"),
 			},
 			wantErr: "decode manifests/a.yaml: document 1: object is missing required fields: metadata.name",
+		},
+		{
+			// Files decode in parallel; the error is still the first
+			// broken file in name order.
+			name: "several broken files",
+			fsys: func() fstest.MapFS {
+				m := fstest.MapFS{}
+				for i := range 50 {
+					m[fmt.Sprintf("manifests/%02d.yaml", i)] = file(strings.ReplaceAll(cm, "%s", fmt.Sprintf("cm-%02d", i)))
+				}
+				m["manifests/20.yaml"] = file("kind: ConfigMap\n")
+				m["manifests/40.yaml"] = file(": not yaml")
+				return m
+			}(),
+			wantErr: "decode manifests/20.yaml: document 0: object is missing required fields: apiVersion, metadata.name",
 		},
 		{
 			name: "missing apiVersion and kind",

@@ -8,11 +8,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	goruntime "runtime"
 	"sort"
 	"strconv"
 	"sync"
 
 	yaml "go.yaml.in/yaml/v2"
+	"golang.org/x/sync/errgroup"
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/kube"
@@ -378,15 +380,28 @@ func Manifest(objs []*unstructured.Unstructured, mutate func(*unstructured.Unstr
 	}
 	sort.SliceStable(sorted, func(i, j int) bool { return rank(sorted[i].GetKind()) < rank(sorted[j].GetKind()) })
 
+	// yaml.v2 straight from each object's map: sigs.k8s.io/yaml would go
+	// through JSON and parse it back, ~2.5x the time for the same documents
+	// (keys come out sorted either way). Objects render independently, on
+	// every core.
+	docs := make([][]byte, len(sorted))
+	var g errgroup.Group
+	g.SetLimit(goruntime.GOMAXPROCS(0))
+	for i, o := range sorted {
+		g.Go(func() error {
+			b, err := yaml.Marshal(o.Object)
+			if err != nil {
+				return fmt.Errorf("rendering %s %s: %w", o.GetKind(), o.GetName(), err)
+			}
+			docs[i] = b
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return "", err
+	}
 	var buf bytes.Buffer
-	for _, o := range sorted {
-		// yaml.v2 straight from the object's map: sigs.k8s.io/yaml would
-		// go through JSON and parse it back, ~2.5x the time for the same
-		// documents (keys come out sorted either way).
-		b, err := yaml.Marshal(o.Object)
-		if err != nil {
-			return "", fmt.Errorf("rendering %s %s: %w", o.GetKind(), o.GetName(), err)
-		}
+	for _, b := range docs {
 		buf.WriteString("---\n")
 		buf.Write(b)
 	}

@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"sync"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/selection"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -26,9 +28,16 @@ import (
 // health updates. Its cache holds only objects labelled as installed by a
 // BundleDeployment, which keeps memory proportional to what was installed,
 // not to the cluster.
+//
+// Kinds the scheme knows (the built-in ones) are watched as typed objects,
+// which the API server sends as protobuf: for the watch events of a
+// 1,000-object install that is far cheaper to encode and decode than the
+// JSON of unstructured objects, and typed objects are smaller in the cache.
+// Readers still get unstructured objects (see Get).
 type Tracker struct {
 	cache      cache.Cache
 	controller controller.Controller
+	scheme     *runtime.Scheme
 
 	mu      sync.Mutex
 	watched map[schema.GroupVersionKind]bool
@@ -54,7 +63,35 @@ func newTracker(mgr ctrl.Manager) (*Tracker, error) {
 	if err := mgr.Add(c); err != nil {
 		return nil, err
 	}
-	return &Tracker{cache: c, watched: map[schema.GroupVersionKind]bool{}}, nil
+	return &Tracker{cache: c, scheme: mgr.GetScheme(), watched: map[schema.GroupVersionKind]bool{}}, nil
+}
+
+// object returns an empty object of gvk to read the cache with: typed if
+// the scheme knows the kind, unstructured otherwise.
+func (t *Tracker) object(gvk schema.GroupVersionKind) client.Object {
+	if o, err := t.scheme.New(gvk); err == nil {
+		if co, ok := o.(client.Object); ok {
+			return co
+		}
+	}
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(gvk)
+	return u
+}
+
+// list returns an empty list of gvk's kind, typed like object.
+func (t *Tracker) list(gvk schema.GroupVersionKind) client.ObjectList {
+	listGVK := gvk.GroupVersion().WithKind(gvk.Kind + "List")
+	if _, isTyped := t.object(gvk).(*unstructured.Unstructured); !isTyped {
+		if o, err := t.scheme.New(listGVK); err == nil {
+			if l, ok := o.(client.ObjectList); ok {
+				return l
+			}
+		}
+	}
+	l := &unstructured.UnstructuredList{}
+	l.SetGroupVersionKind(listGVK)
+	return l
 }
 
 // Watch makes sure changes to objects of each kind in objs are seen.
@@ -66,9 +103,7 @@ func (t *Tracker) Watch(objs []*unstructured.Unstructured) error {
 		if t.watched[gvk] {
 			continue
 		}
-		u := &unstructured.Unstructured{}
-		u.SetGroupVersionKind(gvk)
-		src := source.Kind[client.Object](t.cache, u, handler.EnqueueRequestsFromMapFunc(ownerRequest))
+		src := source.Kind[client.Object](t.cache, t.object(gvk), handler.EnqueueRequestsFromMapFunc(ownerRequest))
 		if err := t.controller.Watch(src); err != nil {
 			return fmt.Errorf("watching %s: %w", gvk, err)
 		}
@@ -77,9 +112,24 @@ func (t *Tracker) Watch(objs []*unstructured.Unstructured) error {
 	return nil
 }
 
-// Get reads an installed object from the cache.
+// Get reads an installed object from the cache into obj, whose kind,
+// namespace and name say which.
 func (t *Tracker) Get(ctx context.Context, obj *unstructured.Unstructured) error {
-	return t.cache.Get(ctx, client.ObjectKeyFromObject(obj), obj)
+	gvk := obj.GroupVersionKind()
+	o := t.object(gvk)
+	if u, ok := o.(*unstructured.Unstructured); ok {
+		return t.cache.Get(ctx, client.ObjectKeyFromObject(obj), u)
+	}
+	if err := t.cache.Get(ctx, client.ObjectKeyFromObject(obj), o); err != nil {
+		return err
+	}
+	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
+	if err != nil {
+		return fmt.Errorf("converting %s %s: %w", gvk.Kind, obj.GetName(), err)
+	}
+	obj.SetUnstructuredContent(content)
+	obj.SetGroupVersionKind(gvk) // typed objects from a cache have no TypeMeta
+	return nil
 }
 
 func ownerRequest(_ context.Context, o client.Object) []reconcile.Request {
@@ -103,22 +153,30 @@ func (t *Tracker) DeleteOwned(ctx context.Context, c client.Client, owner string
 	t.mu.Unlock()
 	left := 0
 	for _, gvk := range gvks {
-		list := &unstructured.UnstructuredList{}
-		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+		list := t.list(gvk)
 		if err := t.cache.List(ctx, list, client.MatchingLabels{
 			rukpakv1alpha1.LabelOwnerKind: "BundleDeployment",
 			rukpakv1alpha1.LabelOwnerName: owner,
 		}); err != nil {
 			return left, fmt.Errorf("listing %s: %w", gvk.Kind, err)
 		}
-		for i := range list.Items {
-			o := &list.Items[i]
-			if !o.GetDeletionTimestamp().IsZero() {
+		items, err := meta.ExtractList(list)
+		if err != nil {
+			return left, fmt.Errorf("listing %s: %w", gvk.Kind, err)
+		}
+		for _, item := range items {
+			m, err := meta.Accessor(item)
+			if err != nil {
+				return left, err
+			}
+			if !m.GetDeletionTimestamp().IsZero() {
 				continue
 			}
 			left++
+			o := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: m.GetName(), Namespace: m.GetNamespace()}}
+			o.SetGroupVersionKind(gvk)
 			if err := c.Delete(ctx, o, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
-				return left, fmt.Errorf("deleting %s: %w", describe(o), err)
+				return left, fmt.Errorf("deleting %s %s: %w", gvk.Kind, client.ObjectKeyFromObject(o), err)
 			}
 		}
 	}

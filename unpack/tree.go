@@ -36,7 +36,12 @@ type Tree struct {
 	// a directory costs its subtree, not the whole tree: whiteouts come
 	// from untrusted layers.
 	children map[string]map[string]struct{}
+	buf      []byte
 }
+
+// copyBuffer sizes the copies into the spool: io.Copy's 32 KiB made a
+// system call per 32 KiB of a large layer.
+const copyBuffer = 256 << 10
 
 // node is one index entry: a directory, or a file's place in the spool.
 type node struct {
@@ -261,7 +266,10 @@ func (t *Tree) WriteFile(name string, r io.Reader, mode fs.FileMode) error {
 	}
 	t.remove(c)
 	remaining := t.limits.MaxBytes - t.bytes
-	n, err := io.Copy(io.NewOffsetWriter(t.data, t.end), io.LimitReader(r, remaining+1))
+	if t.buf == nil {
+		t.buf = make([]byte, copyBuffer)
+	}
+	n, err := io.CopyBuffer(io.NewOffsetWriter(t.data, t.end), io.LimitReader(r, remaining+1), t.buf)
 	t.bytes += n
 	if err != nil {
 		return fmt.Errorf("writing %s: %w", c, err)

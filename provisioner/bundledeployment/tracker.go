@@ -123,12 +123,17 @@ func (t *Tracker) Get(ctx context.Context, obj *unstructured.Unstructured) error
 	if err := t.cache.Get(ctx, client.ObjectKeyFromObject(obj), o); err != nil {
 		return err
 	}
+	return fromTyped(o, gvk, obj)
+}
+
+// fromTyped fills into with typed object o of kind gvk.
+func fromTyped(o runtime.Object, gvk schema.GroupVersionKind, into *unstructured.Unstructured) error {
 	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
 	if err != nil {
-		return fmt.Errorf("converting %s %s: %w", gvk.Kind, obj.GetName(), err)
+		return fmt.Errorf("converting %s: %w", gvk.Kind, err)
 	}
-	obj.SetUnstructuredContent(content)
-	obj.SetGroupVersionKind(gvk) // typed objects from a cache have no TypeMeta
+	into.SetUnstructuredContent(content)
+	into.SetGroupVersionKind(gvk) // typed objects from a cache have no TypeMeta
 	return nil
 }
 

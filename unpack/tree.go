@@ -197,12 +197,11 @@ func clean(name string) (string, error) {
 	return c, nil
 }
 
-// Count counts one archive entry that writes nothing (a link or device kept
-// out, a repeated whiteout) against the file limit, so no archive holds
-// unbounded entries.
-func (t *Tree) Count() error { return t.count() }
-
-func (t *Tree) count() error {
+// Count counts one entry against the file limit. Writes, directories and
+// removals count themselves; archive extraction also counts entries that
+// write nothing (a link or device kept out, a repeated whiteout), so no
+// archive holds unbounded entries.
+func (t *Tree) Count() error {
 	t.files++
 	if t.files > t.limits.MaxFiles {
 		return Terminal(fmt.Errorf("bundle has more than %d files and directories", t.limits.MaxFiles))
@@ -241,7 +240,7 @@ func (t *Tree) Mkdir(name string) error {
 	if err != nil || c == "." {
 		return err
 	}
-	if err := t.count(); err != nil {
+	if err := t.Count(); err != nil {
 		return err
 	}
 	return t.mkdirAll(c)
@@ -258,7 +257,7 @@ func (t *Tree) WriteFile(name string, r io.Reader, mode fs.FileMode) error {
 	if c == "." {
 		return Terminal(fmt.Errorf("path %q is not a file name", name))
 	}
-	if err := t.count(); err != nil {
+	if err := t.Count(); err != nil {
 		return err
 	}
 	if err := t.mkdirAll(path.Dir(c)); err != nil {
@@ -294,7 +293,7 @@ func (t *Tree) Remove(name string) error {
 	if c == "." {
 		return Terminal(fmt.Errorf("path %q cannot be removed", name))
 	}
-	if err := t.count(); err != nil {
+	if err := t.Count(); err != nil {
 		return err
 	}
 	t.remove(c)
@@ -325,7 +324,7 @@ func (t *Tree) RemoveUnder(dir string, keep func(name string) bool) error {
 	if err != nil {
 		return err
 	}
-	if err := t.count(); err != nil {
+	if err := t.Count(); err != nil {
 		return err
 	}
 	t.removeUnder(c, keep)

@@ -35,9 +35,7 @@ func (r *Reconciler) correctDrift(ctx context.Context, desired []*unstructured.U
 		case !drifted(want, live):
 			continue
 		}
-		apply := want.DeepCopy()
-		apply.SetResourceVersion("")
-		if err := release.ApplyObject(ctx, r.Client, apply); err != nil {
+		if err := release.ApplyObject(ctx, r.Client, want); err != nil {
 			return restored, fmt.Errorf("restoring %s: %w", describe(want), err)
 		}
 		restored = append(restored, describe(want))

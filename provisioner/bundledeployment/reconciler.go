@@ -178,21 +178,7 @@ func (r *Reconciler) reconcile(ctx context.Context, bd *rukpakv1alpha1.BundleDep
 		}
 	}
 
-	stamped := make([]*unstructured.Unstructured, 0, len(objs))
-	for _, o := range objs {
-		o = o.DeepCopy()
-		stamp(o)
-		// The same scoping the release applies (see release.Apply).
-		if namespaced, err := r.Client.IsObjectNamespaced(o); err == nil {
-			switch {
-			case namespaced && o.GetNamespace() == "":
-				o.SetNamespace(r.Releases.Namespace())
-			case !namespaced:
-				o.SetNamespace("")
-			}
-		}
-		stamped = append(stamped, o)
-	}
+	stamped := result.Objects
 	if err := r.tracker.Watch(stamped); err != nil {
 		return ctrl.Result{}, err
 	}

@@ -79,14 +79,13 @@ func (t *Tracker) object(gvk schema.GroupVersionKind) client.Object {
 	return u
 }
 
-// list returns an empty list of gvk's kind, typed like object.
+// list returns an empty list of gvk's kind, typed like object (a scheme
+// registers a kind and its list together).
 func (t *Tracker) list(gvk schema.GroupVersionKind) client.ObjectList {
 	listGVK := gvk.GroupVersion().WithKind(gvk.Kind + "List")
-	if _, isTyped := t.object(gvk).(*unstructured.Unstructured); !isTyped {
-		if o, err := t.scheme.New(listGVK); err == nil {
-			if l, ok := o.(client.ObjectList); ok {
-				return l
-			}
+	if o, err := t.scheme.New(listGVK); err == nil {
+		if l, ok := o.(client.ObjectList); ok {
+			return l
 		}
 	}
 	l := &unstructured.UnstructuredList{}

@@ -31,13 +31,18 @@ const FieldManager = "rukpak"
 // field validation. The API server parses an apply patch as YAML, and with
 // validation (its default is to warn) parses it a second time, strictly,
 // only to produce warnings no one reads here; skipping that made applying
-// 1,000 objects ~10% faster. o is updated with the API server's answer.
+// 1,000 objects ~10% faster. o is left as it is: it stays the desired
+// state, which drift correction compares with.
 func ApplyObject(ctx context.Context, c client.Client, o *unstructured.Unstructured) error {
 	patch, err := json.Marshal(o.Object)
 	if err != nil {
 		return fmt.Errorf("encoding %s: %w", describe(o), err)
 	}
-	return c.Patch(ctx, o, client.RawPatch(types.ApplyPatchType, patch),
+	answer := &unstructured.Unstructured{}
+	answer.SetGroupVersionKind(o.GroupVersionKind())
+	answer.SetNamespace(o.GetNamespace())
+	answer.SetName(o.GetName())
+	return c.Patch(ctx, answer, client.RawPatch(types.ApplyPatchType, patch),
 		client.FieldOwner(FieldManager), client.ForceOwnership, client.FieldValidation(metav1.FieldValidationIgnore))
 }
 

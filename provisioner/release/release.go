@@ -123,6 +123,10 @@ type Result struct {
 	Upgraded bool
 	// Changed is false when the release already had this exact manifest.
 	Changed bool
+	// Objects are the objects as the release applies them: stamped, with
+	// Helm's ownership metadata and namespaces resolved. Set when Apply
+	// succeeds.
+	Objects []*unstructured.Unstructured
 }
 
 // Apply makes the release name hold exactly objs, after mutate (owner
@@ -172,7 +176,7 @@ func (m *Manager) Apply(ctx context.Context, name string, objs []*unstructured.U
 	}
 	deployed := hist.deployed
 	if deployed != nil && hist.last == deployed && deployed.Manifest == manifest {
-		return &Result{Release: deployed, Upgraded: true}, nil
+		return &Result{Release: deployed, Upgraded: true, Objects: stamped}, nil
 	}
 	res := &Result{Upgraded: deployed != nil}
 	var previous []*unstructured.Unstructured
@@ -230,6 +234,7 @@ func (m *Manager) Apply(ctx context.Context, name string, objs []*unstructured.U
 	}
 	m.pruneHistory(ctx, name, append(hist.all, rel))
 	res.Changed = true
+	res.Objects = stamped
 	return res, nil
 }
 

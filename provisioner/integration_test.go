@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -170,6 +171,20 @@ func (h *harness) bd(name string) *rukpakv1alpha1.BundleDeployment {
 		h.t.Fatalf("getting bundle deployment %s: %v", name, err)
 	}
 	return bd
+}
+
+// updateBD edits a bundle deployment's latest version, again if the
+// provisioner wrote it (its status) in between.
+func (h *harness) updateBD(name string, edit func(*rukpakv1alpha1.BundleDeployment)) {
+	h.t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		bd := h.bd(name)
+		edit(bd)
+		return h.c.Update(context.Background(), bd)
+	})
+	if err != nil {
+		h.t.Fatalf("updating bundle deployment %s: %v", name, err)
+	}
 }
 
 func (h *harness) waitBD(name, typ string, status metav1.ConditionStatus, reason, msgPart string) *rukpakv1alpha1.BundleDeployment {
@@ -371,14 +386,10 @@ func TestIntegrationBundleDeployments(t *testing.T) {
 	})
 
 	t.Run("a template pointing at a missing tag keeps the old content", func(t *testing.T) {
-		bd := h.bd("app")
 		bad := v1.DeepCopy()
 		bad.Image.Ref = h.reg.Ref("bundles:does-not-exist")
-		bd.Spec.Template.Spec.Source = *bad
-		if err := h.c.Update(ctx, bd); err != nil {
-			t.Fatal(err)
-		}
-		bd = h.waitBD("app", rukpakv1alpha1.TypeHasValidBundle, metav1.ConditionFalse, rukpakv1alpha1.ReasonUnpackFailed, "does-not-exist")
+		h.updateBD("app", func(bd *rukpakv1alpha1.BundleDeployment) { bd.Spec.Template.Spec.Source = *bad })
+		bd := h.waitBD("app", rukpakv1alpha1.TypeHasValidBundle, metav1.ConditionFalse, rukpakv1alpha1.ReasonUnpackFailed, "does-not-exist")
 		if bd.Status.ActiveBundle != firstBundle {
 			t.Errorf("activeBundle moved to %q", bd.Status.ActiveBundle)
 		}
@@ -393,11 +404,7 @@ func TestIntegrationBundleDeployments(t *testing.T) {
 
 	t.Run("a good template pivots and deletes the old bundle", func(t *testing.T) {
 		v2 := h.pushBundle("app-v2", map[string]string{"manifests/cm.yaml": configMap("app-config", "v2")})
-		bd := h.bd("app")
-		bd.Spec.Template.Spec.Source = v2
-		if err := h.c.Update(ctx, bd); err != nil {
-			t.Fatal(err)
-		}
+		h.updateBD("app", func(bd *rukpakv1alpha1.BundleDeployment) { bd.Spec.Template.Spec.Source = v2 })
 		eventually(t, "pivot to v2", func() error {
 			bd := h.bd("app")
 			if bd.Status.ActiveBundle == firstBundle || !conditions.Is(bd.Status.Conditions, rukpakv1alpha1.TypeInstalled, metav1.ConditionTrue) {
@@ -483,11 +490,9 @@ func TestIntegrationBundleDeployments(t *testing.T) {
 		}
 		for i := 1; i <= 7; i++ {
 			h.waitBD("capped", rukpakv1alpha1.TypeHasValidBundle, metav1.ConditionFalse, rukpakv1alpha1.ReasonUnpackFailed, fmt.Sprintf("missing-%d", i-1))
-			bd := h.bd("capped")
-			bd.Spec.Template.Spec.Source.Image.Ref = h.reg.Ref(fmt.Sprintf("bundles:missing-%d", i))
-			if err := h.c.Update(ctx, bd); err != nil {
-				t.Fatal(err)
-			}
+			h.updateBD("capped", func(bd *rukpakv1alpha1.BundleDeployment) {
+				bd.Spec.Template.Spec.Source.Image.Ref = h.reg.Ref(fmt.Sprintf("bundles:missing-%d", i))
+			})
 		}
 		h.waitBD("capped", rukpakv1alpha1.TypeHasValidBundle, metav1.ConditionFalse, rukpakv1alpha1.ReasonUnpackFailed, "missing-7")
 		list := &rukpakv1alpha1.BundleList{}

@@ -49,11 +49,7 @@ func TestIntegrationReleases(t *testing.T) {
 	}
 
 	v2 := h.pushBundle("rel-v2", map[string]string{"manifests/cm.yaml": configMap("rel-a", "2")})
-	bd := h.bd("rel")
-	bd.Spec.Template.Spec.Source = v2
-	if err := h.c.Update(ctx, bd); err != nil {
-		t.Fatal(err)
-	}
+	h.updateBD("rel", func(bd *rukpakv1alpha1.BundleDeployment) { bd.Spec.Template.Spec.Source = v2 })
 	eventually(t, "the upgrade", func() error {
 		if got := releases("rel"); fmt.Sprint(got) != "map[1:superseded 2:deployed]" {
 			return fmt.Errorf("release records %v", got)

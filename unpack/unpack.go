@@ -102,27 +102,3 @@ type Config struct {
 	// Limits bound what one Bundle may unpack to.
 	Limits Limits
 }
-
-// Limits bound the content of one Bundle, so that hostile or broken sources
-// (decompression bombs, millions of files) fail with a clear error instead
-// of filling the disk.
-type Limits struct {
-	// MaxBytes is the total uncompressed size of all files.
-	MaxBytes int64
-	// MaxFiles is the number of files and directories.
-	MaxFiles int
-}
-
-// DefaultLimits are generous for any real bundle.
-var DefaultLimits = Limits{MaxBytes: 200 << 20, MaxFiles: 100_000}
-
-// OrDefault fills unset fields from DefaultLimits.
-func (l Limits) OrDefault() Limits {
-	if l.MaxBytes <= 0 {
-		l.MaxBytes = DefaultLimits.MaxBytes
-	}
-	if l.MaxFiles <= 0 {
-		l.MaxFiles = DefaultLimits.MaxFiles
-	}
-	return l
-}

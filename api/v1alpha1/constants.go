@@ -16,6 +16,14 @@ const (
 	LabelBundleTemplateHash = "core.rukpak.io/bundle-template-hash"
 )
 
+// AnnotationAllowedHosts on a git or http auth Secret lists the hosts its
+// credentials are for (comma-separated: "git.example.com",
+// "git.example.com:8443", "*.example.com"). Credentials are never sent to a
+// host it does not list, and a Secret without it is never used: a Bundle's
+// author chooses the repository URL, the Secret's owner chooses where its
+// credentials may go.
+const AnnotationAllowedHosts = "core.rukpak.io/allowed-hosts"
+
 // FinalizerDeleteCachedBundle guards a Bundle until its stored content has
 // been removed.
 const FinalizerDeleteCachedBundle = "core.rukpak.io/delete-cached-bundle"

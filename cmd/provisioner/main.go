@@ -53,8 +53,7 @@ type options struct {
 	leaderElect      bool
 	leaderElectionID string
 	pprofAddr        string
-	maxBundleBytes   int64
-	maxBundleFiles   int
+	limits           unpack.Limits
 }
 
 func main() {
@@ -75,8 +74,7 @@ func main() {
 	flag.BoolVar(&o.leaderElect, "leader-elect", false, "Elect a leader, so only one replica reconciles.")
 	flag.StringVar(&o.pprofAddr, "pprof-bind-address", "", "Address of the pprof endpoints (e.g. 127.0.0.1:6060); empty disables them.")
 	flag.StringVar(&o.leaderElectionID, "leader-election-id", "provisioner.core.rukpak.io", "Name of the leader election Lease.")
-	flag.Int64Var(&o.maxBundleBytes, "max-bundle-bytes", unpack.DefaultLimits.MaxBytes, "Largest total uncompressed size of one bundle.")
-	flag.IntVar(&o.maxBundleFiles, "max-bundle-files", unpack.DefaultLimits.MaxFiles, "Most files and directories in one bundle.")
+	o.limits.BindFlags(flag.CommandLine)
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -122,7 +120,7 @@ func run(ctx context.Context, o options) error {
 		return fmt.Errorf("creating manager: %w", err)
 	}
 
-	limits := unpack.Limits{MaxBytes: o.maxBundleBytes, MaxFiles: o.maxBundleFiles}
+	limits := o.limits.OrDefault()
 	store := &storage.LocalDirectory{RootDirectory: o.storageDir, BaseURL: strings.TrimSuffix(o.contentURL, "/"), Limits: limits}
 	if err := os.MkdirAll(o.storageDir, 0o755); err != nil {
 		return fmt.Errorf("creating storage directory: %w", err)

@@ -40,10 +40,7 @@ func New(cfg unpack.Config) unpack.Unpacker {
 
 // Unpack writes the files of every listed ConfigMap into a new tree.
 func (u *Unpacker) Unpack(ctx context.Context, bundle *rukpakv1alpha1.Bundle) (*unpack.Result, error) {
-	src := &bundle.Spec.Source
-	if rs := bundle.Status.ResolvedSource; rs != nil && len(rs.ConfigMaps) > 0 {
-		src = rs
-	}
+	src := unpack.FetchSource(bundle)
 	if len(src.ConfigMaps) == 0 {
 		return nil, unpack.Terminal(errors.New("source.configMaps is empty"))
 	}

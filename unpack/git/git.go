@@ -106,13 +106,12 @@ func (u *Unpacker) Unpack(ctx context.Context, bundle *rukpakv1alpha1.Bundle) (*
 	return unpack.Unpacked(tree.FS(), resolved, tree.Discard), nil
 }
 
-// gitSource is the resolved source if there is one, else the spec's.
+// gitSource is the spec's source, pinned to the resolved commit when
+// status.resolvedSource matches the spec (unpack.FetchSource).
 func gitSource(bundle *rukpakv1alpha1.Bundle) (*rukpakv1alpha1.GitSource, error) {
-	if rs := bundle.Status.ResolvedSource; rs != nil && rs.Git != nil {
-		return rs.Git, nil
-	}
-	if bundle.Spec.Source.Git == nil {
+	src := unpack.FetchSource(bundle)
+	if src.Git == nil {
 		return nil, unpack.Terminal(errors.New("source.git is not set"))
 	}
-	return bundle.Spec.Source.Git, nil
+	return src.Git, nil
 }

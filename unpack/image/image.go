@@ -56,12 +56,9 @@ func (u *Unpacker) Unpack(ctx context.Context, bundle *rukpakv1alpha1.Bundle) (*
 	if bundle.Spec.Source.Type != rukpakv1alpha1.SourceTypeImage || src == nil {
 		return nil, unpack.Terminal(fmt.Errorf("bundle %q has no image source", bundle.Name))
 	}
-	refStr := src.Ref
-	// Pinned by an earlier unpack: only the reference comes from status,
-	// credentials and TLS settings always come from the (immutable) spec.
-	if rs := bundle.Status.ResolvedSource; rs != nil && rs.Type == rukpakv1alpha1.SourceTypeImage && rs.Image != nil && rs.Image.Ref != "" {
-		refStr = rs.Image.Ref
-	}
+	// Pinned by an earlier unpack: only the digest comes from status, and
+	// only when status names the spec's repository (unpack.FetchSource).
+	refStr := unpack.FetchSource(bundle).Image.Ref
 	ref, err := name.ParseReference(refStr)
 	if err != nil {
 		return nil, unpack.Terminal(fmt.Errorf("invalid image reference %q: %w", refStr, err))

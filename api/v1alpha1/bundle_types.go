@@ -187,6 +187,13 @@ type BundleStatus struct {
 	// a tar.gz.
 	// +optional
 	ContentURL string `json:"contentURL,omitempty"`
+	// contentDigest is the SHA-256 digest ("sha256:<hex>") of the stored
+	// tar.gz content. Stored archives are deterministic, so every replica
+	// serves these bytes; a provisioner downloading the content refuses any
+	// other.
+	// +optional
+	// +kubebuilder:validation:Pattern=`^sha256:[0-9a-f]{64}$`
+	ContentDigest string `json:"contentDigest,omitempty"`
 	// observedGeneration is the generation last processed.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`

@@ -3,6 +3,7 @@ package v1alpha1
 import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // BundleDeploymentSpec defines the desired state of a BundleDeployment.
@@ -56,6 +57,28 @@ type BundleDeploymentStatus struct {
 	// +listType=map
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// generatedBundles records the Bundles the provisioner created for this
+	// BundleDeployment, by UID. Only a Bundle recorded here is installed: a
+	// Bundle someone else created under the generated name (with labels and
+	// owner references copied) is refused. Written only by the provisioner.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=64
+	GeneratedBundles []GeneratedBundle `json:"generatedBundles,omitempty"`
+}
+
+// GeneratedBundle is a Bundle the provisioner created for a
+// BundleDeployment.
+type GeneratedBundle struct {
+	// name of the Bundle.
+	// +required
+	Name string `json:"name"`
+	// uid of the Bundle the provisioner created. Empty while the creation is
+	// in flight: the name is recorded before the create request, the UID
+	// after it succeeds.
+	// +optional
+	UID types.UID `json:"uid,omitempty"`
 }
 
 // BundleDeployment installs the content of a Bundle generated from its

@@ -25,6 +25,10 @@ type Limits struct {
 	MaxPathBytes int
 	// MaxPathDepth is the number of directory levels of one path.
 	MaxPathDepth int
+	// MaxNameBytes is the total length of all the paths of one bundle,
+	// implied parent directories included: an unpack keeps its names in
+	// memory, so MaxFiles x MaxPathBytes alone would allow ~100 MiB.
+	MaxNameBytes int64
 	// MaxFetchBytes is what one fetch may download before decompression
 	// (image layers and manifests, an http archive, a git pack).
 	MaxFetchBytes int64
@@ -44,6 +48,7 @@ var DefaultLimits = Limits{
 	MaxFileBytes:  64 << 20,
 	MaxPathBytes:  1024,
 	MaxPathDepth:  64,
+	MaxNameBytes:  8 << 20,
 	MaxFetchBytes: 512 << 20,
 	MaxLayers:     256,
 	FetchTimeout:  5 * time.Minute,
@@ -67,6 +72,9 @@ func (l Limits) OrDefault() Limits {
 	if l.MaxPathDepth <= 0 {
 		l.MaxPathDepth = d.MaxPathDepth
 	}
+	if l.MaxNameBytes <= 0 {
+		l.MaxNameBytes = d.MaxNameBytes
+	}
 	if l.MaxFetchBytes <= 0 {
 		l.MaxFetchBytes = d.MaxFetchBytes
 	}
@@ -88,6 +96,7 @@ func (l *Limits) BindFlags(fs *flag.FlagSet) {
 	fs.Int64Var(&l.MaxFileBytes, "max-file-bytes", d.MaxFileBytes, "Largest single file (or git object) of one bundle.")
 	fs.IntVar(&l.MaxPathBytes, "max-path-bytes", d.MaxPathBytes, "Longest path inside one bundle.")
 	fs.IntVar(&l.MaxPathDepth, "max-path-depth", d.MaxPathDepth, "Most directory levels of one path inside a bundle.")
+	fs.Int64Var(&l.MaxNameBytes, "max-bundle-name-bytes", d.MaxNameBytes, "Largest total length of all paths of one bundle (kept in memory while unpacking).")
 	fs.Int64Var(&l.MaxFetchBytes, "max-fetch-bytes", d.MaxFetchBytes, "Most bytes one fetch may download (compressed).")
 	fs.IntVar(&l.MaxLayers, "max-image-layers", d.MaxLayers, "Most layers of one bundle image.")
 	fs.DurationVar(&l.FetchTimeout, "fetch-timeout", d.FetchTimeout, "Deadline of one fetch of a bundle's source.")

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"unicode/utf8"
 )
 
 // Tree holds a bundle's files while a source is unpacked, enforcing Limits
@@ -28,6 +29,9 @@ type Tree struct {
 	limits Limits
 	bytes  int64
 	files  int
+	// names is the length of every name the index was given, so memory
+	// held in names stays within MaxNameBytes.
+	names int64
 
 	data  *os.File
 	end   int64
@@ -150,7 +154,7 @@ func OpenTree(dir string) (*Tree, error) {
 			return nil, fmt.Errorf("%s: %s has no parent directory: %w", dir, name, ErrNoTree)
 		}
 	}
-	t := &Tree{dir: dir, data: f, end: info.Size()}
+	t := &Tree{dir: dir, limits: DefaultLimits, data: f, end: info.Size()}
 	t.index(nodes)
 	return t, nil
 }
@@ -189,12 +193,49 @@ func CleanName(name string) (string, error) {
 	return clean, nil
 }
 
-func clean(name string) (string, error) {
+// Name checks name against the path limits and cleans it (see CleanName).
+// The length is checked first, before any work proportional to the name:
+// a tar header may carry a name of a megabyte. Every name the tree takes
+// goes through it; extractors use it for link targets too.
+func (t *Tree) Name(name string) (string, error) {
+	if len(name) > t.limits.MaxPathBytes {
+		return "", Terminal(fmt.Errorf("path %q is %d bytes long, more than the limit of %d", Shorten(name), len(name), t.limits.MaxPathBytes))
+	}
 	c, err := CleanName(name)
 	if err != nil {
 		return "", Terminal(err)
 	}
+	if depth := strings.Count(c, "/") + 1; depth > t.limits.MaxPathDepth {
+		return "", Terminal(fmt.Errorf("path %q is %d levels deep, more than the limit of %d", Shorten(c), depth, t.limits.MaxPathDepth))
+	}
 	return c, nil
+}
+
+// Limits are the limits the tree enforces.
+func (t *Tree) Limits() Limits { return t.limits }
+
+// shortName is how much of a path a message shows.
+const shortName = 100
+
+// Shorten cuts a path for a message: a hostile name may be a megabyte.
+func Shorten(name string) string {
+	if len(name) <= shortName {
+		return name
+	}
+	cut := shortName
+	for cut > 0 && !utf8.RuneStart(name[cut]) {
+		cut--
+	}
+	return name[:cut] + "..."
+}
+
+// charge counts name against MaxNameBytes before it enters the index.
+func (t *Tree) charge(name string) error {
+	t.names += int64(len(name))
+	if t.names > t.limits.MaxNameBytes {
+		return Terminal(fmt.Errorf("bundle paths total more than the limit of %d bytes (at %q)", t.limits.MaxNameBytes, Shorten(name)))
+	}
+	return nil
 }
 
 // Count counts one entry against the file limit. Writes, directories and
@@ -209,14 +250,19 @@ func (t *Tree) Count() error {
 	return nil
 }
 
-// mkdirAll makes name and its parents directories, as os.MkdirAll does:
-// a file in the way is an error.
-func (t *Tree) mkdirAll(name string) error {
-	for p := name; ; p = path.Dir(p) {
+// mkdirAll makes dir and its parents directories, for entry (dir itself
+// or a file in it). A file in the way is a terminal error: the content
+// clashes with itself and retrying cannot fix it. Every directory created
+// on the way counts against the file and name limits as its own entry.
+func (t *Tree) mkdirAll(dir, entry string) error {
+	for p := dir; ; p = path.Dir(p) {
 		n, ok := t.nodes[p]
 		if ok {
 			if !n.Dir {
-				return fmt.Errorf("%s: not a directory", p)
+				if p == entry {
+					return Terminal(fmt.Errorf("cannot create directory %q: a file of that name exists", Shorten(p)))
+				}
+				return Terminal(fmt.Errorf("cannot create %q: %q is a file, not a directory", Shorten(entry), Shorten(p)))
 			}
 			break
 		}
@@ -224,9 +270,17 @@ func (t *Tree) mkdirAll(name string) error {
 			break
 		}
 	}
-	for p := name; p != "."; p = path.Dir(p) {
+	for p := dir; p != "."; p = path.Dir(p) {
 		if _, ok := t.nodes[p]; ok {
 			break
+		}
+		if p != entry {
+			if err := t.Count(); err != nil {
+				return err
+			}
+		}
+		if err := t.charge(p); err != nil {
+			return err
 		}
 		t.nodes[p] = node{Dir: true}
 		t.link(p)
@@ -236,21 +290,21 @@ func (t *Tree) mkdirAll(name string) error {
 
 // Mkdir creates directory name and its parents.
 func (t *Tree) Mkdir(name string) error {
-	c, err := clean(name)
+	c, err := t.Name(name)
 	if err != nil || c == "." {
 		return err
 	}
 	if err := t.Count(); err != nil {
 		return err
 	}
-	return t.mkdirAll(c)
+	return t.mkdirAll(c, c)
 }
 
 // WriteFile writes r to file name, replacing what was there (a file, or a
-// directory with everything in it), and fails once the total size would
-// pass the limit. mode keeps only the executable bit.
+// directory with everything in it), and fails once the file or the total
+// size would pass its limit. mode keeps only the executable bit.
 func (t *Tree) WriteFile(name string, r io.Reader, mode fs.FileMode) error {
-	c, err := clean(name)
+	c, err := t.Name(name)
 	if err != nil {
 		return err
 	}
@@ -260,21 +314,27 @@ func (t *Tree) WriteFile(name string, r io.Reader, mode fs.FileMode) error {
 	if err := t.Count(); err != nil {
 		return err
 	}
-	if err := t.mkdirAll(path.Dir(c)); err != nil {
+	if err := t.mkdirAll(path.Dir(c), c); err != nil {
 		return err
 	}
 	t.remove(c)
+	if err := t.charge(c); err != nil {
+		return err
+	}
 	remaining := t.limits.MaxBytes - t.bytes
 	if t.buf == nil {
 		t.buf = make([]byte, copyBuffer)
 	}
-	n, err := io.CopyBuffer(io.NewOffsetWriter(t.data, t.end), io.LimitReader(r, remaining+1), t.buf)
+	n, err := io.CopyBuffer(io.NewOffsetWriter(t.data, t.end), io.LimitReader(r, min(remaining, t.limits.MaxFileBytes)+1), t.buf)
 	t.bytes += n
 	if err != nil {
-		return fmt.Errorf("writing %s: %w", c, err)
+		return fmt.Errorf("writing %s: %w", Shorten(c), err)
+	}
+	if n > t.limits.MaxFileBytes && t.limits.MaxFileBytes <= remaining {
+		return Terminal(fmt.Errorf("file %s is larger than the limit of %d bytes", Shorten(c), t.limits.MaxFileBytes))
 	}
 	if n > remaining {
-		return Terminal(fmt.Errorf("bundle content exceeds the limit of %d bytes (at %s)", t.limits.MaxBytes, c))
+		return Terminal(fmt.Errorf("bundle content exceeds the limit of %d bytes (at %s)", t.limits.MaxBytes, Shorten(c)))
 	}
 	t.nodes[c] = node{Exec: mode&0o111 != 0, Offset: t.end, Size: n}
 	t.link(c)
@@ -286,7 +346,7 @@ func (t *Tree) WriteFile(name string, r io.Reader, mode fs.FileMode) error {
 // counts as an entry against the file limit: an archive is bounded in
 // whiteouts as in files.
 func (t *Tree) Remove(name string) error {
-	c, err := clean(name)
+	c, err := t.Name(name)
 	if err != nil {
 		return err
 	}
@@ -320,7 +380,7 @@ func (t *Tree) remove(name string) {
 // want, for opaque whiteouts; it counts against the file limit as Remove
 // does. keep must want the parents of what it wants.
 func (t *Tree) RemoveUnder(dir string, keep func(name string) bool) error {
-	c, err := clean(dir)
+	c, err := t.Name(dir)
 	if err != nil {
 		return err
 	}

@@ -94,6 +94,98 @@ func TestTreeLimits(t *testing.T) {
 			err: "bundle has more than 2 files and directories",
 		},
 		{
+			name:   "implied parent directories count as files",
+			limits: Limits{MaxFiles: 3},
+			write: func(tr *Tree) error {
+				return tr.WriteFile("a/b/c/d", strings.NewReader("x"), 0o644)
+			},
+			err: "bundle has more than 3 files and directories",
+		},
+		{
+			name:   "implied parents of a directory count too",
+			limits: Limits{MaxFiles: 2},
+			write:  func(tr *Tree) error { return tr.Mkdir("a/b/c") },
+			err:    "bundle has more than 2 files and directories",
+		},
+		{
+			name:   "existing parents are not counted again",
+			limits: Limits{MaxFiles: 4},
+			write: func(tr *Tree) error {
+				for _, n := range []string{"a/b/c", "a/b/d"} { // a, a/b, a/b/c, a/b/d
+					if err := tr.WriteFile(n, strings.NewReader("x"), 0o644); err != nil {
+						return err
+					}
+				}
+				return nil
+			},
+		},
+		{
+			name:   "one file over the file size limit",
+			limits: Limits{MaxBytes: 100, MaxFileBytes: 4},
+			write: func(tr *Tree) error {
+				return tr.WriteFile("dir/big", strings.NewReader("01234"), 0o644)
+			},
+			err: "file dir/big is larger than the limit of 4 bytes",
+		},
+		{
+			name:   "a file at the file size limit",
+			limits: Limits{MaxBytes: 100, MaxFileBytes: 4},
+			write: func(tr *Tree) error {
+				return tr.WriteFile("dir/big", strings.NewReader("0123"), 0o644)
+			},
+		},
+		{
+			name:   "path too long",
+			limits: Limits{MaxPathBytes: 8},
+			write: func(tr *Tree) error {
+				return tr.WriteFile("abcd/efgh", strings.NewReader("x"), 0o644)
+			},
+			err: `path "abcd/efgh" is 9 bytes long, more than the limit of 8`,
+		},
+		{
+			name:   "a long path is cut in the message",
+			limits: Limits{MaxPathBytes: 100},
+			write: func(tr *Tree) error {
+				return tr.Mkdir(strings.Repeat("a", 150))
+			},
+			err: `path "` + strings.Repeat("a", 100) + `..." is 150 bytes long, more than the limit of 100`,
+		},
+		{
+			name:   "path too deep",
+			limits: Limits{MaxPathDepth: 3},
+			write: func(tr *Tree) error {
+				return tr.WriteFile("a/b/c/d", strings.NewReader("x"), 0o644)
+			},
+			err: `path "a/b/c/d" is 4 levels deep, more than the limit of 3`,
+		},
+		{
+			name:   "depth counts the cleaned path",
+			limits: Limits{MaxPathDepth: 3},
+			write: func(tr *Tree) error {
+				return tr.WriteFile("./a/x/../b/./c", strings.NewReader("x"), 0o644)
+			},
+		},
+		{
+			name:   "whiteouts are held to the path limits",
+			limits: Limits{MaxPathDepth: 2},
+			write:  func(tr *Tree) error { return tr.Remove("a/b/c") },
+			err:    `path "a/b/c" is 3 levels deep, more than the limit of 2`,
+		},
+		{
+			name:   "opaque whiteouts are held to the path limits",
+			limits: Limits{MaxPathBytes: 4},
+			write:  func(tr *Tree) error { return tr.RemoveUnder("abc/de", func(string) bool { return false }) },
+			err:    `path "abc/de" is 6 bytes long, more than the limit of 4`,
+		},
+		{
+			name:   "all names together are bounded, implied parents included",
+			limits: Limits{MaxNameBytes: 10},
+			write: func(tr *Tree) error {
+				return tr.WriteFile("abc/def/g", strings.NewReader("x"), 0o644) // 3 + 7 + 9 bytes
+			},
+			err: `bundle paths total more than the limit of 10 bytes (at "abc/def/g")`,
+		},
+		{
 			name:   "escaping write",
 			limits: DefaultLimits,
 			write: func(tr *Tree) error {
@@ -203,12 +295,12 @@ func TestTreeReplacesAndRemoves(t *testing.T) {
 		{
 			name: "a file cannot go under a file",
 			edit: func(tr *Tree) error { return tr.WriteFile("top/x", strings.NewReader("x"), 0o644) },
-			err:  "top: not a directory",
+			err:  `cannot create "top/x": "top" is a file, not a directory`,
 		},
 		{
 			name: "a directory cannot go over a file",
 			edit: func(tr *Tree) error { return tr.Mkdir("top") },
-			err:  "top: not a directory",
+			err:  `cannot create directory "top": a file of that name exists`,
 		},
 		{
 			name: "the root cannot be removed",
@@ -229,6 +321,11 @@ func TestTreeReplacesAndRemoves(t *testing.T) {
 			if tc.err != "" {
 				if err == nil || err.Error() != tc.err {
 					t.Fatalf("error = %v, want %q", err, tc.err)
+				}
+				// Content that clashes with itself stays broken: retrying
+				// cannot fix it.
+				if !IsTerminal(err) {
+					t.Errorf("error %q is retryable", err)
 				}
 				return
 			}

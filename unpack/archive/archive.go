@@ -28,6 +28,8 @@ import (
 	"path"
 	"strings"
 
+	"github.com/klauspost/compress/zstd"
+
 	"github.com/rukpak-dev/rukpak/unpack"
 )
 
@@ -48,31 +50,58 @@ const (
 	whiteoutOpaque = ".wh..wh..opq"
 )
 
-var gzipMagic = []byte{0x1f, 0x8b}
+var (
+	gzipMagic = []byte{0x1f, 0x8b}
+	zstdMagic = []byte{0x28, 0xb5, 0x2f, 0xfd}
+)
 
 // ErrNotGzip is wrapped by the error Extract returns when RequireGzip is set
 // and the stream is not gzip.
 var ErrNotGzip = errors.New("not a gzip archive")
 
-// Extract streams the tar archive in r into tree. It reads r only as far as
-// the tar end-of-archive marker; callers that need the whole stream consumed
-// (to verify a digest, say) drain r afterwards.
+// MaxZstdWindow is the largest zstd window (the history a decoder must
+// hold in memory) Extract accepts. A frame declares its window and a
+// decoder allocates it up front, so a 30 KiB layer declaring 512 MiB cost
+// 512 MiB. 16 MiB is twice what the zstd format recommends every decoder
+// support, and more than zstd levels up to 19 and the Go encoders that
+// build images use; frames made with --long or --ultra are refused.
+const MaxZstdWindow = 16 << 20
+
+// Extract streams the tar archive in r into tree. The archive may be
+// plain, gzip or zstd compressed (told apart by their magic numbers). It
+// reads r only as far as the tar end-of-archive marker; callers that need
+// the whole stream consumed (to verify a digest, say) drain r afterwards.
 func Extract(ctx context.Context, r io.Reader, tree *unpack.Tree, opts Options) error {
-	br := bufio.NewReader(r)
-	magic, err := br.Peek(len(gzipMagic))
+	in := &readTracker{r: r}
+	br := bufio.NewReader(in)
+	magic, err := br.Peek(len(zstdMagic))
 	if err != nil && !errors.Is(err, io.EOF) {
 		return fmt.Errorf("reading archive: %w", err)
 	}
 	var src io.Reader = br
-	if bytes.Equal(magic, gzipMagic) {
+	switch {
+	case bytes.HasPrefix(magic, gzipMagic):
 		zr, err := gzip.NewReader(br)
 		if err != nil {
 			return unpack.Terminal(fmt.Errorf("reading gzip archive: %w", err))
 		}
 		defer zr.Close()
 		src = zr
-	} else if opts.RequireGzip {
+	case opts.RequireGzip:
 		return unpack.Terminal(ErrNotGzip)
+	case bytes.Equal(magic, zstdMagic):
+		zr, err := zstd.NewReader(br,
+			zstd.WithDecoderConcurrency(1), // synchronous: no goroutines or block buffers ahead of the reader
+			zstd.WithDecoderLowmem(true),
+			zstd.WithDecoderMaxWindow(MaxZstdWindow),
+			// Bounds a single-segment frame's declared size, which
+			// replaces the window when the frame has none.
+			zstd.WithDecoderMaxMemory(MaxZstdWindow))
+		if err != nil {
+			return fmt.Errorf("reading zstd archive: %w", err)
+		}
+		defer zr.Close()
+		src = zr
 	}
 
 	x := &extractor{tree: tree, opts: opts, layer: map[string]bool{}, opaqued: map[string]bool{}}
@@ -86,23 +115,43 @@ func Extract(ctx context.Context, r io.Reader, tree *unpack.Tree, opts Options) 
 			return nil
 		}
 		if err != nil {
-			return classifyRead(err)
+			return classifyRead(err, in.err)
 		}
-		if err := x.entry(hdr, tr); err != nil {
+		if err := x.entry(hdr, tr, in); err != nil {
 			return err
 		}
 	}
 }
 
 // classifyRead makes corrupt archives terminal; I/O errors of the
-// underlying stream (a dropped connection) stay retryable.
-func classifyRead(err error) error {
+// underlying stream (a dropped connection, a fetch limit) stay as they
+// are. srcErr is the error the stream itself returned, if any.
+func classifyRead(err, srcErr error) error {
 	switch {
+	case errors.Is(err, zstd.ErrWindowSizeExceeded), errors.Is(err, zstd.ErrDecoderSizeExceeded):
+		return unpack.Terminal(fmt.Errorf("reading zstd archive: it needs a decompression window of more than %d bytes (the limit)", MaxZstdWindow))
+	case srcErr != nil:
+		return fmt.Errorf("reading archive: %w", err)
 	case errors.Is(err, tar.ErrHeader), errors.Is(err, io.ErrUnexpectedEOF),
 		errors.Is(err, gzip.ErrChecksum), errors.Is(err, gzip.ErrHeader):
 		return unpack.Terminal(fmt.Errorf("reading archive: %w", err))
 	}
+	if zstdErr(err) {
+		return unpack.Terminal(fmt.Errorf("reading zstd archive: %w", err))
+	}
 	return fmt.Errorf("reading archive: %w", err)
+}
+
+// zstdErr reports whether err is the zstd decoder's: corrupt data.
+func zstdErr(err error) bool {
+	for _, e := range []error{zstd.ErrReservedBlockType, zstd.ErrCompressedSizeTooBig, zstd.ErrBlockTooSmall,
+		zstd.ErrUnexpectedBlockSize, zstd.ErrMagicMismatch, zstd.ErrWindowSizeTooSmall, zstd.ErrFrameSizeExceeded,
+		zstd.ErrFrameSizeMismatch, zstd.ErrCRCMismatch, zstd.ErrUnknownDictionary} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }
 
 type extractor struct {
@@ -117,10 +166,16 @@ type extractor struct {
 	opaqued map[string]bool
 }
 
-func (x *extractor) entry(hdr *tar.Header, r io.Reader) error {
-	name, err := unpack.CleanName(hdr.Name)
+func (x *extractor) entry(hdr *tar.Header, r io.Reader, in *readTracker) error {
+	// The tree checks the name's length and depth before anything else
+	// looks at it: a 64,000-level name cost minutes of work in every
+	// step that walks a path's parents.
+	name, err := x.tree.Name(hdr.Name)
 	if err != nil {
 		return unpack.Terminal(fmt.Errorf("archive entry: %w", err))
+	}
+	if limit := x.tree.Limits().MaxPathBytes; len(hdr.Linkname) > limit {
+		return unpack.Terminal(fmt.Errorf("archive entry %q: link target is %d bytes long, more than the limit of %d", name, len(hdr.Linkname), limit))
 	}
 	if x.opts.Whiteouts {
 		base := path.Base(name)
@@ -152,7 +207,7 @@ func (x *extractor) entry(hdr *tar.Header, r io.Reader) error {
 		if err := x.tree.WriteFile(name, body, fs.FileMode(hdr.Mode)); err != nil {
 			if body.err != nil {
 				// The archive broke, not the disk: say so, and how.
-				return classifyRead(fmt.Errorf("entry %q: %w", hdr.Name, body.err))
+				return classifyRead(fmt.Errorf("entry %q: %w", name, body.err), in.err)
 			}
 			return err
 		}

@@ -10,9 +10,12 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/klauspost/compress/zstd"
 
 	"github.com/rukpak-dev/rukpak/unpack"
 	"github.com/rukpak-dev/rukpak/unpack/archive"
@@ -139,6 +142,8 @@ func TestExtract(t *testing.T) {
 		{"tar", plain, archive.Options{}},
 		{"tar.gz detected", gzipped(t, plain), archive.Options{}},
 		{"tar.gz required", gzipped(t, plain), archive.Options{RequireGzip: true}},
+		{"tar.zst", zstdStream(t, plain), archive.Options{}},
+		{"tar.zst in raw blocks", zstdRaw(window1MiB, plain), archive.Options{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tree := newTree(t, t.TempDir(), unpack.Limits{})
@@ -159,8 +164,54 @@ func TestExtract(t *testing.T) {
 	}
 }
 
+// zstdRaw is a zstd frame of data in raw (stored) blocks whose header
+// declares the window windowDescriptor encodes (RFC 8878 3.1.1.1.2): what a
+// hostile encoder writes to make a decoder allocate, with no work of its
+// own.
+func zstdRaw(windowDescriptor byte, data []byte) []byte {
+	out := []byte{0x28, 0xb5, 0x2f, 0xfd, 0x00, windowDescriptor}
+	for {
+		n := min(len(data), 64<<10)
+		last := n == len(data)
+		h := uint32(n) << 3 // raw block
+		if last {
+			h |= 1
+		}
+		out = append(out, byte(h), byte(h>>8), byte(h>>16))
+		out = append(out, data[:n]...)
+		data = data[n:]
+		if last {
+			return out
+		}
+	}
+}
+
+// Window descriptors: exponent<<3 | mantissa, window = 2^(10+exponent) * (1 + mantissa/8).
+const (
+	window1MiB   = 10 << 3
+	window512MiB = 19 << 3
+	window5GiB   = 22<<3 | 2
+)
+
+func zstdStream(t *testing.T, b []byte) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	zw, err := zstd.NewWriter(&buf, zstd.WithWindowSize(1<<20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := zw.Write(b); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
 func TestExtractRejects(t *testing.T) {
 	zeros := make([]byte, 4<<20)
+	deep := strings.Repeat("a/", 63_999) + "a" // 64,000 levels, 127,999 bytes
 	for _, tc := range []struct {
 		name    string
 		data    []byte
@@ -235,6 +286,50 @@ func TestExtractRejects(t *testing.T) {
 		data:    tarball(t, file("a", strings.Repeat("x", 4096)))[:1024],
 		wantErr: `reading archive: entry "a": unexpected EOF`,
 	}, {
+		name:    "a 64,000-level name",
+		data:    gzipped(t, tarball(t, file(deep, "x"))),
+		wantErr: `archive entry: path "` + deep[:100] + `..." is 127999 bytes long, more than the limit of 1024`,
+	}, {
+		name:    "a name one level too deep",
+		data:    tarball(t, dir(strings.Repeat("d/", 64)+"x/")),
+		wantErr: `archive entry: path "` + strings.Repeat("d/", 50) + `..." is 65 levels deep, more than the limit of 64`,
+	}, {
+		name:    "a deep whiteout",
+		data:    tarball(t, file(strings.Repeat("d/", 3)+".wh.x", "")),
+		opts:    archive.Options{Whiteouts: true},
+		limits:  unpack.Limits{MaxPathDepth: 3},
+		wantErr: `archive entry: path "d/d/d/.wh.x" is 4 levels deep, more than the limit of 3`,
+	}, {
+		name:    "a long symlink target",
+		data:    tarball(t, entry{name: "l", typeflag: tar.TypeSymlink, link: strings.Repeat("a/", 1000)}),
+		wantErr: `archive entry "l": link target is 2000 bytes long, more than the limit of 1024`,
+	}, {
+		name:    "a long hardlink target",
+		data:    tarball(t, entry{name: "l", typeflag: tar.TypeLink, link: deep}),
+		wantErr: `archive entry "l": link target is 127999 bytes long, more than the limit of 1024`,
+	}, {
+		name:    "implied parent directories count as files",
+		data:    tarball(t, file("a/b/c/d", "x")),
+		limits:  unpack.Limits{MaxFiles: 3},
+		wantErr: "bundle has more than 3 files and directories",
+	}, {
+		name:    "a file where a directory is needed",
+		data:    tarball(t, file("top", "x"), file("top/x", "y")),
+		wantErr: `cannot create "top/x": "top" is a file, not a directory`,
+	}, {
+		name:    "a file over the file size limit",
+		data:    gzipped(t, tarball(t, file("manifests/big.yaml", string(zeros)))),
+		limits:  unpack.Limits{MaxFileBytes: 1 << 20},
+		wantErr: "file manifests/big.yaml is larger than the limit of 1048576 bytes",
+	}, {
+		name:    "zstd declaring a 512 MiB window",
+		data:    zstdRaw(window512MiB, tarball(t, file("a", "x"))),
+		wantErr: "reading zstd archive: it needs a decompression window of more than 16777216 bytes (the limit)",
+	}, {
+		name:    "zstd corrupt",
+		data:    append(zstdRaw(window1MiB, tarball(t, file("a", "x")))[:6], 0xff, 0xff, 0xff),
+		wantErr: "reading zstd archive: ",
+	}, {
 		name:    "whiteout escaping",
 		data:    tarball(t, file("../.wh.etc", "")),
 		opts:    archive.Options{Whiteouts: true},
@@ -303,5 +398,49 @@ func TestExtractCancelled(t *testing.T) {
 	err := archive.Extract(ctx, bytes.NewReader(tarball(t, file("a", ""))), newTree(t, t.TempDir(), unpack.Limits{}), archive.Options{})
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("got %v, want context.Canceled", err)
+	}
+}
+
+// Hostile archives are refused before they cost memory: a 64,000-level
+// name took minutes and a 3.9 GiB index, a zstd frame declaring a 512 MiB
+// window allocated it.
+func TestExtractHostileCost(t *testing.T) {
+	deep := strings.Repeat("a/", 63_999) + "a"
+	for _, tc := range []struct {
+		name, wantErr string
+		data          []byte
+	}{
+		{
+			name:    "64,000-level name",
+			data:    gzipped(t, tarball(t, file(deep, "x"))),
+			wantErr: `archive entry: path "` + deep[:100] + `..." is 127999 bytes long, more than the limit of 1024`,
+		},
+		{
+			name:    "zstd declaring a 512 MiB window",
+			data:    zstdRaw(window512MiB, tarball(t, file("a", "x"))),
+			wantErr: "reading zstd archive: it needs a decompression window of more than 16777216 bytes (the limit)",
+		},
+		{
+			name:    "zstd declaring a 5 GiB window",
+			data:    zstdRaw(window5GiB, tarball(t, file("a", "x"))),
+			wantErr: "reading zstd archive: it needs a decompression window of more than 16777216 bytes (the limit)",
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tree := newTree(t, t.TempDir(), unpack.Limits{})
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			err := archive.Extract(t.Context(), bytes.NewReader(tc.data), tree, archive.Options{})
+			runtime.ReadMemStats(&after)
+			if err == nil || err.Error() != tc.wantErr {
+				t.Fatalf("error = %v, want %q", err, tc.wantErr)
+			}
+			if !unpack.IsTerminal(err) {
+				t.Errorf("error %v is retryable", err)
+			}
+			if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 64<<20 {
+				t.Errorf("refusing it allocated %d MiB, want < 64 MiB", alloc>>20)
+			}
+		})
 	}
 }

@@ -16,14 +16,19 @@ import (
 
 // classify wraps a registry error with the image reference and marks the
 // failures retrying cannot fix as terminal: a bad reference, denied
-// credentials, an unknown tag or digest, an untrusted certificate. Network
-// errors, timeouts and 5xx stay retryable.
-func classify(ref string, err error) error {
+// credentials, an unknown tag or digest, an untrusted certificate, content
+// over a limit. Network errors, timeouts and 5xx stay retryable. (A
+// registry's error answer is cut to unpack.Excerpt as it arrives, see
+// limitedTransport.)
+func (u *Unpacker) classify(ctx context.Context, ref string, err error) error {
 	if err == nil {
 		return nil
 	}
 	if unpack.IsTerminal(err) {
 		return unpack.Terminal(fmt.Errorf("image %q: %w", ref, err))
+	}
+	if errors.Is(err, context.DeadlineExceeded) && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return fmt.Errorf("pulling image %q: not done within the fetch timeout of %s: %w", ref, u.cfg.Limits.FetchTimeout, err)
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("pulling image %q: %w", ref, err)

@@ -10,7 +10,6 @@ package image
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -64,26 +63,30 @@ func (u *Unpacker) Unpack(ctx context.Context, bundle *rukpakv1alpha1.Bundle) (*
 		return nil, unpack.Terminal(fmt.Errorf("invalid image reference %q: %w", refStr, err))
 	}
 
-	opts, err := u.remoteOptions(ctx, src)
+	// One deadline and one download budget for the whole fetch, every
+	// request and every retry of it.
+	ctx, cancel := context.WithTimeout(ctx, u.cfg.Limits.FetchTimeout)
+	defer cancel()
+	opts, err := u.remoteOptions(ctx, src, newFetchBudget(u.cfg.Limits.MaxFetchBytes))
 	if err != nil {
 		return nil, err
 	}
 	digest, err := resolve(ref, opts)
 	if err != nil {
-		return nil, classify(refStr, err)
+		return nil, u.classify(ctx, refStr, err)
 	}
 	pinned := ref.Context().Digest(digest.String())
 
 	tree, err := u.pull(ctx, pinned, digest, opts)
 	if err != nil {
-		return nil, err
+		return nil, u.classify(ctx, refStr, err)
 	}
 	resolved := bundle.Spec.Source.DeepCopy()
 	resolved.Image.Ref = pinned.String()
 	return unpack.Unpacked(tree.FS(), resolved, tree.Close), nil
 }
 
-func (u *Unpacker) remoteOptions(ctx context.Context, src *rukpakv1alpha1.ImageSource) ([]remote.Option, error) {
+func (u *Unpacker) remoteOptions(ctx context.Context, src *rukpakv1alpha1.ImageSource, budget *fetchBudget) ([]remote.Option, error) {
 	kc, err := u.pullSecretKeychain(ctx, src.ImagePullSecretName)
 	if err != nil {
 		return nil, fmt.Errorf("image %q: %w", src.Ref, err)
@@ -92,7 +95,11 @@ func (u *Unpacker) remoteOptions(ctx context.Context, src *rukpakv1alpha1.ImageS
 	if err != nil {
 		return nil, err
 	}
-	opts := []remote.Option{remote.WithContext(ctx), remote.WithAuthFromKeychain(kc), remote.WithTransport(tr)}
+	opts := []remote.Option{
+		remote.WithContext(ctx),
+		remote.WithAuthFromKeychain(kc),
+		remote.WithTransport(&limitedTransport{base: tr, budget: budget}),
+	}
 	if u.backoff != nil {
 		opts = append(opts, remote.WithRetryBackoff(*u.backoff))
 	}
@@ -140,13 +147,13 @@ func (u *Unpacker) pull(ctx context.Context, ref name.Digest, digest v1.Hash, op
 }
 
 func (u *Unpacker) extract(ctx context.Context, ref name.Digest, digest v1.Hash, dir string, opts []remote.Option) error {
-	img, err := remote.Image(ref, opts...)
+	img, err := u.image(ref, opts)
 	if err != nil {
-		return classify(ref.String(), err)
+		return err
 	}
-	layers, err := img.Layers()
+	layers, err := u.layers(img)
 	if err != nil {
-		return classify(ref.String(), err)
+		return err
 	}
 	u.sweep.Do(func() { _ = os.RemoveAll(u.tmpDir()) })
 	if err := os.MkdirAll(u.tmpDir(), 0o755); err != nil {
@@ -163,9 +170,9 @@ func (u *Unpacker) extract(ctx context.Context, ref name.Digest, digest v1.Hash,
 	}
 	defer tree.Close()
 	for i, layer := range layers {
-		if err := u.extractLayer(ctx, layer, tree); err != nil {
+		if err := extractLayer(ctx, layer, tree); err != nil {
 			_ = os.RemoveAll(tmp)
-			return classify(ref.String(), fmt.Errorf("layer %d: %w", i, err))
+			return fmt.Errorf("layer %d: %w", i, err)
 		}
 	}
 	if err := tree.Seal(); err != nil {
@@ -175,10 +182,66 @@ func (u *Unpacker) extract(ctx context.Context, ref name.Digest, digest v1.Hash,
 	return commit(tmp, dir)
 }
 
-// extractLayer streams one layer into tree and reads it to the end, which is
-// where go-containerregistry verifies the blob's digest.
-func (u *Unpacker) extractLayer(ctx context.Context, layer v1.Layer, tree *unpack.Tree) error {
-	rc, err := layer.Uncompressed()
+// image fetches ref's manifest; an index is resolved to its image for this
+// platform.
+func (u *Unpacker) image(ref name.Digest, opts []remote.Option) (v1.Image, error) {
+	desc, err := remote.Get(ref, opts...)
+	if err != nil {
+		return nil, err
+	}
+	if desc.MediaType.IsIndex() {
+		idx, err := desc.ImageIndex()
+		if err != nil {
+			return nil, err
+		}
+		manifest, err := idx.IndexManifest()
+		if err != nil {
+			return nil, unpack.Terminal(fmt.Errorf("reading image index: %w", err))
+		}
+		child, err := choosePlatform(manifest)
+		if err != nil {
+			return nil, err
+		}
+		if desc, err = remote.Get(ref.Context().Digest(child.Digest.String()), opts...); err != nil {
+			return nil, err
+		}
+		if desc.MediaType.IsIndex() {
+			return nil, unpack.Terminal(fmt.Errorf("the image index's entry for %s is another index", platformString(child.Platform)))
+		}
+	}
+	return desc.Image()
+}
+
+// layers checks the manifest against the limits before any layer is
+// fetched: the layer count, and the sizes the layers declare (each
+// layer's download is then held to its declared size).
+func (u *Unpacker) layers(img v1.Image) ([]v1.Layer, error) {
+	m, err := img.Manifest()
+	if err != nil {
+		return nil, unpack.Terminal(fmt.Errorf("reading image manifest: %w", err))
+	}
+	limits := u.cfg.Limits
+	if len(m.Layers) > limits.MaxLayers {
+		return nil, unpack.Terminal(fmt.Errorf("the image has %d layers, more than the limit of %d", len(m.Layers), limits.MaxLayers))
+	}
+	var total int64
+	for i, l := range m.Layers {
+		if l.Size < 0 {
+			return nil, unpack.Terminal(fmt.Errorf("layer %d declares a negative size", i))
+		}
+		if total += l.Size; total > limits.MaxFetchBytes {
+			return nil, unpack.Terminal(fmt.Errorf("the image's layers declare more than the fetch limit of %d bytes", limits.MaxFetchBytes))
+		}
+	}
+	return img.Layers()
+}
+
+// extractLayer streams one compressed layer into tree (archive.Extract
+// decompresses gzip and zstd with bounded memory) and reads it to the end,
+// which is where go-containerregistry verifies the blob's digest, and which
+// the layer's declared size bounds.
+func extractLayer(ctx context.Context, layer v1.Layer, tree *unpack.Tree) error {
+	rc, err := layer.Compressed()
 	if err != nil {
 		return err
 	}
@@ -186,13 +249,8 @@ func (u *Unpacker) extractLayer(ctx context.Context, layer v1.Layer, tree *unpac
 	if err := archive.Extract(ctx, rc, tree, archive.Options{Whiteouts: true}); err != nil {
 		return err
 	}
-	// What follows the end-of-archive marker is padding; bound it anyway.
-	n, err := io.CopyN(io.Discard, rc, u.cfg.Limits.MaxBytes+1)
-	if err != nil && !errors.Is(err, io.EOF) {
+	if _, err := io.Copy(io.Discard, rc); err != nil {
 		return fmt.Errorf("reading layer: %w", err)
-	}
-	if n > u.cfg.Limits.MaxBytes {
-		return unpack.Terminal(fmt.Errorf("layer has more than %d bytes after its end-of-archive marker", u.cfg.Limits.MaxBytes))
 	}
 	return nil
 }

@@ -23,6 +23,7 @@ import (
 	"helm.sh/helm/v3/pkg/storage"
 	"helm.sh/helm/v3/pkg/storage/driver"
 	helmtime "helm.sh/helm/v3/pkg/time"
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -30,6 +31,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -53,9 +55,25 @@ type Manager struct {
 	locks map[string]*sync.Mutex
 }
 
-// NewManager keeps release records as Secrets in namespace; objects without
-// a namespace of their own are installed there too.
-func NewManager(cfg *rest.Config, namespace string) (*Manager, error) {
+// Option configures a Manager.
+type Option func(*managerOptions)
+
+type managerOptions struct{ maxRecordBytes int64 }
+
+// WithMaxRecordBytes bounds one release revision's record (its JSON, about
+// the size of its manifest); 0 means DefaultMaxRecordBytes.
+func WithMaxRecordBytes(n int64) Option {
+	return func(o *managerOptions) { o.maxRecordBytes = n }
+}
+
+// NewManager keeps release records as Secrets in namespace (split across
+// several when one cannot hold a record: chunked.go); objects without a
+// namespace of their own are installed there too.
+func NewManager(cfg *rest.Config, namespace string, opts ...Option) (*Manager, error) {
+	var o managerOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	cfg = rest.CopyConfig(cfg)
 	// Helm sends one request per object; client-side throttling would make a
 	// 1,000-object bundle take minutes. The API server's own priority and
@@ -79,7 +97,11 @@ func NewManager(cfg *rest.Config, namespace string) (*Manager, error) {
 	}
 	kc := kube.New(getter)
 	kc.Namespace = namespace
-	d := driver.NewSecrets(cs.CoreV1().Secrets(namespace))
+	mc, err := metadata.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("creating metadata client: %w", err)
+	}
+	d := newChunkedSecrets(cs.CoreV1().Secrets(namespace), mc.Resource(corev1.SchemeGroupVersion.WithResource("secrets")).Namespace(namespace), o.maxRecordBytes)
 	return &Manager{
 		namespace: namespace,
 		getter:    getter,

@@ -19,12 +19,13 @@ import (
 )
 
 // NewHandler serves the archives in dir (see NewFileHandler) to clients the
-// API server at cfg authenticates and authorises (see WithAuth).
+// API server at cfg authenticates and authorises (see WithAuth), with
+// tokens of one of audiences (DefaultContentAudience when empty).
 // The provisioner needs create on tokenreviews.authentication.k8s.io and
 // subjectaccessreviews.authorization.k8s.io; clients need the bundle-reader
 // ClusterRole. Serve it over TLS: it reads bearer tokens.
-func NewHandler(cfg *rest.Config, dir string, log logr.Logger) (http.Handler, error) {
-	authn, authz, err := NewDelegatingAuth(cfg)
+func NewHandler(cfg *rest.Config, dir string, audiences []string, log logr.Logger) (http.Handler, error) {
+	authn, authz, err := NewDelegatingAuth(cfg, audiences)
 	if err != nil {
 		return nil, err
 	}
@@ -32,10 +33,20 @@ func NewHandler(cfg *rest.Config, dir string, log logr.Logger) (http.Handler, er
 }
 
 // NewDelegatingAuth returns an authenticator that checks bearer tokens with
-// TokenReviews and an authorizer that asks SubjectAccessReviews, both
-// against the API server at cfg and both cached briefly, like any
-// aggregated API server or kubelet does.
-func NewDelegatingAuth(cfg *rest.Config) (authenticator.Request, authorizer.Authorizer, error) {
+// TokenReviews for audiences (DefaultContentAudience when empty) and an
+// authorizer that asks SubjectAccessReviews, both against the API server at
+// cfg.
+//
+// A token of the API server's audience is refused: the content service
+// must not be a place where tokens that work against the API server are
+// sent. Neither decision is cached: downloads are rare (another process's
+// fallback, a user's kubectl), and a revoked binding or deleted
+// ServiceAccount must stop working on the next request rather than a minute
+// later.
+func NewDelegatingAuth(cfg *rest.Config, audiences []string) (authenticator.Request, authorizer.Authorizer, error) {
+	if len(audiences) == 0 {
+		audiences = []string{DefaultContentAudience}
+	}
 	authnClient, err := authenticationv1.NewForConfig(cfg)
 	if err != nil {
 		return nil, nil, fmt.Errorf("creating TokenReview client: %w", err)
@@ -51,21 +62,34 @@ func NewDelegatingAuth(cfg *rest.Config) (authenticator.Request, authorizer.Auth
 		TokenAccessReviewClient:  authnClient,
 		TokenAccessReviewTimeout: 10 * time.Second,
 		WebhookRetryBackoff:      &backoff,
-		CacheTTL:                 time.Minute,
+		APIAudiences:             authenticator.Audiences(audiences),
+		CacheTTL:                 0, // no cache
 	}.New()
 	if err != nil {
 		return nil, nil, fmt.Errorf("creating delegating authenticator: %w", err)
 	}
 	authz, err := authorizerfactory.DelegatingAuthorizerConfig{
 		SubjectAccessReviewClient: authzClient,
-		AllowCacheTTL:             time.Minute,
-		DenyCacheTTL:              10 * time.Second,
+		AllowCacheTTL:             0, // no cache
+		DenyCacheTTL:              0,
 		WebhookRetryBackoff:       &backoff,
 	}.New()
 	if err != nil {
 		return nil, nil, fmt.Errorf("creating delegating authorizer: %w", err)
 	}
-	return authn, authz, nil
+	return withAudiences{auds: audiences, next: authn}, authz, nil
+}
+
+// withAudiences asks for tokens of auds: the token webhook sends the
+// audiences found in the request's context as TokenReview spec.audiences
+// (the API server's authentication filter sets them; this server has none).
+type withAudiences struct {
+	auds authenticator.Audiences
+	next authenticator.Request
+}
+
+func (a withAudiences) AuthenticateRequest(r *http.Request) (*authenticator.Response, bool, error) {
+	return a.next.AuthenticateRequest(r.WithContext(authenticator.WithAudiences(r.Context(), a.auds)))
 }
 
 // WithAuth lets a request through to next only when authn

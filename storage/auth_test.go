@@ -12,11 +12,13 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/go-logr/logr/testr"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
@@ -24,15 +26,19 @@ import (
 	"github.com/rukpak-dev/rukpak/internal/testenv"
 )
 
-// serviceAccountToken creates a ServiceAccount and gets a token for it from
-// the TokenRequest API, as a pod's projected token would be.
-func serviceAccountToken(t *testing.T, cs kubernetes.Interface, name string) string {
+// serviceAccountToken creates a ServiceAccount (unless it exists) and gets a
+// token for it from the TokenRequest API, as a pod's projected token would
+// be; no audiences means the API server's own.
+func serviceAccountToken(t *testing.T, cs kubernetes.Interface, name string, audiences ...string) string {
 	t.Helper()
 	ctx := context.Background()
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"}}
 	_, err := cs.CoreV1().ServiceAccounts("default").Create(ctx, sa, metav1.CreateOptions{})
-	testenv.MustNotError(t, err, "creating service account %s", name)
-	tr, err := cs.CoreV1().ServiceAccounts("default").CreateToken(ctx, name, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+	if !apierrors.IsAlreadyExists(err) {
+		testenv.MustNotError(t, err, "creating service account %s", name)
+	}
+	req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{Audiences: audiences}}
+	tr, err := cs.CoreV1().ServiceAccounts("default").CreateToken(ctx, name, req, metav1.CreateOptions{})
 	testenv.MustNotError(t, err, "requesting a token for %s", name)
 	return tr.Status.Token
 }
@@ -60,12 +66,13 @@ func TestHandlerAgainstAPIServer(t *testing.T) {
 	env := testenv.Start(t)
 	cs, err := kubernetes.NewForConfig(env.Config)
 	testenv.MustNotError(t, err, "creating clientset")
-	readerToken := serviceAccountToken(t, cs, "reader")
-	strangerToken := serviceAccountToken(t, cs, "stranger")
+	readerToken := serviceAccountToken(t, cs, "reader", DefaultContentAudience)
+	readerAPIToken := serviceAccountToken(t, cs, "reader")
+	strangerToken := serviceAccountToken(t, cs, "stranger", DefaultContentAudience)
 	grantBundleReader(t, cs, "reader")
 
 	dir, good := contentDir(t)
-	h, err := NewHandler(env.Config, dir, testr.New(t))
+	h, err := NewHandler(env.Config, dir, nil, testr.New(t))
 	testenv.MustNotError(t, err, "creating handler")
 	srv := httptest.NewTLSServer(h)
 	t.Cleanup(srv.Close)
@@ -93,6 +100,7 @@ func TestHandlerAgainstAPIServer(t *testing.T) {
 		{name: "no token", wantStatus: http.StatusUnauthorized},
 		{name: "garbage token", token: "not-a-real-token", wantStatus: http.StatusUnauthorized},
 		{name: "valid token without the role", token: strangerToken, wantStatus: http.StatusForbidden},
+		{name: "API server audience token with bundle-reader", token: readerAPIToken, wantStatus: http.StatusUnauthorized},
 		{name: "valid token with bundle-reader", token: readerToken, wantStatus: http.StatusOK},
 	}
 	for _, tt := range tests {
@@ -135,20 +143,29 @@ func TestHandlerAgainstAPIServer(t *testing.T) {
 		testenv.MustNotError(t, err, "creating HTTP client")
 		local := &LocalDirectory{RootDirectory: t.TempDir()}
 		b := bundle("good")
-		b.Status.ContentURL = srv.URL + "/bundles/good.tgz"
+		b.Status.ContentDigest = digestOf(good)
 
 		tokenFile := filepath.Join(t.TempDir(), "token")
 		testenv.MustNotError(t, os.WriteFile(tokenFile, []byte(readerToken+"\n"), 0o600), "writing token")
-		loader := NewFallbackLoader(local, httpClient, TokenFromFile(tokenFile))
-		fsys, err := loader.Load(ctx, b)
+		newLoader := func(token func() (string, error)) *FallbackLoader {
+			l, err := NewFallbackLoader(local, srv.URL, httpClient, token)
+			testenv.MustNotError(t, err, "creating loader")
+			l.Audience = DefaultContentAudience
+			return l
+		}
+		fsys, err := newLoader(TokenFromFile(tokenFile)).Load(ctx, b)
 		testenv.MustNotError(t, err, "loading through the fallback")
 		assertSameContent(t, nested(), fsys)
 
-		stranger := NewFallbackLoader(local, httpClient, func() (string, error) { return strangerToken, nil })
+		stranger := newLoader(func() (string, error) { return strangerToken, nil })
 		if _, err := stranger.Load(ctx, b); err == nil || !strings.Contains(err.Error(), "403 Forbidden") {
 			t.Fatalf("download without the role: got %v, want a 403 error", err)
 		}
-		anonymous := NewFallbackLoader(local, httpClient, nil)
+		apiToken := newLoader(func() (string, error) { return readerAPIToken, nil })
+		if _, err := apiToken.Load(ctx, b); err == nil || !strings.Contains(err.Error(), "refusing to send the bearer token") {
+			t.Fatalf("download with the API server token: got %v, want it refused before sending", err)
+		}
+		anonymous := newLoader(nil)
 		if _, err := anonymous.Load(ctx, b); err == nil || !strings.Contains(err.Error(), "401 Unauthorized") {
 			t.Fatalf("download without a token: got %v, want a 401 error", err)
 		}
@@ -160,6 +177,29 @@ func TestHandlerAgainstAPIServer(t *testing.T) {
 		assertSameContent(t, other, fsys)
 		if _, err := local.Load(ctx, bundle("missing")); !errors.Is(err, fs.ErrNotExist) {
 			t.Fatalf("local Load of missing content: %v", err)
+		}
+	})
+
+	// Decisions are not cached: a revoked binding stops working on the
+	// next request.
+	t.Run("revoked permission stops working at once", func(t *testing.T) {
+		if status, _ := get(t, "/bundles/good.tgz", readerToken); status != http.StatusOK {
+			t.Fatalf("before revoking: status %d", status)
+		}
+		err := cs.RbacV1().ClusterRoleBindings().Delete(context.Background(), "bundle-reader-reader", metav1.DeleteOptions{})
+		testenv.MustNotError(t, err, "revoking bundle-reader")
+		// The API server's RBAC authorizer reads an informer: allow it to
+		// catch up, far less than the minute the old cache held decisions.
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			status, _ := get(t, "/bundles/good.tgz", readerToken)
+			if status == http.StatusForbidden {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("5 s after revoking: status %d, want 403", status)
+			}
+			time.Sleep(100 * time.Millisecond)
 		}
 	})
 }

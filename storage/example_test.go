@@ -25,7 +25,7 @@ func Example() {
 		log.Error(err, "Removing stale temporary files")
 	}
 
-	handler, err := storage.NewHandler(ctrl.GetConfigOrDie(), store.RootDirectory, log)
+	handler, err := storage.NewHandler(ctrl.GetConfigOrDie(), store.RootDirectory, []string{storage.DefaultContentAudience}, log)
 	if err != nil {
 		log.Error(err, "Creating content handler")
 		os.Exit(1)
@@ -43,6 +43,14 @@ func Example() {
 		log.Error(err, "Creating content client")
 		os.Exit(1)
 	}
-	loader := storage.NewFallbackLoader(store, client, storage.TokenFromFile(storage.ServiceAccountTokenPath))
+	// Content another process stored comes only from the configured
+	// service, with a token of the content audience, verified against
+	// status.contentDigest.
+	loader, err := storage.NewFallbackLoader(store, store.BaseURL, client, storage.TokenFromFile(storage.ContentTokenPath))
+	if err != nil {
+		log.Error(err, "Creating content loader")
+		os.Exit(1)
+	}
+	loader.Audience = storage.DefaultContentAudience
 	_ = loader // use as the BundleDeployment reconciler's storage.Loader
 }

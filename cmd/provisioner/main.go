@@ -47,7 +47,10 @@ type options struct {
 	tlsKeyFile       string
 	tlsCAOut         string
 	contentCAFile    string
+	classContentURLs string
+	contentAudience  string
 	tokenFile        string
+	bundleWorkers    int
 	metricsAddr      string
 	probeAddr        string
 	leaderElect      bool
@@ -63,12 +66,15 @@ func main() {
 	flag.StringVar(&o.storageDir, "storage-dir", "/var/cache/bundles", "Directory for stored bundle content (tar.gz).")
 	flag.StringVar(&o.unpackDir, "unpack-dir", "/var/cache/unpack", "Directory for unpacked trees and the image cache.")
 	flag.StringVar(&o.contentAddr, "content-bind-address", ":8443", "Address of the HTTPS content server.")
-	flag.StringVar(&o.contentURL, "content-url", "https://rukpak-core.rukpak-system.svc", "Base URL clients use to reach the content server; status.contentURL is <this>/bundles/<name>.tgz.")
+	flag.StringVar(&o.contentURL, "content-url", "https://rukpak-core.rukpak-system.svc", "Base URL (https) of the content service; status.contentURL is <this>/bundles/<name>.tgz, and content another process stored is downloaded from there (never from status).")
 	flag.StringVar(&o.tlsCertFile, "tls-cert-file", "", "Serving certificate of the content server; empty generates a self-signed one.")
 	flag.StringVar(&o.tlsKeyFile, "tls-key-file", "", "Key of --tls-cert-file.")
 	flag.StringVar(&o.tlsCAOut, "tls-ca-out", "", "With a generated certificate, write its CA here so clients can trust it.")
 	flag.StringVar(&o.contentCAFile, "content-ca-file", "", "CA trusted when downloading content stored by another provisioner process.")
-	flag.StringVar(&o.tokenFile, "token-file", storage.ServiceAccountTokenPath, "Bearer token sent when downloading content from another provisioner process.")
+	flag.StringVar(&o.classContentURLs, "class-content-urls", "", "Content services of classes run by other processes, as class=https://url,... (default: --content-url).")
+	flag.StringVar(&o.contentAudience, "content-audience", storage.DefaultContentAudience, "Audience of the tokens the content server accepts and the downloader sends.")
+	flag.StringVar(&o.tokenFile, "token-file", storage.ContentTokenPath, "Projected service account token of --content-audience, sent when downloading content from another provisioner process.")
+	flag.IntVar(&o.bundleWorkers, "bundle-workers", 4, "Bundles of one class reconciled at once; fetches run in the background and do not hold a worker.")
 	flag.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "Metrics endpoint address; 0 disables it.")
 	flag.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Health and readiness probe address.")
 	flag.BoolVar(&o.leaderElect, "leader-elect", false, "Elect a leader, so only one replica reconciles.")
@@ -138,7 +144,15 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	loader := storage.NewFallbackLoader(store, httpClient, storage.TokenFromFile(o.tokenFile))
+	loader, err := storage.NewFallbackLoader(store, o.contentURL, httpClient, storage.TokenFromFile(o.tokenFile))
+	if err != nil {
+		return fmt.Errorf("--content-url: %w", err)
+	}
+	loader.Audience = o.contentAudience
+	loader.Limits = limits
+	if loader.ClassBaseURLs, err = classURLs(o.classContentURLs); err != nil {
+		return err
+	}
 
 	classes := strings.Split(o.classes, ",")
 	if err := provisioner.Setup(mgr, provisioner.Options{
@@ -158,7 +172,7 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 
-	content, err := storage.NewHandler(mgr.GetConfig(), o.storageDir, log.WithName("content"))
+	content, err := storage.NewHandler(mgr.GetConfig(), o.storageDir, []string{o.contentAudience}, log.WithName("content"))
 	if err != nil {
 		return fmt.Errorf("creating content handler: %w", err)
 	}
@@ -233,6 +247,22 @@ func contentServer(o options, h http.Handler) (*http.Server, error) {
 		TLSConfig:         tlsCfg,
 		ReadHeaderTimeout: 10 * time.Second,
 	}, nil
+}
+
+// classURLs parses --class-content-urls.
+func classURLs(s string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, kv := range strings.Split(s, ",") {
+		if kv = strings.TrimSpace(kv); kv == "" {
+			continue
+		}
+		class, u, ok := strings.Cut(kv, "=")
+		if !ok || class == "" {
+			return nil, fmt.Errorf("--class-content-urls: %q is not class=url", kv)
+		}
+		out[class] = u
+	}
+	return out, nil
 }
 
 func envOr(key, def string) string {

@@ -187,7 +187,10 @@ spec:
 		url := jsonpath(t, "bundle/"+active, "{.status.contentURL}")
 		mustKubectl(t, "", "create", "serviceaccount", "e2e-reader", "-n", "default")
 		mustKubectl(t, "", "create", "clusterrolebinding", "e2e-reader", "--clusterrole=bundle-reader", "--serviceaccount=default:e2e-reader")
-		token := strings.TrimSpace(mustKubectl(t, "", "create", "token", "e2e-reader", "-n", "default"))
+		// The content server accepts only tokens of its own audience: an
+		// API server token is refused.
+		apiToken := strings.TrimSpace(mustKubectl(t, "", "create", "token", "e2e-reader", "-n", "default"))
+		token := strings.TrimSpace(mustKubectl(t, "", "create", "token", "e2e-reader", "-n", "default", "--audience=content.core.rukpak.io"))
 		pool := x509.NewCertPool()
 		pool.AppendCertsFromPEM(suite.contentCA)
 		client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
@@ -206,6 +209,14 @@ spec:
 		_ = resp.Body.Close()
 		if resp.StatusCode != http.StatusUnauthorized {
 			t.Errorf("without a token: %s", resp.Status)
+		}
+		resp, err = get(apiToken)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("with a token of the API server's audience: %s", resp.Status)
 		}
 		eventually(t, time.Minute, "an authorised download", func() error {
 			resp, err := get(token)

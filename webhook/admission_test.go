@@ -3,12 +3,15 @@ package webhook_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -62,7 +65,7 @@ func imageBundle() *rukpakv1alpha1.Bundle {
 // cert-manager mode) and drives them through the API server.
 func TestAdmission(t *testing.T) {
 	env := startEnv(t, "")
-	runWebhook(t, env, webhook.Config{
+	stop := runWebhook(t, env, webhook.Config{
 		CertMode: webhook.CertModeCertManager,
 		Server:   webhook.ServerOptions{CertDir: env.Env.WebhookInstallOptions.LocalServingCertDir},
 	})
@@ -80,6 +83,9 @@ func TestAdmission(t *testing.T) {
 	t.Run("kubectl patch prints the seed's error", func(t *testing.T) { testKubectlPatch(t, env) })
 	t.Run("sources", func(t *testing.T) { testSources(t, c) })
 	t.Run("bad requests", func(t *testing.T) { testBadRequests(t, env.Env.WebhookInstallOptions) })
+	t.Run("access to referenced Secrets and ConfigMaps", func(t *testing.T) { testAccess(t, env) })
+	// Last: it stops the webhook.
+	t.Run("metadata updates while the webhook is down", func(t *testing.T) { testWebhookDown(t, env, stop) })
 }
 
 type specChange struct {
@@ -345,4 +351,67 @@ func checkDenial(t *testing.T, err error, webhookName, want string) {
 	if !apierrors.IsInvalid(err) {
 		t.Fatalf("reason = %q, want Invalid", apierrors.ReasonForError(err))
 	}
+}
+
+// testWebhookDown stops the webhook server (the configuration still points
+// at it, failurePolicy Fail): finalizers, labels and annotations of Bundles
+// and BundleDeployments can still be changed, so deleted objects are not
+// stuck, while spec changes and creations are still refused.
+func testWebhookDown(t *testing.T, env *testenv.Env, stop func()) {
+	ctx := context.Background()
+	c := env.Client
+	b := comboTagRef()
+	b.Name = "finalized"
+	b.Finalizers = []string{rukpakv1alpha1.FinalizerDeleteCachedBundle}
+	testenv.MustNotError(t, c.Create(ctx, b), "creating Bundle")
+	bd := &rukpakv1alpha1.BundleDeployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "finalized", Finalizers: []string{rukpakv1alpha1.FinalizerUninstall}},
+		Spec: rukpakv1alpha1.BundleDeploymentSpec{ProvisionerClassName: rukpakv1alpha1.ProvisionerClassPlain,
+			Template: rukpakv1alpha1.BundleTemplate{Spec: comboTagRef().Spec}},
+	}
+	testenv.MustNotError(t, c.Create(ctx, bd), "creating BundleDeployment")
+
+	stop()
+	wio := env.Env.WebhookInstallOptions
+	addr := net.JoinHostPort(wio.LocalServingHost, strconv.Itoa(wio.LocalServingPort))
+	if conn, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+		conn.Close()
+		t.Fatalf("webhook server on %s still accepts connections", addr)
+	}
+
+	patch := func(obj client.Object, body string) error {
+		return c.Patch(ctx, obj, client.RawPatch(types.MergePatchType, []byte(body)))
+	}
+	for _, obj := range []client.Object{&rukpakv1alpha1.Bundle{}, &rukpakv1alpha1.BundleDeployment{}} {
+		obj.SetName("finalized")
+		kind := fmt.Sprintf("%T", obj)
+		t.Run(kind, func(t *testing.T) {
+			testenv.MustNotError(t, patch(obj, `{"metadata":{"labels":{"while":"down"}}}`), "changing labels")
+			testenv.MustNotError(t, c.Get(ctx, client.ObjectKeyFromObject(obj), obj), "getting")
+			obj.SetAnnotations(map[string]string{"note": "update"})
+			testenv.MustNotError(t, c.Update(ctx, obj), "changing annotations (update)")
+
+			specPatch, name := `{"spec":{"source":{"git":{"ref":{"tag":"v0.0.3"}}}}}`, webhook.BundleWebhookName
+			if _, ok := obj.(*rukpakv1alpha1.BundleDeployment); ok {
+				specPatch, name = `{"spec":{"template":{"spec":{"source":{"git":{"ref":{"tag":"v0.0.3"}}}}}}}`, webhook.BundleDeploymentWebhookName
+			}
+			err := patch(obj, specPatch)
+			if err == nil || !strings.Contains(err.Error(), `failed calling webhook "`+name+`"`) {
+				t.Fatalf("spec patch with the webhook down: got %v, want the API server's failure to call the webhook", err)
+			}
+
+			testenv.MustNotError(t, c.Delete(ctx, obj), "deleting")
+			testenv.MustNotError(t, patch(obj, `{"metadata":{"finalizers":null}}`), "removing the finalizer of a deleted object")
+			if err := c.Get(ctx, client.ObjectKeyFromObject(obj), obj); !apierrors.IsNotFound(err) {
+				t.Fatalf("after removing its finalizer: got %v, want NotFound", err)
+			}
+		})
+	}
+	t.Run("create", func(t *testing.T) {
+		nb := comboTagRef()
+		nb.Name = "created-while-down"
+		if err := c.Create(ctx, nb); err == nil || !strings.Contains(err.Error(), `failed calling webhook "`+webhook.BundleWebhookName+`"`) {
+			t.Fatalf("create with the webhook down: got %v, want the API server's failure to call the webhook", err)
+		}
+	})
 }

@@ -61,8 +61,8 @@ func startEnv(t *testing.T, externalName string) *testenv.Env {
 }
 
 // runWebhook runs the real webhook wiring against env until the test ends
-// and waits until it serves TLS.
-func runWebhook(t *testing.T, env *testenv.Env, cfg webhook.Config) {
+// (or stop is called) and waits until it serves TLS.
+func runWebhook(t *testing.T, env *testenv.Env, cfg webhook.Config) (stop func()) {
 	t.Helper()
 	logs := &lockedBuffer{}
 	ctrl.SetLogger(zap.New(zap.WriteTo(logs), zap.UseDevMode(true)))
@@ -87,17 +87,22 @@ func runWebhook(t *testing.T, env *testenv.Env, cfg webhook.Config) {
 	testenv.MustNotError(t, webhook.SetupWithManager(ctx, mgr, cfg), "setting up webhook")
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager stopped with error: %v", err)
-		}
-	})
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("manager stopped with error: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
 
 	addr := net.JoinHostPort(cfg.Server.Host, strconv.Itoa(cfg.Server.Port))
 	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
 		select {
 		case err := <-done:
+			done <- err // for stop
 			return false, fmt.Errorf("manager stopped: %w", err)
 		default:
 		}
@@ -108,4 +113,5 @@ func runWebhook(t *testing.T, env *testenv.Env, cfg webhook.Config) {
 		return true, conn.Close()
 	})
 	testenv.MustNotError(t, err, "waiting for the webhook server on %s", addr)
+	return stop
 }

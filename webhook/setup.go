@@ -24,8 +24,8 @@ const (
 // Config is everything the webhook binary wires together.
 type Config struct {
 	Server ServerOptions
-	// BundleNamespace is the provisioners' namespace, where ConfigMap
-	// sources live.
+	// BundleNamespace is the provisioners' namespace, where the Secrets and
+	// ConfigMaps sources reference live.
 	BundleNamespace string
 	CertMode        CertMode
 	// Certs configure CertModeSelf; its CertDir is Server.CertDir.
@@ -57,7 +57,7 @@ func SetupWithManager(ctx context.Context, mgr manager.Manager, cfg Config) erro
 	}
 
 	srv := NewServer(cfg.Server)
-	Register(srv, mgr.GetScheme(), &SourceValidator{Reader: mgr.GetAPIReader(), Namespace: cfg.BundleNamespace})
+	Register(srv, mgr.GetScheme(), &SourceValidator{Reader: mgr.GetAPIReader(), Reviewer: mgr.GetClient(), Namespace: cfg.BundleNamespace})
 	if err := mgr.Add(certs.AfterReady(ready, srv)); err != nil {
 		return fmt.Errorf("adding webhook server: %w", err)
 	}

@@ -20,15 +20,22 @@ type SourceValidator struct {
 	// Reader looks up referenced ConfigMaps. Use an uncached reader: the
 	// answer must reflect the ConfigMap as it is now.
 	Reader client.Reader
-	// Namespace is the provisioners' namespace, where referenced ConfigMaps
-	// live.
+	// Reviewer asks the API server whether the requesting user may get
+	// the Secrets and ConfigMaps a source references. Nil skips the check
+	// (unit tests of the other rules only).
+	Reviewer Reviewer
+	// Namespace is the provisioners' namespace, where referenced Secrets
+	// and ConfigMaps live.
 	Namespace string
 }
 
 // Validate returns the problems of src; fldPath is the path of src in the
-// object, so each message names the offending field.
+// object, so each message names the offending field. A Secret or ConfigMap
+// the requesting user may not get is a Forbidden error: a source makes the
+// provisioner read it on the user's behalf, so naming another team's
+// credentials or content would hand them over.
 func (v *SourceValidator) Validate(ctx context.Context, fldPath *field.Path, src rukpakv1alpha1.BundleSource) field.ErrorList {
-	var errs field.ErrorList
+	errs, denied := v.checkAccess(ctx, references(fldPath, src))
 	if src.Git != nil && src.Git.Directory != "" {
 		p := fldPath.Child("git", "directory")
 		if _, err := unpack.CleanName(src.Git.Directory); err != nil {
@@ -42,8 +49,10 @@ func (v *SourceValidator) Validate(ctx context.Context, fldPath *field.Path, src
 				errs = append(errs, field.Invalid(p.Child("path"), cm.Path, "must be a relative path inside the bundle root"))
 			}
 		}
-		if cm.ConfigMap.Name != "" {
-			errs = append(errs, v.validateConfigMap(ctx, p.Child("configMap", "name"), cm.ConfigMap.Name)...)
+		// Only a user who may read a ConfigMap learns whether it exists
+		// and is immutable.
+		if np := p.Child("configMap", "name"); cm.ConfigMap.Name != "" && !denied[np.String()] {
+			errs = append(errs, v.validateConfigMap(ctx, np, cm.ConfigMap.Name)...)
 		}
 	}
 	return errs

@@ -5,7 +5,13 @@ import (
 	"strings"
 	"testing"
 
+	admissionv1 "k8s.io/api/admission/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
 )
@@ -80,5 +86,69 @@ func TestSpecImmutable(t *testing.T) {
 				t.Fatalf("denied = %v (%v), want %v", err != nil, err, tc.denied)
 			}
 		})
+	}
+}
+
+// A Reviewer that records what it is asked and answers from allowed.
+type fakeReviewer struct {
+	allowed map[string]bool // "resource/name"
+	asked   []authorizationv1.SubjectAccessReviewSpec
+}
+
+func (f *fakeReviewer) Create(_ context.Context, obj client.Object, _ ...client.CreateOption) error {
+	sar := obj.(*authorizationv1.SubjectAccessReview)
+	f.asked = append(f.asked, sar.Spec)
+	ra := sar.Spec.ResourceAttributes
+	sar.Status.Allowed = f.allowed[ra.Resource+"/"+ra.Name]
+	return nil
+}
+
+func TestAccessReviews(t *testing.T) {
+	user := authenticationv1.UserInfo{Username: "alice", UID: "u-1", Groups: []string{"team-a", "system:authenticated"},
+		Extra: map[string]authenticationv1.ExtraValue{"scopes": {"s1"}}}
+	ctx := admission.NewContextWithRequest(context.Background(), admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{UserInfo: user}})
+	src := rukpakv1alpha1.BundleSource{Type: rukpakv1alpha1.SourceTypeConfigMaps, ConfigMaps: []rukpakv1alpha1.ConfigMapSource{
+		{ConfigMap: rukpakv1alpha1.LocalObjectReference{Name: "ok"}},
+		{ConfigMap: rukpakv1alpha1.LocalObjectReference{Name: "no"}},
+		{ConfigMap: rukpakv1alpha1.LocalObjectReference{Name: "no"}},
+	}}
+	r := &fakeReviewer{allowed: map[string]bool{"configmaps/ok": true}}
+	v := &SourceValidator{Reviewer: r, Namespace: "rukpak-system"}
+	errs := v.Validate(ctx, field.NewPath("spec", "source"), src)
+	want := []string{
+		`spec.source.configMaps[1].configMap.name: Forbidden: user "alice" may not get ConfigMap rukpak-system/no`,
+		`spec.source.configMaps[2].configMap.name: Forbidden: user "alice" may not get ConfigMap rukpak-system/no`,
+	}
+	if len(errs) != len(want) || errs[0].Error() != want[0] || errs[1].Error() != want[1] {
+		t.Fatalf("errors = %v, want %q", errs, want)
+	}
+	// One review per distinct object, each with the whole user info.
+	if len(r.asked) != 2 {
+		t.Fatalf("asked %d reviews, want 2: %+v", len(r.asked), r.asked)
+	}
+	for _, s := range r.asked {
+		ra := s.ResourceAttributes
+		if s.User != "alice" || s.UID != "u-1" || len(s.Groups) != 2 || s.Extra["scopes"][0] != "s1" ||
+			ra.Verb != "get" || ra.Namespace != "rukpak-system" || ra.Resource != "configmaps" || ra.Group != "" {
+			t.Fatalf("review spec = %+v", s)
+		}
+	}
+
+	// Without the admission request there is no user to ask about: the
+	// webhook errs (the API server retries) rather than admits.
+	errs = v.Validate(context.Background(), field.NewPath("spec", "source"), src)
+	if len(errs) != 1 || errs[0].Type != field.ErrorTypeInternal {
+		t.Fatalf("without a request: %v, want one internal error", errs)
+	}
+}
+
+func TestDenialStatus(t *testing.T) {
+	gk := rukpakv1alpha1.GroupVersion.WithKind("Bundle").GroupKind()
+	err := invalid(gk, "b", field.ErrorList{
+		field.Invalid(field.NewPath("spec", "source", "git", "directory"), "..", "must be a relative path inside the repository"),
+		field.Forbidden(field.NewPath("spec", "source", "git", "auth", "secret", "name"), `user "bob" may not get Secret ns/s`),
+	})
+	if !apierrors.IsForbidden(err) || err.Error() != `spec.source.git.auth.secret.name: user "bob" may not get Secret ns/s` {
+		t.Fatalf("got %v (reason %s), want the Forbidden field message only", err, apierrors.ReasonForError(err))
 	}
 }

@@ -37,7 +37,7 @@ func run() error {
 		enableHTTP2, leaderElect                      bool
 	)
 	flag.StringVar(&namespace, "namespace", "rukpak-system", "Namespace the webhook runs in; holds the certificate Secret and the leader-election lease.")
-	flag.StringVar(&bundleNamespace, "bundle-namespace", "rukpak-system", "Provisioners' namespace, where Bundle ConfigMap sources live.")
+	flag.StringVar(&bundleNamespace, "bundle-namespace", "rukpak-system", "Provisioners' namespace, where the Secrets and ConfigMaps that Bundle sources name live; their creators must be allowed to get them there.")
 	flag.IntVar(&port, "port", 9443, "Port the webhook server listens on.")
 	flag.StringVar(&certDir, "cert-dir", filepath.Join(os.TempDir(), "rukpak-webhook", "serving-certs"), "Directory of tls.crt and tls.key.")
 	flag.StringVar(&certMode, "cert-mode", string(webhook.CertModeSelf), "Where certificates come from: 'self' (generated, rotated and injected by this process) or 'cert-manager' (read from --cert-dir).")

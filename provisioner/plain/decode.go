@@ -1,12 +1,15 @@
 package plain
 
 import (
+	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"strings"
+	"sync/atomic"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
@@ -16,49 +19,135 @@ import (
 // Decode returns the objects held by one manifest file: a stream of YAML
 // documents or JSON values. Empty documents are skipped and `kind: List`
 // objects are flattened into their items. name is only used in errors, which
-// also give the zero-based document index.
+// also give the zero-based document index. It decodes within DefaultLimits.
 func Decode(name string, data []byte) ([]*unstructured.Unstructured, error) {
-	reader := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	return DefaultLimits.Decode(name, bytes.NewReader(data))
+}
+
+// Decode is the package's Decode within l, reading the file from r as it
+// goes: no more than one document is held as text at a time.
+func (l Limits) Decode(name string, r io.Reader) ([]*unstructured.Unstructured, error) {
 	var objs []*unstructured.Unstructured
-	for doc := 0; ; doc++ {
+	err := l.OrDefault().decode(name, r, new(atomic.Int64), func(obj *unstructured.Unstructured) error {
+		objs = append(objs, obj)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return objs, nil
+}
+
+// decode streams the documents of one file, checks each against l before
+// converting it, and hands every object to visit. total counts the nodes
+// of every document of the bundle. l must be OrDefault'ed.
+func (l Limits) decode(name string, r io.Reader, total *atomic.Int64, visit func(*unstructured.Unstructured) error) error {
+	s := splitter{
+		r:   bufio.NewReaderSize(&limitedReader{r: r, n: l.MaxFileBytes}, 64<<10),
+		max: l.MaxDocumentBytes,
+	}
+	doc := 0
+	for {
+		text, err := s.next()
+		switch {
+		case errors.Is(err, io.EOF):
+			return nil
+		case errors.Is(err, errDocumentTooLarge):
+			return fmt.Errorf("decode %s: document %d is larger than %s", name, doc, formatBytes(l.MaxDocumentBytes))
+		case errors.Is(err, errFileTooLarge):
+			return fmt.Errorf("decode %s: file is larger than %s", name, formatBytes(l.MaxFileBytes))
+		case err != nil:
+			return fmt.Errorf("decode %s: document %d: %w", name, doc, err)
+		}
+		cost, err := l.check(text)
+		if err != nil {
+			return fmt.Errorf("decode %s: document %d %w", name, doc, err)
+		}
+		if total.Add(int64(cost)) > int64(l.MaxTotalNodes) {
+			return fmt.Errorf("the files of %s/ hold more than %d YAML nodes together", ManifestsDir, l.MaxTotalNodes)
+		}
+		n, err := decodeText(text, cost, doc, func(doc int, raw json.RawMessage) error {
+			return decodeValue(name, doc, raw, visit)
+		})
+		doc += n
+		if err != nil {
+			var de *documentError
+			if errors.As(err, &de) {
+				return fmt.Errorf("decode %s: document %d: %w", name, de.doc, de.err)
+			}
+			return err
+		}
+	}
+}
+
+// documentError is a conversion error of one document.
+type documentError struct {
+	doc int
+	err error
+}
+
+func (e *documentError) Error() string { return e.err.Error() }
+
+// decodeText converts the values of one document's text (one YAML document,
+// or a stream of JSON values) into JSON, holding cost nodes of the process's
+// decoding budget meanwhile. It returns how many values it read.
+func decodeText(text []byte, cost int, first int, each func(doc int, raw json.RawMessage) error) (int, error) {
+	weight := int64(min(cost, decodeBudget))
+	if err := decoding.Acquire(context.Background(), weight); err != nil {
+		return 0, err
+	}
+	defer decoding.Release(weight)
+	reader := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(text), 4096)
+	for n := 0; ; n++ {
 		var raw json.RawMessage
 		if err := reader.Decode(&raw); err != nil {
 			if errors.Is(err, io.EOF) {
-				return objs, nil
+				return n, nil
 			}
-			return nil, fmt.Errorf("decode %s: document %d: %w", name, doc, err)
+			return n, &documentError{first + n, err}
 		}
-		// apimachinery's JSON keeps integers int64, as every other
-		// unstructured object in Kubernetes has them.
-		if len(raw) == 0 {
-			continue // an empty document
+		if err := each(first+n, raw); err != nil {
+			return n, err
 		}
-		var fields map[string]interface{}
-		if err := utiljson.Unmarshal(raw, &fields); err != nil {
-			return nil, fmt.Errorf("decode %s: document %d: %w", name, doc, err)
-		}
-		if len(fields) == 0 {
-			continue
-		}
-		obj := &unstructured.Unstructured{Object: fields}
-		if obj.IsList() {
-			items, err := listItems(obj)
-			if err != nil {
-				return nil, fmt.Errorf("decode %s: document %d: %w", name, doc, err)
-			}
-			for i, item := range items {
-				if err := checkObject(item); err != nil {
-					return nil, fmt.Errorf("decode %s: document %d: item %d: %w", name, doc, i, err)
-				}
-			}
-			objs = append(objs, items...)
-			continue
-		}
-		if err := checkObject(obj); err != nil {
-			return nil, fmt.Errorf("decode %s: document %d: %w", name, doc, err)
-		}
-		objs = append(objs, obj)
 	}
+}
+
+// decodeValue turns one document's JSON into objects for visit.
+func decodeValue(name string, doc int, raw json.RawMessage, visit func(*unstructured.Unstructured) error) error {
+	// apimachinery's JSON keeps integers int64, as every other
+	// unstructured object in Kubernetes has them.
+	if len(raw) == 0 {
+		return nil // an empty document
+	}
+	var fields map[string]interface{}
+	if err := utiljson.Unmarshal(raw, &fields); err != nil {
+		return fmt.Errorf("decode %s: document %d: %w", name, doc, err)
+	}
+	if len(fields) == 0 {
+		return nil
+	}
+	obj := &unstructured.Unstructured{Object: fields}
+	if obj.IsList() {
+		items, err := listItems(obj)
+		if err != nil {
+			return fmt.Errorf("decode %s: document %d: %w", name, doc, err)
+		}
+		for i, item := range items {
+			if err := checkObject(item); err != nil {
+				return fmt.Errorf("decode %s: document %d: item %d: %w", name, doc, i, err)
+			}
+		}
+		for _, item := range items {
+			if err := visit(item); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := checkObject(obj); err != nil {
+		return fmt.Errorf("decode %s: document %d: %w", name, doc, err)
+	}
+	return visit(obj)
 }
 
 func listItems(list *unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
@@ -99,3 +188,95 @@ func checkObject(obj *unstructured.Unstructured) error {
 	}
 	return nil
 }
+
+var (
+	errDocumentTooLarge = errors.New("document too large")
+	errFileTooLarge     = errors.New("file too large")
+)
+
+// limitedReader fails with errFileTooLarge once more than n bytes are read,
+// rather than ending the file early as io.LimitReader would.
+type limitedReader struct {
+	r io.Reader
+	n int64
+}
+
+func (l *limitedReader) Read(p []byte) (int, error) {
+	if l.n < 0 {
+		return 0, errFileTooLarge
+	}
+	if int64(len(p)) > l.n+1 {
+		p = p[:l.n+1]
+	}
+	n, err := l.r.Read(p)
+	l.n -= int64(n)
+	if l.n < 0 {
+		return n, errFileTooLarge
+	}
+	return n, err
+}
+
+// splitter cuts a manifest file into documents at "---" lines, exactly as
+// apimachinery's YAMLReader does (same separators, line endings normalised
+// to "\n"), but never holds more than max bytes: a longer document is an
+// error as soon as its text passes max, however long its lines.
+type splitter struct {
+	r   *bufio.Reader
+	max int64
+	buf []byte
+	eof bool
+}
+
+// next returns the next non-empty document's text, which is valid until the
+// following call, or io.EOF.
+func (s *splitter) next() ([]byte, error) {
+	s.buf = s.buf[:0]
+	for !s.eof {
+		start := len(s.buf)
+		for {
+			frag, err := s.r.ReadSlice('\n')
+			s.buf = append(s.buf, frag...)
+			// A line ending adds at most one byte ("\n" after a last line).
+			if int64(len(s.buf)) > s.max+1 {
+				return nil, errDocumentTooLarge
+			}
+			if err == nil {
+				break
+			}
+			if errors.Is(err, bufio.ErrBufferFull) {
+				continue
+			}
+			if errors.Is(err, io.EOF) {
+				s.eof = true
+				break
+			}
+			return nil, err
+		}
+		line := s.buf[start:]
+		line = bytes.TrimSuffix(line, []byte("\n"))
+		line = bytes.TrimSuffix(line, []byte("\r"))
+		if s.eof && len(line) == 0 && len(s.buf) == start {
+			break
+		}
+		s.buf = append(s.buf[:start+len(line)], '\n')
+		if int64(len(s.buf)) > s.max {
+			return nil, errDocumentTooLarge
+		}
+		if bytes.HasPrefix(line, []byte(separator)) {
+			rest := strings.TrimSpace(string(line[len(separator):]))
+			if len(rest) > 0 && rest[0] != '#' {
+				return nil, fmt.Errorf("invalid Yaml document separator: %s", rest)
+			}
+			s.buf = s.buf[:start]
+			if len(s.buf) > 0 {
+				return s.buf, nil
+			}
+		}
+	}
+	if len(s.buf) > 0 {
+		return s.buf, nil
+	}
+	return nil, io.EOF
+}
+
+const separator = "---"

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"path"
 	"runtime"
+	"sync/atomic"
 
 	"golang.org/x/sync/errgroup"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -20,9 +21,38 @@ type File struct {
 }
 
 // Files reads and decodes every file of the bundle's manifests/ directory,
-// sorted by name. A missing directory, a subdirectory, an unreadable file or
-// a malformed document is an error naming the path.
+// sorted by name, within DefaultLimits. A missing directory, a
+// subdirectory, an unreadable file or a malformed document is an error
+// naming the path.
 func Files(fsys fs.FS) ([]File, error) {
+	return DefaultLimits.Files(fsys)
+}
+
+// Files is the package's Files within l.
+func (l Limits) Files(fsys fs.FS) ([]File, error) {
+	paths, err := l.manifests(fsys)
+	if err != nil {
+		return nil, err
+	}
+	files := make([]File, len(paths))
+	for i, p := range paths {
+		files[i].Path = p
+	}
+	err = l.OrDefault().each(fsys, paths, func(i int, obj *unstructured.Unstructured) error {
+		files[i].Objects = append(files[i].Objects, obj)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return files, nil
+}
+
+// manifests lists the files of manifests/, checking the layout and the
+// sizes the directory declares (each file's size is enforced again while it
+// is read).
+func (l Limits) manifests(fsys fs.FS) ([]string, error) {
+	l = l.OrDefault()
 	entries, err := fs.ReadDir(fsys, ManifestsDir)
 	if err != nil {
 		// fs implementations disagree on the op ("open" vs "readdir"); report
@@ -32,35 +62,52 @@ func Files(fsys fs.FS) ([]File, error) {
 		}
 		return nil, err
 	}
-	files := make([]File, len(entries))
+	paths := make([]string, len(entries))
+	var total int64
 	for i, e := range entries {
-		files[i].Path = path.Join(ManifestsDir, e.Name())
+		paths[i] = path.Join(ManifestsDir, e.Name())
 		if e.IsDir() {
-			return nil, fmt.Errorf("subdirectories are not allowed within the %q directory of the bundle image filesystem: found %q", ManifestsDir, files[i].Path)
+			return nil, fmt.Errorf("subdirectories are not allowed within the %q directory of the bundle image filesystem: found %q", ManifestsDir, paths[i])
+		}
+		info, err := e.Info()
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", paths[i], err)
+		}
+		if info.Size() > l.MaxFileBytes {
+			return nil, fmt.Errorf("decode %s: file is larger than %s", paths[i], formatBytes(l.MaxFileBytes))
+		}
+		if total += info.Size(); total > l.MaxTotalBytes {
+			return nil, fmt.Errorf("the files of %s/ are larger than %s together", ManifestsDir, formatBytes(l.MaxTotalBytes))
 		}
 	}
-	// Decoding is most of the work for a large bundle, and files decode
-	// independently: use every core, then report the first failing file in
-	// name order, as a sequential read would.
-	errs := make([]error, len(files))
+	return paths, nil
+}
+
+// each decodes the files at paths, one reader per file, and hands each
+// object to visit with the index of its file; objects of one file arrive
+// in order, files concurrently. Decoding is most of the work for a large
+// bundle and files decode independently: use every core (the process's
+// decoding budget bounds the memory), then report the first failing file
+// in name order, as a sequential read would.
+func (l Limits) each(fsys fs.FS, paths []string, visit func(i int, obj *unstructured.Unstructured) error) error {
+	errs := make([]error, len(paths))
+	var total atomic.Int64
 	var g errgroup.Group
 	g.SetLimit(runtime.GOMAXPROCS(0))
-	for i := range files {
+	for i, p := range paths {
 		g.Go(func() error {
-			data, err := fs.ReadFile(fsys, files[i].Path)
+			f, err := fsys.Open(p)
 			if err != nil {
-				errs[i] = fmt.Errorf("read %s: %w", files[i].Path, err)
+				errs[i] = fmt.Errorf("read %s: %w", p, err)
 				return nil
 			}
-			files[i].Objects, errs[i] = Decode(files[i].Path, data)
+			defer f.Close()
+			errs[i] = l.decode(p, f, &total, func(obj *unstructured.Unstructured) error { return visit(i, obj) })
 			return nil
 		})
 	}
 	_ = g.Wait()
-	if err := firstError(errs); err != nil {
-		return nil, err
-	}
-	return files, nil
+	return firstError(errs)
 }
 
 func firstError(errs []error) error {

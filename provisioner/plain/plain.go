@@ -5,6 +5,7 @@ package plain
 import (
 	"errors"
 	"io/fs"
+	"sync/atomic"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
@@ -16,23 +17,43 @@ const ManifestsDir = "manifests"
 var errZeroObjects = errors.New("found zero objects: plain+v0 bundles are required to contain at least one object")
 
 // Validate checks that fsys is a plain+v0 bundle: a flat manifests/
-// directory whose files decode to at least one well-formed object.
+// directory whose files decode to at least one well-formed object. It
+// decodes within DefaultLimits.
 func Validate(fsys fs.FS) error {
-	objs, err := Objects(fsys)
+	return DefaultLimits.Validate(fsys)
+}
+
+// Validate is the package's Validate within l. It keeps no object: memory
+// is what the documents being decoded need, not the bundle's size.
+func (l Limits) Validate(fsys fs.FS) error {
+	paths, err := l.manifests(fsys)
 	if err != nil {
 		return err
 	}
-	if len(objs) == 0 {
+	var n atomic.Int64
+	if err := l.OrDefault().each(fsys, paths, func(int, *unstructured.Unstructured) error {
+		n.Add(1)
+		return nil
+	}); err != nil {
+		return err
+	}
+	if n.Load() == 0 {
 		return errZeroObjects
 	}
 	return nil
 }
 
 // Objects returns every object of the bundle in file-name, then document,
-// order. It enforces the same layout rules as Validate but returns an empty
-// slice (not an error) for a bundle with no objects.
+// order, within DefaultLimits. It enforces the same layout rules as
+// Validate but returns an empty slice (not an error) for a bundle with no
+// objects.
 func Objects(fsys fs.FS) ([]*unstructured.Unstructured, error) {
-	files, err := Files(fsys)
+	return DefaultLimits.Objects(fsys)
+}
+
+// Objects is the package's Objects within l.
+func (l Limits) Objects(fsys fs.FS) ([]*unstructured.Unstructured, error) {
+	files, err := l.Files(fsys)
 	if err != nil {
 		return nil, err
 	}

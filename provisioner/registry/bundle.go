@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"sigs.k8s.io/yaml"
 
 	"github.com/rukpak-dev/rukpak/provisioner/plain"
 )
@@ -66,13 +65,14 @@ type annotationsFile struct {
 	Annotations map[string]string `json:"annotations"`
 }
 
-// load reads and validates the registry+v1 bundle at the root of fsys.
-func load(fsys fs.FS) (*bundle, error) {
+// load reads and validates the registry+v1 bundle at the root of fsys,
+// decoding its YAML within limits.
+func load(fsys fs.FS, limits plain.Limits) (*bundle, error) {
 	b := &bundle{}
-	if err := b.readAnnotations(fsys); err != nil {
+	if err := b.readAnnotations(fsys, limits); err != nil {
 		return nil, err
 	}
-	files, err := plain.Files(fsys)
+	files, err := limits.Files(fsys)
 	if err != nil {
 		return nil, err
 	}
@@ -112,18 +112,19 @@ func load(fsys fs.FS) (*bundle, error) {
 	return b, nil
 }
 
-func (b *bundle) readAnnotations(fsys fs.FS) error {
-	data, err := fs.ReadFile(fsys, AnnotationsFile)
+func (b *bundle) readAnnotations(fsys fs.FS, limits plain.Limits) error {
+	var af annotationsFile
+	err := limits.UnmarshalFile(fsys, AnnotationsFile, &af)
 	if errors.Is(err, fs.ErrNotExist) {
 		// Same message whatever the filesystem (os says "no such file").
 		err = &fs.PathError{Op: "open", Path: AnnotationsFile, Err: fs.ErrNotExist}
 	}
-	if err != nil {
+	var pathErr *fs.PathError
+	if errors.As(err, &pathErr) {
 		return fmt.Errorf("read bundle annotations: %w", err)
 	}
-	var af annotationsFile
-	if err := yaml.Unmarshal(data, &af); err != nil {
-		return fmt.Errorf("decode %s: %w", AnnotationsFile, err)
+	if err != nil {
+		return err
 	}
 	a := af.Annotations
 	if mt, ok := a[AnnotationMediaType]; ok && mt != MediaType {

@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"path"
@@ -18,9 +19,13 @@ const SourceDir = "registry+v1"
 
 // Convert validates the registry+v1 bundle at the root of fsys and returns
 // plain+v0 content: manifests/ holds the objects to install, one per file
-// named "<index>_<kind>_<name>.yaml", and SourceDir holds a copy of the
-// original bundle. The same bundle and options always give byte-identical
-// output.
+// named "<index>_<kind>_<name>.yaml", and SourceDir holds the original
+// bundle. The same bundle and options always give byte-identical output.
+//
+// The original bundle is not copied: SourceDir serves fsys's files as they
+// are read, so fsys must stay readable while the result is used, and
+// converting holds only the generated manifests (a bundle's other files
+// may be large).
 func Convert(fsys fs.FS, opts Options) (fs.FS, error) {
 	objs, err := Render(fsys, opts)
 	if err != nil {
@@ -39,17 +44,15 @@ func Convert(fsys fs.FS, opts Options) (fs.FS, error) {
 		name := fmt.Sprintf("%0*d_%s_%s.yaml", width, i, strings.ToLower(obj.GetKind()), fileSafe(obj.GetName()))
 		out[path.Join(plain.ManifestsDir, name)] = &fstest.MapFile{Data: data, Mode: 0o644}
 	}
-	if err := copyTree(out, fsys, SourceDir); err != nil {
-		return nil, err
-	}
-	return out, nil
+	out[SourceDir] = &fstest.MapFile{Mode: fs.ModeDir | 0o755}
+	return &converted{generated: out, source: fsys}, nil
 }
 
 // Render validates the registry+v1 bundle at the root of fsys and returns
 // the objects to install, in install-friendly order: Namespace, CRDs,
 // ServiceAccounts, RBAC, the bundle's other objects, Deployments.
 func Render(fsys fs.FS, opts Options) ([]*unstructured.Unstructured, error) {
-	b, err := load(fsys)
+	b, err := load(fsys, opts.Limits)
 	if err != nil {
 		return nil, err
 	}
@@ -68,23 +71,61 @@ func IsRegistryContent(fsys fs.FS) bool {
 	return err == nil && fi.Mode().IsRegular()
 }
 
-// copyTree copies the regular files of src into dst under prefix.
-func copyTree(dst fstest.MapFS, src fs.FS, prefix string) error {
-	return fs.WalkDir(src, ".", func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return fmt.Errorf("copy bundle source: %w", err)
-		}
-		if !d.Type().IsRegular() {
-			return nil
-		}
-		data, err := fs.ReadFile(src, p)
-		if err != nil {
-			return fmt.Errorf("copy bundle source: %w", err)
-		}
-		dst[path.Join(prefix, p)] = &fstest.MapFile{Data: data, Mode: 0o644}
-		return nil
-	})
+// converted is Convert's result: the generated manifests, and the original
+// bundle under SourceDir.
+type converted struct {
+	generated fstest.MapFS // holds SourceDir as an empty directory
+	source    fs.FS
 }
+
+func (c *converted) Open(name string) (fs.File, error) {
+	if !fs.ValidPath(name) {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrInvalid}
+	}
+	rest, ok := strings.CutPrefix(name, SourceDir+"/")
+	if !ok && name != SourceDir {
+		return c.generated.Open(name)
+	}
+	if !ok {
+		rest = "."
+	}
+	f, err := c.source.Open(rest)
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			return nil, &fs.PathError{Op: pe.Op, Path: name, Err: pe.Err}
+		}
+		return nil, err
+	}
+	if rest == "." {
+		return &sourceRoot{f}, nil
+	}
+	return f, nil
+}
+
+// sourceRoot is the source bundle's root, opened as SourceDir: it has
+// SourceDir's name.
+type sourceRoot struct{ fs.File }
+
+func (r *sourceRoot) Stat() (fs.FileInfo, error) {
+	fi, err := r.File.Stat()
+	if err != nil {
+		return nil, err
+	}
+	return renamed{fi}, nil
+}
+
+func (r *sourceRoot) ReadDir(n int) ([]fs.DirEntry, error) {
+	d, ok := r.File.(fs.ReadDirFile)
+	if !ok {
+		return nil, &fs.PathError{Op: "readdir", Path: SourceDir, Err: errors.New("not implemented")}
+	}
+	return d.ReadDir(n)
+}
+
+type renamed struct{ fs.FileInfo }
+
+func (renamed) Name() string { return SourceDir }
 
 // fileSafe keeps object names usable as file names (ClusterRole names may
 // hold ':' for example).

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 
-	"sigs.k8s.io/yaml"
+	"github.com/rukpak-dev/rukpak/provisioner/plain"
 )
 
 // DependenciesFile declares what a bundle needs from other bundles.
@@ -24,17 +24,19 @@ type dependenciesFile struct {
 // They are reported, not resolved: a bundle that installs a CR of a missing
 // kind fails, and these entries say where that kind should come from. A
 // bundle without the file has no dependencies.
+// The file is decoded within plain.DefaultLimits.
 func Dependencies(fsys fs.FS) ([]string, error) {
-	data, err := fs.ReadFile(fsys, DependenciesFile)
+	var df dependenciesFile
+	err := plain.DefaultLimits.UnmarshalFile(fsys, DependenciesFile, &df)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
-	if err != nil {
+	var pathErr *fs.PathError
+	if errors.As(err, &pathErr) {
 		return nil, fmt.Errorf("read %s: %w", DependenciesFile, err)
 	}
-	var df dependenciesFile
-	if err := yaml.Unmarshal(data, &df); err != nil {
-		return nil, fmt.Errorf("decode %s: %w", DependenciesFile, err)
+	if err != nil {
+		return nil, err
 	}
 	out := make([]string, 0, len(df.Dependencies))
 	for i, d := range df.Dependencies {

@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/rukpak-dev/rukpak/provisioner/plain"
 )
 
 // Options choose where and how a registry+v1 bundle is installed.
@@ -22,6 +24,9 @@ type Options struct {
 	// [""] is OLM's explicit spelling of all namespaces and always means
 	// AllNamespaces.
 	WatchNamespaces []string `json:"watchNamespaces,omitempty"`
+	// Limits bound decoding the bundle's YAML (manifests and metadata);
+	// unset fields take plain.DefaultLimits. Not part of spec.config.
+	Limits plain.Limits `json:"-"`
 }
 
 // OptionsFromConfig decodes a BundleDeployment's spec.config. Unknown fields

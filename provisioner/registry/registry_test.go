@@ -516,7 +516,7 @@ func TestConvertIsDeterministic(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		a, b := first.(fstest.MapFS), again.(fstest.MapFS)
+		a, b := fstestCopy(t, first), fstestCopy(t, again)
 		if len(a) != len(b) {
 			t.Fatalf("run %d: %d files, first run had %d", i, len(b), len(a))
 		}

@@ -1,0 +1,157 @@
+package plain
+
+import (
+	"bytes"
+	"fmt"
+
+	yamlv3 "go.yaml.in/yaml/v3"
+)
+
+// check estimates what converting one document's text costs and refuses it
+// when over l, before any conversion allocates. It returns the estimated
+// node count (aliases expanded). Error messages continue "document N ".
+func (l Limits) check(text []byte) (int, error) {
+	nodes, depth, aliases := scanCost(text, l.MaxNodes, l.MaxDepth)
+	switch {
+	case depth > l.MaxDepth:
+		return 0, fmt.Errorf("is nested more than %d levels deep", l.MaxDepth)
+	case nodes > l.MaxNodes:
+		return 0, fmt.Errorf("has more than %d YAML nodes", l.MaxNodes)
+	case !aliases:
+		return nodes, nil
+	}
+	// Aliases repeat the node they name, so a few kilobytes can stand for
+	// billions of nodes. Count them exactly: the text's own nodes are
+	// bounded by now, and so is its parse tree.
+	expanded, err := expandedNodes(text, l.MaxNodes)
+	if err != nil {
+		// Left to the decoder, which reports the syntax error; it also
+		// bounds aliasing on its own.
+		return nodes, nil //nolint:nilerr // the decoder reports the error
+	}
+	if expanded > l.MaxNodes {
+		return 0, fmt.Errorf("expands to more than %d YAML nodes through aliases", l.MaxNodes)
+	}
+	return max(nodes, expanded), nil
+}
+
+// scanCost estimates, in one pass that allocates next to nothing, the YAML nodes of
+// a document and how deeply it nests, and reports whether it may hold
+// aliases. The node estimate is never lower than the real count (aliases not
+// expanded): every node needs a line of its own or an indicator ([ ] { } ,
+// and ":", "-", "?" before a space), and each of those is counted. It stops
+// counting once over maxNodes or maxDepth.
+//
+// Comment lines are skipped; other text is not parsed (quotes and comments
+// after content are counted as if they were YAML), which only overestimates.
+func scanCost(text []byte, maxNodes, maxDepth int) (nodes, depth int, aliases bool) {
+	nodes = 1 // the document itself
+	flow := 0 // open [ and {
+	// The block indentation levels open; its length is bounded by maxDepth,
+	// as the scan stops past it.
+	indents := make([]int, 0, 32)
+	for len(text) > 0 {
+		line := text
+		if i := bytes.IndexByte(text, '\n'); i >= 0 {
+			line, text = text[:i], text[i+1:]
+		} else {
+			text = nil
+		}
+		indent := 0
+		for indent < len(line) && (line[indent] == ' ' || line[indent] == '\t') {
+			indent++
+		}
+		if indent == len(line) || line[indent] == '#' {
+			continue // blank or comment: no nodes
+		}
+		if flow == 0 {
+			// Block context: indentation opens and closes levels.
+			for len(indents) > 0 && indents[len(indents)-1] >= indent {
+				indents = indents[:len(indents)-1]
+			}
+			indents = append(indents, indent)
+		}
+		levels := len(indents)
+		nodes++
+		lineDepth := 0
+		prev := byte(' ')
+		for i := indent; i < len(line); i++ {
+			c := line[i]
+			next := byte(' ')
+			if i+1 < len(line) {
+				next = line[i+1]
+			}
+			switch c {
+			case '[', '{':
+				flow++
+				nodes += 2
+			case ']', '}':
+				if flow > 0 {
+					flow--
+				}
+				nodes += 2
+			case ',':
+				nodes += 2
+			case ':', '-', '?':
+				if next == ' ' || next == '\t' || next == '\r' || (c == ':' && flow > 0 && (next == ',' || next == ']' || next == '}')) {
+					nodes += 2
+					lineDepth++
+				}
+			case '*':
+				if isBoundary(prev) && next != ' ' && next != '\t' {
+					aliases = true
+				}
+			}
+			prev = c
+			if d := levels + lineDepth + flow; d > depth {
+				depth = d
+			}
+		}
+		if depth > maxDepth || nodes > maxNodes {
+			return nodes, depth, aliases
+		}
+	}
+	return nodes, depth, aliases
+}
+
+// isBoundary reports whether c may precede a YAML token.
+func isBoundary(c byte) bool {
+	switch c {
+	case ' ', '\t', '[', '{', ',', ':', '-', '?':
+		return true
+	}
+	return false
+}
+
+// expandedNodes counts the nodes of the YAML text with every alias replaced
+// by the node it names, stopping early once over limit.
+func expandedNodes(text []byte, limit int) (int, error) {
+	var doc yamlv3.Node
+	if err := yamlv3.Unmarshal(text, &doc); err != nil {
+		return 0, err
+	}
+	memo := map[*yamlv3.Node]int{}
+	var count func(n *yamlv3.Node) int
+	count = func(n *yamlv3.Node) int {
+		if n == nil {
+			return 0
+		}
+		if c, ok := memo[n]; ok {
+			return c
+		}
+		memo[n] = limit + 1 // a node that contains itself expands forever
+		c := 1
+		if n.Kind == yamlv3.AliasNode {
+			c = count(n.Alias)
+		}
+		for _, child := range n.Content {
+			if c += count(child); c > limit {
+				break
+			}
+		}
+		c = min(c, limit+1)
+		memo[n] = c
+		return c
+	}
+	return count(&doc), nil
+}

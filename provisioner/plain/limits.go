@@ -1,0 +1,99 @@
+package plain
+
+import (
+	"fmt"
+
+	"golang.org/x/sync/semaphore"
+)
+
+// Limits bound what decoding a bundle's manifests may cost. Decoding YAML
+// into objects costs a hundred times or more the size of the text for some
+// shapes (a flow list of 20 MiB of "0," took 2.3 GiB), so every bound is
+// checked before the expensive decode: file sizes from the directory and
+// while streaming, document size while splitting a file into documents, and
+// a document's node count and depth with a scan that allocates nothing.
+//
+// Unset (zero) fields take DefaultLimits.
+type Limits struct {
+	// MaxTotalBytes is the size of all manifest files of a bundle together.
+	MaxTotalBytes int64
+	// MaxFileBytes is the size of one manifest file.
+	MaxFileBytes int64
+	// MaxDocumentBytes is the size of one YAML document (or of the JSON
+	// values between two "---" lines) of a manifest file.
+	MaxDocumentBytes int64
+	// MaxNodes bounds the YAML nodes (scalars, lists, maps) of one
+	// document, aliases expanded. It is checked against an estimate that is
+	// never lower than the real count and at most a few times higher.
+	MaxNodes int
+	// MaxTotalNodes bounds the YAML nodes of all documents of a bundle
+	// together (the same estimate): decoded objects are kept, and small
+	// documents add up.
+	MaxTotalNodes int
+	// MaxDepth is how deeply one document may nest (estimated from
+	// indentation, block indicators and brackets).
+	MaxDepth int
+}
+
+// DefaultLimits fit every real bundle in the test data with room to spare:
+// the largest single document there is an 833 KB CRD (prometheus-operator's
+// Prometheus, 16,165 nodes, estimated 38,673), the deepest nests 38 levels
+// by the estimate, and the largest bundle (prometheus-operator's 10 CRDs,
+// 4.5 MB) holds ~350,000 estimated nodes. The API server refuses requests
+// over 3 MiB, so no larger document could be installed anyway. A node costs
+// up to ~260 bytes at the conversion's peak, so a document at MaxNodes
+// peaks at ~65 MiB.
+var DefaultLimits = Limits{
+	MaxTotalBytes:    64 << 20,
+	MaxFileBytes:     32 << 20,
+	MaxDocumentBytes: 3 << 20,
+	MaxNodes:         256 << 10,
+	MaxTotalNodes:    1 << 20,
+	MaxDepth:         256,
+}
+
+// OrDefault fills unset fields from DefaultLimits.
+func (l Limits) OrDefault() Limits {
+	d := DefaultLimits
+	if l.MaxTotalBytes <= 0 {
+		l.MaxTotalBytes = d.MaxTotalBytes
+	}
+	if l.MaxFileBytes <= 0 {
+		l.MaxFileBytes = d.MaxFileBytes
+	}
+	if l.MaxDocumentBytes <= 0 {
+		l.MaxDocumentBytes = d.MaxDocumentBytes
+	}
+	if l.MaxNodes <= 0 {
+		l.MaxNodes = d.MaxNodes
+	}
+	if l.MaxTotalNodes <= 0 {
+		l.MaxTotalNodes = d.MaxTotalNodes
+	}
+	if l.MaxDepth <= 0 {
+		l.MaxDepth = d.MaxDepth
+	}
+	return l
+}
+
+// decoding bounds the nodes being converted at once in this process,
+// whatever the number of bundles and files decoded concurrently: a document
+// holds its estimated node count of the budget while it is converted, so
+// conversions peak at ~65 MiB together, while documents of real sizes
+// (a tenth of the budget at most) convert on every core.
+var decoding = semaphore.NewWeighted(decodeBudget)
+
+// decodeBudget is DefaultLimits.MaxNodes: a document at that limit (or
+// over it, with larger Limits) converts alone.
+const decodeBudget = 256 << 10
+
+// formatBytes renders a limit for messages: "3 MiB", "512 KiB", "1000 bytes".
+func formatBytes(n int64) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d bytes", n)
+}

@@ -159,6 +159,15 @@ type ConfigMapSource struct {
 	// placed in; it defaults to the root. It may not leave the bundle.
 	// +optional
 	Path string `json:"path,omitempty"`
+	// digest identifies the ConfigMap's content: "sha256:<hex>" of its files
+	// in key order, each written as the key, a NUL byte, the size in
+	// decimal, a NUL byte and the content. The provisioner records it in
+	// status.resolvedSource and refuses to unpack the Bundle again from
+	// different content (a ConfigMap deleted and re-created under the same
+	// name). Set in a spec, it pins the content the same way.
+	// +optional
+	// +kubebuilder:validation:Pattern=`^sha256:[0-9a-f]{64}$`
+	Digest string `json:"digest,omitempty"`
 }
 
 // HTTPSource is a tar.gz archive of the bundle.

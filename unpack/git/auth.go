@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -28,9 +29,12 @@ const (
 	keyKnownHosts = "ssh-knownhosts"
 )
 
-// access is how to reach a repository.
+// access is how to reach a repository: the credentials for its protocol
+// (basic auth for http(s), a client configuration for ssh) and whether TLS
+// is verified.
 type access struct {
-	auth            transport.AuthMethod
+	basic           *githttp.BasicAuth
+	ssh             *ssh.ClientConfig
 	insecureSkipTLS bool
 }
 
@@ -49,7 +53,10 @@ func endpoint(repository string) (*transport.Endpoint, error) {
 	}
 }
 
-// auth builds the credentials and TLS/host-key checks for src.
+// auth builds the credentials and TLS/host-key checks for src. A Secret's
+// credentials are used only for the hosts its owner listed in its
+// core.rukpak.io/allowed-hosts annotation: any Bundle may name any Secret,
+// and must not be able to send it to a server of its choosing.
 func (u *Unpacker) auth(ctx context.Context, src *rukpakv1alpha1.GitSource, ep *transport.Endpoint) (*access, error) {
 	a := &access{insecureSkipTLS: src.Auth.SkipVerify()}
 	var secret *corev1.Secret
@@ -60,6 +67,9 @@ func (u *Unpacker) auth(ctx context.Context, src *rukpakv1alpha1.GitSource, ep *
 		if err := u.cfg.Reader.Get(ctx, key, secret); err != nil {
 			return nil, fmt.Errorf("getting auth Secret %s: %w", key, err)
 		}
+		if err := unpack.CheckSecretHost(secret, repositoryHost(src.Repository, ep)); err != nil {
+			return nil, err
+		}
 	}
 
 	switch ep.Protocol {
@@ -67,11 +77,11 @@ func (u *Unpacker) auth(ctx context.Context, src *rukpakv1alpha1.GitSource, ep *
 		if secret == nil {
 			return nil, unpack.Terminal(fmt.Errorf("repository %q uses ssh: auth.secret must name a Secret with %s", redact(src.Repository), keyPrivateKey))
 		}
-		auth, err := sshAuth(ep, secret, src.Auth.SkipVerify(), u.cfg.BaseDir)
+		cfg, err := sshConfig(ep, secret, src.Auth.SkipVerify(), u.cfg.BaseDir)
 		if err != nil {
 			return nil, err
 		}
-		a.auth = auth
+		a.ssh = cfg
 	case "https", "http":
 		if secret == nil {
 			return a, nil
@@ -80,12 +90,22 @@ func (u *Unpacker) auth(ctx context.Context, src *rukpakv1alpha1.GitSource, ep *
 		if user == "" && pass == "" {
 			return nil, unpack.Terminal(fmt.Errorf("auth Secret %s/%s has neither %s nor %s", secret.Namespace, secret.Name, keyUsername, keyPassword))
 		}
-		a.auth = &githttp.BasicAuth{Username: user, Password: pass}
+		a.basic = &githttp.BasicAuth{Username: user, Password: pass}
 	}
 	return a, nil
 }
 
-func sshAuth(ep *transport.Endpoint, secret *corev1.Secret, insecure bool, tmpDir string) (transport.AuthMethod, error) {
+// repositoryHost is the host a repository's credentials go to, with the
+// port when the URL names one.
+func repositoryHost(repository string, ep *transport.Endpoint) string {
+	if u, err := url.Parse(repository); err == nil && u.Scheme != "" && u.Host != "" {
+		return u.Host
+	}
+	// scp-like user@host:path has no port.
+	return ep.Host
+}
+
+func sshConfig(ep *transport.Endpoint, secret *corev1.Secret, insecure bool, tmpDir string) (*ssh.ClientConfig, error) {
 	ref := secret.Namespace + "/" + secret.Name
 	pem := secret.Data[keyPrivateKey]
 	if len(pem) == 0 {
@@ -101,7 +121,7 @@ func sshAuth(ep *transport.Endpoint, secret *corev1.Secret, insecure bool, tmpDi
 	}
 	if insecure {
 		keys.HostKeyCallback = ssh.InsecureIgnoreHostKey()
-		return keys, nil
+		return keys.ClientConfig()
 	}
 	known := secret.Data[keyKnownHosts]
 	if len(known) == 0 {
@@ -119,7 +139,7 @@ func sshAuth(ep *transport.Endpoint, secret *corev1.Secret, insecure bool, tmpDi
 	// Offer only the algorithms of the keys we know, or the server may pick
 	// a key type we cannot check.
 	keys.HostKeyAlgorithms = db.HostKeyAlgorithms(net.JoinHostPort(ep.Host, strconv.Itoa(port)))
-	return keys, nil
+	return keys.ClientConfig()
 }
 
 // knownHostsDB parses known_hosts data. The parser only reads files, so the

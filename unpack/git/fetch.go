@@ -4,27 +4,33 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 
 	gogit "github.com/go-git/go-git/v5"
-	"github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/plumbing/protocol/packp"
+	"github.com/go-git/go-git/v5/plumbing/protocol/packp/capability"
+	"github.com/go-git/go-git/v5/plumbing/protocol/packp/sideband"
 	"github.com/go-git/go-git/v5/plumbing/storer"
+	"github.com/go-git/go-git/v5/plumbing/transport"
+	"github.com/go-git/go-git/v5/storage"
 
 	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
 	"github.com/rukpak-dev/rukpak/unpack"
 )
 
-// pinnedRef receives a commit fetched by hash.
-const pinnedRef = "refs/rukpak/commit"
-
 // fetcher fetches one ref of a remote into a fresh repository.
 type fetcher struct {
-	repo   *gogit.Repository
-	remote *gogit.Remote
-	url    string
-	auth   *access
+	repo    *gogit.Repository
+	storage storage.Storer
+	// spool is a directory for the pack while it is checked.
+	spool  string
+	ep     *transport.Endpoint
+	url    string // redacted, for messages
+	access *access
+	limits unpack.Limits
 }
 
 // checkout fetches what ref names and returns its commit.
@@ -53,19 +59,19 @@ func (f *fetcher) named(ctx context.Context, kind, short string, name plumbing.R
 	if !validRefName(short) {
 		return nil, unpack.Terminal(fmt.Errorf("invalid %s name %q", kind, short))
 	}
-	spec := config.RefSpec("+" + name.String() + ":" + name.String())
-	err := f.fetch(ctx, []config.RefSpec{spec}, 1)
-	if errors.As(err, new(gogit.NoMatchingRefSpecError)) {
-		return nil, unpack.Terminal(fmt.Errorf("%s %q not found in repository %q", kind, short, f.url))
-	}
+	var tip plumbing.Hash
+	err := f.fetch(ctx, func(ar *packp.AdvRefs) ([]plumbing.Hash, error) {
+		h, ok := ar.References[name.String()]
+		if !ok {
+			return nil, unpack.Terminal(fmt.Errorf("%s %q not found in repository %q", kind, short, f.url))
+		}
+		tip = h
+		return []plumbing.Hash{h}, nil
+	}, 1)
 	if err != nil {
 		return nil, err
 	}
-	r, err := f.repo.Reference(name, true)
-	if err != nil {
-		return nil, fmt.Errorf("reading fetched %s %q: %w", kind, short, err)
-	}
-	return f.peel(kind, short, r.Hash())
+	return f.peel(kind, short, tip)
 }
 
 // peel resolves annotated tags down to the commit they point at.
@@ -87,6 +93,10 @@ func (f *fetcher) peel(kind, short string, h plumbing.Hash) (*object.Commit, err
 	return nil, unpack.Terminal(fmt.Errorf("%s %q: too many nested tags", kind, short))
 }
 
+// errNoHashWants is a server that does not let clients ask for a commit by
+// hash.
+var errNoHashWants = errors.New("the server does not allow fetching by hash")
+
 // commit fetches a full hash directly when the server allows it, and falls
 // back to fetching every branch and tag and looking the (possibly
 // abbreviated) hash up among their history.
@@ -95,21 +105,39 @@ func (f *fetcher) commit(ctx context.Context, hash string) (*object.Commit, erro
 		return nil, unpack.Terminal(fmt.Errorf("invalid commit %q: want 4 to 40 hexadecimal digits", hash))
 	}
 	if len(hash) == 40 {
-		spec := config.RefSpec(hash + ":" + pinnedRef)
-		err := f.fetch(ctx, []config.RefSpec{spec}, 1)
+		err := f.fetch(ctx, func(ar *packp.AdvRefs) ([]plumbing.Hash, error) {
+			if !ar.Capabilities.Supports(capability.AllowReachableSHA1InWant) && !ar.Capabilities.Supports(capability.AllowTipSHA1InWant) {
+				return nil, errNoHashWants
+			}
+			return []plumbing.Hash{plumbing.NewHash(hash)}, nil
+		}, 1)
 		if err == nil {
 			return f.lookup(hash)
 		}
-		// A denied or missing repository fails the fallback the same way;
-		// anything else (the server refusing an unadvertised hash, say)
-		// may still succeed by fetching everything.
+		// A denied or missing repository, a limit or the deadline fail
+		// the fallback the same way; anything else (the server refusing
+		// an unadvertised hash, say) may still succeed by fetching
+		// everything.
 		if unpack.IsTerminal(err) || ctx.Err() != nil {
 			return nil, err
 		}
 	}
 
-	all := []config.RefSpec{"+refs/heads/*:refs/remotes/origin/*", "+refs/tags/*:refs/tags/*"}
-	if err := f.fetch(ctx, all, 0); err != nil {
+	err := f.fetch(ctx, func(ar *packp.AdvRefs) ([]plumbing.Hash, error) {
+		seen := map[plumbing.Hash]bool{}
+		var wants []plumbing.Hash
+		for name, h := range ar.References {
+			if (strings.HasPrefix(name, "refs/heads/") || strings.HasPrefix(name, "refs/tags/")) && !seen[h] {
+				seen[h] = true
+				wants = append(wants, h)
+			}
+		}
+		if len(wants) == 0 {
+			return nil, unpack.Terminal(fmt.Errorf("commit %q not found in repository %q: it has no branches or tags", hash, f.url))
+		}
+		return wants, nil
+	}, 0)
+	if err != nil {
 		return nil, err
 	}
 	return f.lookup(hash)
@@ -152,23 +180,57 @@ func (f *fetcher) lookup(prefix string) (*object.Commit, error) {
 	return found, nil
 }
 
-// fetch runs one fetch; an up-to-date result is success.
-func (f *fetcher) fetch(ctx context.Context, specs []config.RefSpec, depth int) error {
-	err := f.remote.FetchContext(ctx, &gogit.FetchOptions{
-		RefSpecs:        specs,
-		Depth:           depth,
-		Auth:            f.auth.auth,
-		InsecureSkipTLS: f.auth.insecureSkipTLS,
-		Tags:            gogit.NoTags,
-	})
-	if err == nil || errors.Is(err, gogit.NoErrAlreadyUpToDate) {
-		return nil
+// fetch runs one fetch on a new connection: wants picks the objects to ask
+// for from the server's refs, depth (0: all) limits the history. Every
+// read counts against MaxFetchBytes, and ctx (with the fetch deadline)
+// interrupts the connection on every transport.
+func (f *fetcher) fetch(ctx context.Context, wants func(*packp.AdvRefs) ([]plumbing.Hash, error), depth int) error {
+	w := newWire(f.limits.MaxFetchBytes)
+	s, err := openSession(ctx, f.ep, f.access, w)
+	if err != nil {
+		return classify(ctx, err, f.url)
 	}
-	var noMatch gogit.NoMatchingRefSpecError
-	if errors.As(err, &noMatch) {
+	defer s.Close()
+	ar, err := s.AdvertisedReferencesContext(ctx)
+	if err != nil {
+		return classify(ctx, err, f.url)
+	}
+	hashes, err := wants(ar)
+	if err != nil {
 		return err
 	}
-	return classify(err, f.url)
+	req := packp.NewUploadPackRequestFromCapabilities(ar.Capabilities)
+	req.Wants = hashes
+	if depth > 0 {
+		req.Depth = packp.DepthCommits(depth)
+		if err := req.Capabilities.Set(capability.Shallow); err != nil {
+			return fmt.Errorf("building fetch request: %w", err)
+		}
+	}
+	if ar.Capabilities.Supports(capability.NoProgress) {
+		if err := req.Capabilities.Set(capability.NoProgress); err != nil {
+			return fmt.Errorf("building fetch request: %w", err)
+		}
+	}
+	res, err := s.UploadPack(ctx, req)
+	if err != nil {
+		return classify(ctx, err, f.url)
+	}
+	defer res.Close()
+	w.startPack()
+	if len(res.Shallows) > 0 {
+		if err := f.storage.SetShallow(res.Shallows); err != nil {
+			return fmt.Errorf("recording shallow commits: %w", err)
+		}
+	}
+	var pack io.Reader = res
+	switch {
+	case req.Capabilities.Supports(capability.Sideband64k):
+		pack = sideband.NewDemuxer(sideband.Sideband64k, res)
+	case req.Capabilities.Supports(capability.Sideband):
+		pack = sideband.NewDemuxer(sideband.Sideband, res)
+	}
+	return classify(ctx, storePack(ctx, f.storage, pack, f.spool, f.limits), f.url)
 }
 
 // validRefName rejects names git refuses and ones that would change the

@@ -19,8 +19,9 @@ import (
 
 	"github.com/go-git/go-billy/v5/osfs"
 	gogit "github.com/go-git/go-git/v5"
-	"github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing/cache"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/plumbing/transport"
 	"github.com/go-git/go-git/v5/storage/filesystem"
 
 	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
@@ -71,26 +72,16 @@ func (u *Unpacker) Unpack(ctx context.Context, bundle *rukpakv1alpha1.Bundle) (*
 	}
 	defer os.RemoveAll(objects)
 
-	repo, err := gogit.Init(filesystem.NewStorage(osfs.New(objects), cache.NewObjectLRUDefault()), nil)
+	limits := u.cfg.Limits.OrDefault()
+	fetchCtx, cancel := context.WithTimeout(ctx, limits.FetchTimeout)
+	defer cancel()
+	commit, tree, err := u.fetch(fetchCtx, src, ep, auth, objects, dir, bundle.Name, limits)
 	if err != nil {
-		return nil, fmt.Errorf("initialising git storage: %w", err)
-	}
-	remote, err := repo.CreateRemote(&config.RemoteConfig{Name: "origin", URLs: []string{src.Repository}})
-	if err != nil {
-		return nil, unpack.Terminal(fmt.Errorf("invalid source.git.repository %q: %w", redact(src.Repository), err))
-	}
-	f := &fetcher{repo: repo, remote: remote, url: redact(src.Repository), auth: auth}
-	commit, err := f.checkout(ctx, src.Ref)
-	if err != nil {
-		return nil, err
-	}
-
-	tree, err := unpack.NewTempTree(u.cfg.BaseDir, "git-"+bundle.Name+"-", u.cfg.Limits)
-	if err != nil {
-		return nil, err
-	}
-	if err := copyDirectory(ctx, tree, commit, dir, src.Directory); err != nil {
-		_ = tree.Discard()
+		if errors.Is(fetchCtx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
+			// Retryable: the server may answer in time later.
+			return nil, fmt.Errorf("fetching repository %q: not done within the fetch timeout of %s (--fetch-timeout): %w",
+				redact(src.Repository), limits.FetchTimeout, context.DeadlineExceeded)
+		}
 		return nil, err
 	}
 
@@ -104,6 +95,41 @@ func (u *Unpacker) Unpack(ctx context.Context, bundle *rukpakv1alpha1.Bundle) (*
 		},
 	}
 	return unpack.Unpacked(tree.FS(), resolved, tree.Discard), nil
+}
+
+// Objects of at most largeObjectBytes are read into memory whole; larger
+// blobs stream from the pack into the tree. objectCacheBytes bounds go-git's
+// cache of decoded objects (trees and small blobs, mostly).
+const (
+	largeObjectBytes = 1 << 20
+	objectCacheBytes = 16 << 20
+)
+
+// fetch fetches src's commit into a repository in objects and copies its
+// directory dir into a new tree.
+func (u *Unpacker) fetch(ctx context.Context, src *rukpakv1alpha1.GitSource, ep *transport.Endpoint, auth *access,
+	objects, dir, name string, limits unpack.Limits,
+) (*object.Commit, *unpack.Tree, error) {
+	storage := filesystem.NewStorageWithOptions(osfs.New(objects), cache.NewObjectLRU(objectCacheBytes),
+		filesystem.Options{LargeObjectThreshold: largeObjectBytes})
+	repo, err := gogit.Init(storage, nil)
+	if err != nil {
+		return nil, nil, fmt.Errorf("initialising git storage: %w", err)
+	}
+	f := &fetcher{repo: repo, storage: storage, spool: objects, ep: ep, url: redact(src.Repository), access: auth, limits: limits}
+	commit, err := f.checkout(ctx, src.Ref)
+	if err != nil {
+		return nil, nil, err
+	}
+	tree, err := unpack.NewTempTree(u.cfg.BaseDir, "git-"+name+"-", limits)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := copyDirectory(ctx, tree, commit, dir, src.Directory); err != nil {
+		_ = tree.Discard()
+		return nil, nil, err
+	}
+	return commit, tree, nil
 }
 
 // gitSource is the spec's source, pinned to the resolved commit when

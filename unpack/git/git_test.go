@@ -78,8 +78,18 @@ func newUnpacker(t *testing.T, objs ...client.Object) unpack.Unpacker {
 	return git.New(unpack.Config{Reader: reader, Namespace: namespace, BaseDir: t.TempDir()})
 }
 
+// secret is an auth Secret for the test servers' host, 127.0.0.1.
 func secret(name string, data map[string]string) *corev1.Secret {
+	return secretFor(name, "127.0.0.1", data)
+}
+
+// secretFor is an auth Secret whose allowed-hosts annotation is hosts (none
+// when empty).
+func secretFor(name, hosts string, data map[string]string) *corev1.Secret {
 	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace}, Data: map[string][]byte{}}
+	if hosts != "" {
+		s.Annotations = map[string]string{rukpakv1alpha1.AnnotationAllowedHosts: hosts}
+	}
 	for k, v := range data {
 		s.Data[k] = []byte(v)
 	}

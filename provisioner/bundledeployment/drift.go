@@ -4,12 +4,15 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
+	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
 	"github.com/rukpak-dev/rukpak/provisioner/release"
 )
 
@@ -20,8 +23,13 @@ import (
 // server-side apply of the bundle's version of the object, so a false
 // positive (a value the API server normalised) costs one request and no
 // write.
-func (r *Reconciler) correctDrift(ctx context.Context, desired []*unstructured.Unstructured) ([]string, error) {
+//
+// An object that another release owns now (it was deleted and someone
+// else's release installed it since) is never restored: the apply would
+// force this release's fields over the other's. Such objects are returned.
+func (r *Reconciler) correctDrift(ctx context.Context, desired []*unstructured.Unstructured) ([]takenObject, error) {
 	var restored []string
+	var taken []takenObject
 	for _, want := range desired {
 		live := &unstructured.Unstructured{}
 		live.SetGroupVersionKind(want.GroupVersionKind())
@@ -30,20 +38,92 @@ func (r *Reconciler) correctDrift(ctx context.Context, desired []*unstructured.U
 		err := r.tracker.Get(ctx, live)
 		switch {
 		case apierrors.IsNotFound(err):
+			// The cache only holds objects labelled as installed by some
+			// BundleDeployment, and may lag: ask the API server whether
+			// someone else has it now before creating it again.
+			m, err := r.Releases.Live(ctx, want)
+			if err != nil {
+				return taken, fmt.Errorf("reading %s: %w", describe(want), err)
+			}
+			if m != nil {
+				if owner := ownedElsewhere(want, m); owner != "" {
+					taken = append(taken, takenObject{want, owner})
+					continue
+				}
+			}
 		case err != nil:
-			return restored, fmt.Errorf("reading %s: %w", describe(want), err)
+			return taken, fmt.Errorf("reading %s: %w", describe(want), err)
+		case ownedElsewhere(want, live) != "":
+			taken = append(taken, takenObject{want, ownedElsewhere(want, live)})
+			continue
 		case !drifted(want, live):
 			continue
 		}
 		if err := release.ApplyObject(ctx, r.Client, want); err != nil {
-			return restored, fmt.Errorf("restoring %s: %w", describe(want), err)
+			return taken, fmt.Errorf("restoring %s: %w", describe(want), err)
 		}
 		restored = append(restored, describe(want))
 	}
 	if len(restored) > 0 {
 		log.FromContext(ctx).Info("restored drifted objects", "objects", restored)
 	}
-	return restored, nil
+	if len(taken) > 0 {
+		log.FromContext(ctx).Info("not restoring objects another release owns now", "objects", len(taken))
+	}
+	return taken, nil
+}
+
+// takenObject is an object of the release that owner has now.
+type takenObject struct {
+	obj   *unstructured.Unstructured
+	owner string
+}
+
+// ownedElsewhere names the owner of live if that is not want's: another
+// Helm release by its ownership annotations, or another BundleDeployment by
+// its owner label. An object with neither belongs to no one else.
+func ownedElsewhere(want *unstructured.Unstructured, live metav1.Object) string {
+	if ns, name := release.Owner(live); name != "" {
+		if wantNS, wantName := release.Owner(want); ns != wantNS || name != wantName {
+			return fmt.Sprintf("release %s/%s", ns, name)
+		}
+	}
+	if l := live.GetLabels(); l[rukpakv1alpha1.LabelOwnerKind] == "BundleDeployment" {
+		if owner := l[rukpakv1alpha1.LabelOwnerName]; owner != "" && owner != want.GetLabels()[rukpakv1alpha1.LabelOwnerName] {
+			return fmt.Sprintf("bundle deployment %s", owner)
+		}
+	}
+	return ""
+}
+
+// ownedElsewhereMessage is the Installed condition of a BundleDeployment
+// whose objects another release owns now.
+func ownedElsewhereMessage(taken []takenObject) string {
+	const shown = 10
+	parts := make([]string, 0, min(len(taken), shown))
+	for _, t := range taken[:min(len(taken), shown)] {
+		parts = append(parts, fmt.Sprintf("%s is owned by %s", describe(t.obj), t.owner))
+	}
+	msg := strings.Join(parts, "; ")
+	if len(taken) > shown {
+		msg += fmt.Sprintf("; and %d more", len(taken)-shown)
+	}
+	return "Not taking back objects that another release owns now (delete them or remove them from one of the bundles): " + msg
+}
+
+// without returns objs minus the taken ones (the same pointers).
+func without(objs []*unstructured.Unstructured, taken []takenObject) []*unstructured.Unstructured {
+	skip := make(map[*unstructured.Unstructured]bool, len(taken))
+	for _, t := range taken {
+		skip[t.obj] = true
+	}
+	kept := make([]*unstructured.Unstructured, 0, len(objs))
+	for _, o := range objs {
+		if !skip[o] {
+			kept = append(kept, o)
+		}
+	}
+	return kept
 }
 
 func drifted(want, live *unstructured.Unstructured) bool {

@@ -9,7 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -60,6 +60,7 @@ type Reconciler struct {
 	Explain func(fsys fs.FS) string
 
 	tracker *Tracker
+	records records
 }
 
 // Reconcile brings one BundleDeployment's installed content in line with its
@@ -72,6 +73,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if bd.Spec.ProvisionerClassName != r.Class {
 		return ctrl.Result{}, nil
 	}
+	r.records.load(bd)
 	if !bd.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, r.finalize(ctx, bd)
 	}
@@ -100,7 +102,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 }
 
 func (r *Reconciler) reconcile(ctx context.Context, bd *rukpakv1alpha1.BundleDeployment, flush func() error) (ctrl.Result, error) {
-	b, err := r.desiredBundle(ctx, bd)
+	b, err := r.desiredBundle(ctx, bd, flush)
+	if refused := (*refusedError)(nil); errors.As(err, &refused) {
+		// Someone else's Bundle under the generated name: nothing to retry
+		// until it is deleted, which need not come with an event for this
+		// BundleDeployment (its labels are the creator's to choose).
+		if c := conditions.Get(bd.Status.Conditions, rukpakv1alpha1.TypeHasValidBundle); c == nil || c.Message != refused.msg {
+			r.event(bd, "Warning", rukpakv1alpha1.ReasonCreateBundleFailed, refused.msg)
+		}
+		r.set(bd, rukpakv1alpha1.TypeHasValidBundle, metav1.ConditionFalse, rukpakv1alpha1.ReasonCreateBundleFailed, refused.msg)
+		return ctrl.Result{RequeueAfter: healthRecheck}, nil
+	}
 	if err != nil {
 		r.set(bd, rukpakv1alpha1.TypeHasValidBundle, metav1.ConditionFalse, rukpakv1alpha1.ReasonCreateBundleFailed, err.Error())
 		return ctrl.Result{}, err
@@ -129,6 +141,9 @@ func (r *Reconciler) reconcile(ctx context.Context, bd *rukpakv1alpha1.BundleDep
 		return ctrl.Result{}, fmt.Errorf("loading bundle %q: %w", b.Name, err)
 	}
 	objs, err := r.Objects(ctx, fsys, bd)
+	if err == nil {
+		err = placeObjects(objs, bd)
+	}
 	if err != nil {
 		// Invalid content or config: nothing to retry until the object or
 		// the template changes.
@@ -159,11 +174,31 @@ func (r *Reconciler) reconcile(ctx context.Context, bd *rukpakv1alpha1.BundleDep
 		r.event(bd, "Warning", reason, msg)
 		return ctrl.Result{}, fmt.Errorf("applying bundle %q: %w", b.Name, err)
 	}
+	stamped := result.Objects
+	var taken []takenObject
 	if result.Changed {
 		r.event(bd, "Normal", rukpakv1alpha1.ReasonInstallationSucceeded, fmt.Sprintf("Installed bundle %q (release revision %d)", b.Name, result.Release.Version))
+	} else {
+		if err := r.tracker.Watch(stamped); err != nil {
+			return ctrl.Result{}, err
+		}
+		if taken, err = r.correctDrift(ctx, stamped); err != nil {
+			return ctrl.Result{}, err
+		}
 	}
-	r.set(bd, rukpakv1alpha1.TypeInstalled, metav1.ConditionTrue, rukpakv1alpha1.ReasonInstallationSucceeded,
-		fmt.Sprintf("Instantiated bundle %q successfully", b.Name))
+	if len(taken) > 0 {
+		// Objects of the release that another release owns now stay with
+		// it: this BundleDeployment reports that it no longer has them.
+		msg := ownedElsewhereMessage(taken)
+		if c := conditions.Get(bd.Status.Conditions, rukpakv1alpha1.TypeInstalled); c == nil || c.Message != msg {
+			r.event(bd, "Warning", rukpakv1alpha1.ReasonInstallFailed, msg)
+		}
+		r.set(bd, rukpakv1alpha1.TypeInstalled, metav1.ConditionFalse, rukpakv1alpha1.ReasonInstallFailed, msg)
+		stamped = without(stamped, taken)
+	} else {
+		r.set(bd, rukpakv1alpha1.TypeInstalled, metav1.ConditionTrue, rukpakv1alpha1.ReasonInstallationSucceeded,
+			fmt.Sprintf("Instantiated bundle %q successfully", b.Name))
+	}
 	bd.Status.ActiveBundle = b.Name
 
 	if err := r.pivot(ctx, bd, b); err != nil {
@@ -176,14 +211,7 @@ func (r *Reconciler) reconcile(ctx context.Context, bd *rukpakv1alpha1.BundleDep
 		if err := flush(); err != nil {
 			return ctrl.Result{}, err
 		}
-	}
-
-	stamped := result.Objects
-	if err := r.tracker.Watch(stamped); err != nil {
-		return ctrl.Result{}, err
-	}
-	if !result.Changed {
-		if _, err := r.correctDrift(ctx, stamped); err != nil {
+		if err := r.tracker.Watch(stamped); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
@@ -244,138 +272,35 @@ func ownerStamper(bd *rukpakv1alpha1.BundleDeployment) func(*unstructured.Unstru
 
 func ptr[T any](v T) *T { return &v }
 
-// desiredBundle finds or creates the Bundle generated from bd's current
-// template.
-func (r *Reconciler) desiredBundle(ctx context.Context, bd *rukpakv1alpha1.BundleDeployment) (*rukpakv1alpha1.Bundle, error) {
-	hash, err := TemplateHash(bd.Spec.Template)
-	if err != nil {
-		return nil, err
-	}
-	owned, err := r.ownedBundles(ctx, bd)
-	if err != nil {
-		return nil, err
-	}
-	for i := range owned {
-		if owned[i].Labels[rukpakv1alpha1.LabelBundleTemplateHash] == hash {
-			return &owned[i], nil
-		}
-	}
-	if err := r.trimBundles(ctx, bd, owned); err != nil {
-		return nil, err
-	}
-
-	b := &rukpakv1alpha1.Bundle{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:        bd.Name + "-" + hash,
-			Labels:      map[string]string{},
-			Annotations: map[string]string{},
-		},
-		Spec: *bd.Spec.Template.Spec.DeepCopy(),
-	}
-	// Copy, never alias, the template's maps: the BundleDeployment in the
-	// cache must not change under anyone's feet.
-	for k, v := range bd.Spec.Template.Metadata.Labels {
-		b.Labels[k] = v
-	}
-	for k, v := range bd.Spec.Template.Metadata.Annotations {
-		b.Annotations[k] = v
-	}
-	b.Labels[rukpakv1alpha1.LabelOwnerKind] = "BundleDeployment"
-	b.Labels[rukpakv1alpha1.LabelOwnerName] = bd.Name
-	b.Labels[rukpakv1alpha1.LabelBundleTemplateHash] = hash
-	if err := controllerutil.SetControllerReference(bd, b, r.Client.Scheme()); err != nil {
-		return nil, err
-	}
-	if err := r.Client.Create(ctx, b); err != nil {
-		if !apierrors.IsAlreadyExists(err) {
-			return nil, fmt.Errorf("creating bundle %q: %w", b.Name, err)
-		}
-		if err := r.Client.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
-			return nil, fmt.Errorf("reading bundle %q: %w", b.Name, err)
-		}
-		if !metav1.IsControlledBy(b, bd) {
-			return nil, fmt.Errorf("bundle %q already exists and is not owned by bundle deployment %q", b.Name, bd.Name)
-		}
-	}
-	r.event(bd, "Normal", "BundleCreated", fmt.Sprintf("Created bundle %q", b.Name))
-	return b, nil
-}
-
-func (r *Reconciler) ownedBundles(ctx context.Context, bd *rukpakv1alpha1.BundleDeployment) ([]rukpakv1alpha1.Bundle, error) {
-	list := &rukpakv1alpha1.BundleList{}
-	if err := r.Client.List(ctx, list, client.MatchingLabels{
-		rukpakv1alpha1.LabelOwnerKind: "BundleDeployment",
-		rukpakv1alpha1.LabelOwnerName: bd.Name,
-	}); err != nil {
-		return nil, fmt.Errorf("listing bundles of %q: %w", bd.Name, err)
-	}
-	owned := list.Items[:0]
-	for _, b := range list.Items {
-		if metav1.IsControlledBy(&b, bd) {
-			owned = append(owned, b)
-		}
-	}
-	return owned, nil
-}
-
-// trimBundles makes room for one more generated Bundle by deleting the
-// oldest ones that are not active.
-func (r *Reconciler) trimBundles(ctx context.Context, bd *rukpakv1alpha1.BundleDeployment, owned []rukpakv1alpha1.Bundle) error {
-	limit := r.MaxBundles
-	if limit <= 0 {
-		limit = DefaultMaxBundles
-	}
-	if len(owned) < limit {
-		return nil
-	}
-	sort.Slice(owned, func(i, j int) bool { return owned[i].CreationTimestamp.Before(&owned[j].CreationTimestamp) })
-	excess := len(owned) - limit + 1
-	for i := range owned {
-		if excess == 0 {
-			break
-		}
-		if owned[i].Name == bd.Status.ActiveBundle {
-			continue
-		}
-		if err := r.Client.Delete(ctx, &owned[i]); client.IgnoreNotFound(err) != nil {
-			return fmt.Errorf("deleting old bundle %q: %w", owned[i].Name, err)
-		}
-		r.event(bd, "Warning", rukpakv1alpha1.ReasonTooManyBundles,
-			fmt.Sprintf("Deleted bundle %q: at most %d generated bundles are kept, and it is the oldest that is not active", owned[i].Name, limit))
-		excess--
-	}
-	return nil
-}
-
-// pivot deletes every generated Bundle but the one just installed.
-func (r *Reconciler) pivot(ctx context.Context, bd *rukpakv1alpha1.BundleDeployment, active *rukpakv1alpha1.Bundle) error {
-	owned, err := r.ownedBundles(ctx, bd)
-	if err != nil {
-		return err
-	}
-	for i := range owned {
-		if owned[i].Name == active.Name {
-			continue
-		}
-		if err := r.Client.Delete(ctx, &owned[i]); client.IgnoreNotFound(err) != nil {
-			return fmt.Errorf("deleting superseded bundle %q: %w", owned[i].Name, err)
-		}
-		r.event(bd, "Normal", "BundleSuperseded", fmt.Sprintf("Deleted bundle %q after pivoting to %q", owned[i].Name, active.Name))
-	}
-	return nil
-}
-
 func (r *Reconciler) finalize(ctx context.Context, bd *rukpakv1alpha1.BundleDeployment) error {
 	if !controllerutil.ContainsFinalizer(bd, rukpakv1alpha1.FinalizerUninstall) {
 		return nil
 	}
-	if err := r.Releases.Uninstall(ctx, bd.Name); err != nil {
+	kept, err := r.Releases.Uninstall(ctx, bd.Name)
+	if err != nil {
 		return err
 	}
-	if left, err := r.tracker.DeleteOwned(ctx, r.Client, bd.Name); err != nil {
+	left, keptLeft, err := r.tracker.DeleteOwned(ctx, r.Releases, bd.Name)
+	if err != nil {
 		return err
-	} else if left > 0 {
+	}
+	if left > 0 {
 		log.FromContext(ctx).Info("deleted objects the release uninstall left behind", "count", left)
+	}
+	for _, k := range keptLeft {
+		if !slices.Contains(kept, k) {
+			kept = append(kept, k)
+		}
+	}
+	if len(kept) > 0 {
+		// Objects the release once installed that are someone else's now:
+		// the uninstall leaves them, and says so.
+		const shown = 10
+		msg := "Left objects the release no longer owns: " + strings.Join(kept[:min(len(kept), shown)], ", ")
+		if len(kept) > shown {
+			msg += fmt.Sprintf(" and %d more", len(kept)-shown)
+		}
+		r.event(bd, "Warning", "UninstallKeptObjects", msg)
 	}
 	owned, err := r.ownedBundles(ctx, bd)
 	if err != nil {
@@ -386,7 +311,11 @@ func (r *Reconciler) finalize(ctx context.Context, bd *rukpakv1alpha1.BundleDepl
 			return fmt.Errorf("deleting bundle %q: %w", owned[i].Name, err)
 		}
 	}
-	return finalizer.Remove(ctx, r.Client, bd, rukpakv1alpha1.FinalizerUninstall)
+	if err := finalizer.Remove(ctx, r.Client, bd, rukpakv1alpha1.FinalizerUninstall); err != nil {
+		return err
+	}
+	r.records.drop(bd)
+	return nil
 }
 
 func (r *Reconciler) set(bd *rukpakv1alpha1.BundleDeployment, typ string, status metav1.ConditionStatus, reason, msg string) {

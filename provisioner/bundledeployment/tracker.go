@@ -6,7 +6,6 @@ import (
 	"sync"
 
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -144,45 +143,62 @@ func ownerRequest(_ context.Context, o client.Object) []reconcile.Request {
 	return []reconcile.Request{{NamespacedName: client.ObjectKey{Name: l[rukpakv1alpha1.LabelOwnerName]}}}
 }
 
+// Deleter deletes an object only if it carries a release's ownership
+// metadata (release.Manager).
+type Deleter interface {
+	DeleteIfOwned(ctx context.Context, o *unstructured.Unstructured, release string) (kept string, err error)
+}
+
 // DeleteOwned deletes every object of a watched kind still labelled as
-// installed by the BundleDeployment named owner, and reports how many were
-// left. It backs up a Helm uninstall that failed part-way (whose release
-// record may already be gone) and clusters without a garbage collector.
-func (t *Tracker) DeleteOwned(ctx context.Context, c client.Client, owner string) (int, error) {
+// installed by the BundleDeployment named owner and carrying its release's
+// ownership metadata, and reports how many it deleted and which it left
+// alone: the owner label alone is anyone's to set, and an object labelled
+// for owner may belong to another release now. It backs up an uninstall
+// that failed part-way (whose release record may already be gone) and
+// clusters without a garbage collector.
+func (t *Tracker) DeleteOwned(ctx context.Context, d Deleter, owner string) (int, []string, error) {
 	t.mu.Lock()
 	gvks := make([]schema.GroupVersionKind, 0, len(t.watched))
 	for gvk := range t.watched {
 		gvks = append(gvks, gvk)
 	}
 	t.mu.Unlock()
-	left := 0
+	deleted := 0
+	var kept []string
 	for _, gvk := range gvks {
 		list := t.list(gvk)
 		if err := t.cache.List(ctx, list, client.MatchingLabels{
 			rukpakv1alpha1.LabelOwnerKind: "BundleDeployment",
 			rukpakv1alpha1.LabelOwnerName: owner,
 		}); err != nil {
-			return left, fmt.Errorf("listing %s: %w", gvk.Kind, err)
+			return deleted, kept, fmt.Errorf("listing %s: %w", gvk.Kind, err)
 		}
 		items, err := meta.ExtractList(list)
 		if err != nil {
-			return left, fmt.Errorf("listing %s: %w", gvk.Kind, err)
+			return deleted, kept, fmt.Errorf("listing %s: %w", gvk.Kind, err)
 		}
 		for _, item := range items {
 			m, err := meta.Accessor(item)
 			if err != nil {
-				return left, err
+				return deleted, kept, err
 			}
 			if !m.GetDeletionTimestamp().IsZero() {
 				continue
 			}
-			left++
-			o := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: m.GetName(), Namespace: m.GetNamespace()}}
+			o := &unstructured.Unstructured{}
 			o.SetGroupVersionKind(gvk)
-			if err := c.Delete(ctx, o, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
-				return left, fmt.Errorf("deleting %s %s: %w", gvk.Kind, client.ObjectKeyFromObject(o), err)
+			o.SetNamespace(m.GetNamespace())
+			o.SetName(m.GetName())
+			k, err := d.DeleteIfOwned(ctx, o, owner)
+			if err != nil {
+				return deleted, kept, err
 			}
+			if k != "" {
+				kept = append(kept, k)
+				continue
+			}
+			deleted++
 		}
 	}
-	return left, nil
+	return deleted, kept, nil
 }

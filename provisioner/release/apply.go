@@ -19,6 +19,7 @@ import (
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 )
 
 // FieldManager owns every field the provisioner applies, on install,
@@ -44,6 +45,31 @@ func ApplyObject(ctx context.Context, c client.Client, o *unstructured.Unstructu
 	answer.SetName(o.GetName())
 	return c.Patch(ctx, answer, client.RawPatch(types.ApplyPatchType, patch),
 		client.FieldOwner(FieldManager), client.ForceOwnership, client.FieldValidation(metav1.FieldValidationIgnore))
+}
+
+// place settles o's namespace. A namespace on a cluster-scoped object (a
+// common slip in real bundles) is dropped, as Helm does. Unlike Helm, a
+// namespaced object without a namespace is an error, not installed into the
+// release namespace: that is the provisioner's own, holding the release
+// records and the credentials Bundles use, where a bundle's Secret shaped
+// like a release record would make a later uninstall delete objects of the
+// bundle's choosing. For the same reason nothing is installed there at all.
+// Unknown kinds are left for the apply to report as missing.
+func (m *Manager) place(o *unstructured.Unstructured) error {
+	namespaced, err := m.client.IsObjectNamespaced(o)
+	switch {
+	case meta.IsNoMatchError(err):
+	case err != nil:
+		return fmt.Errorf("finding the scope of %s: %w", describe(o), err)
+	case namespaced && o.GetNamespace() == "":
+		return fmt.Errorf("%s %s has no namespace: set metadata.namespace in the bundle, or an install namespace for objects without one (spec.config.installNamespace)", o.GetKind(), o.GetName())
+	case !namespaced:
+		o.SetNamespace("")
+	}
+	if o.GetNamespace() == m.namespace {
+		return fmt.Errorf("%s is in the provisioner's namespace %q, which holds release records and credentials: bundles may not install objects there", describe(o), m.namespace)
+	}
+	return nil
 }
 
 // applyConcurrency bounds the requests in flight for one release; the API
@@ -99,9 +125,12 @@ func (m *Manager) applyObjects(ctx context.Context, name string, objs, previous 
 		}
 	}
 	return parallel(stale, func(o *unstructured.Unstructured) error {
-		err := m.client.Delete(ctx, o, client.PropagationPolicy(metav1.DeletePropagationBackground))
-		if client.IgnoreNotFound(err) != nil {
+		kept, err := m.DeleteIfOwned(ctx, o, name)
+		if err != nil {
 			return fmt.Errorf("deleting %s, no longer in the bundle: %w", describe(o), err)
+		}
+		if kept != "" {
+			log.FromContext(ctx).Info("not deleting an object dropped from the bundle that the release no longer owns", "release", name, "object", kept)
 		}
 		return nil
 	})
@@ -126,8 +155,18 @@ func (m *Manager) applyWave(ctx context.Context, name string, objs []*unstructur
 				live = nil
 			}
 		}
-		if live != nil && !owned[key(o)] && !ownedBy(live, name, m.namespace) {
-			return fmt.Errorf("%s exists and is not managed by this release (%s/%s): delete it or remove it from the bundle", describe(o), m.namespace, name)
+		if live != nil && !ownedBy(live, name, m.namespace) {
+			// Helm's upgrade rule lets a release keep an object its previous
+			// revision listed even without ownership metadata (someone
+			// stripped it); never one that another release owns now, which
+			// is how a rollback took over an object installed since.
+			ns, other := Owner(live)
+			switch {
+			case other != "":
+				return fmt.Errorf("%s exists and is not managed by this release (%s/%s): it is owned by release %s/%s; delete it or remove it from the bundle", describe(o), m.namespace, name, ns, other)
+			case !owned[key(o)]:
+				return fmt.Errorf("%s exists and is not managed by this release (%s/%s): delete it or remove it from the bundle", describe(o), m.namespace, name)
+			}
 		}
 		if err := ApplyObject(ctx, m.client, o); err != nil {
 			return fmt.Errorf("applying %s: %w", describe(o), err)
@@ -236,6 +275,66 @@ func (m *Manager) listMetadata(ctx context.Context, gvk schema.GroupVersionKind,
 func ownedBy(live metav1.Object, name, namespace string) bool {
 	a := live.GetAnnotations()
 	return a[helmReleaseName] == name && a[helmReleaseNamespace] == namespace
+}
+
+// Owner returns the Helm release that o's ownership annotations name; an
+// empty name if none.
+func Owner(o metav1.Object) (namespace, name string) {
+	a := o.GetAnnotations()
+	return a[helmReleaseNamespace], a[helmReleaseName]
+}
+
+// Live reads o's metadata from the API server (not a cache); nil if it
+// does not exist.
+func (m *Manager) Live(ctx context.Context, o *unstructured.Unstructured) (*metav1.PartialObjectMetadata, error) {
+	live := &metav1.PartialObjectMetadata{}
+	live.SetGroupVersionKind(o.GroupVersionKind())
+	err := m.client.Get(ctx, client.ObjectKeyFromObject(o), live)
+	switch {
+	case apierrors.IsNotFound(err) || meta.IsNoMatchError(err):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	}
+	return live, nil
+}
+
+// deleteAttempts bounds the retries of a delete whose object changed
+// between the ownership check and the delete.
+const deleteAttempts = 3
+
+// DeleteIfOwned deletes o (its kind, namespace and name) if the live object
+// carries release name's ownership metadata, and otherwise leaves it alone
+// and says why (kept is empty when o was deleted or is gone). Ownership is
+// checked on the live object, not on what any release record lists: a
+// record lists what a release once applied, not what it still owns, and
+// Helm's own uninstall, trusting the record, deleted objects that another
+// release had installed since. The delete is conditional on the checked
+// resourceVersion, so an object taken over in between is not deleted.
+func (m *Manager) DeleteIfOwned(ctx context.Context, o *unstructured.Unstructured, name string) (kept string, err error) {
+	for range deleteAttempts {
+		live, err := m.Live(ctx, o)
+		switch {
+		case err != nil:
+			return "", fmt.Errorf("reading %s: %w", describe(o), err)
+		case live == nil || !live.DeletionTimestamp.IsZero():
+			return "", nil
+		case !ownedBy(live, name, m.namespace):
+			if ns, other := Owner(live); other != "" {
+				return fmt.Sprintf("%s (owned by release %s/%s)", describe(o), ns, other), nil
+			}
+			return fmt.Sprintf("%s (no ownership metadata of release %s/%s)", describe(o), m.namespace, name), nil
+		}
+		err = m.client.Delete(ctx, live, client.PropagationPolicy(metav1.DeletePropagationBackground),
+			client.Preconditions{UID: &live.UID, ResourceVersion: &live.ResourceVersion})
+		switch {
+		case err == nil || apierrors.IsNotFound(err):
+			return "", nil
+		case !apierrors.IsConflict(err):
+			return "", fmt.Errorf("deleting %s: %w", describe(o), err)
+		}
+	}
+	return "", fmt.Errorf("deleting %s: it kept changing between the ownership check and the delete", describe(o))
 }
 
 func key(o *unstructured.Unstructured) string {

@@ -15,7 +15,6 @@ import (
 
 	yaml "go.yaml.in/yaml/v2"
 	"golang.org/x/sync/errgroup"
-	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/kube"
 	helmrelease "helm.sh/helm/v3/pkg/release"
@@ -25,9 +24,6 @@ import (
 	helmtime "helm.sh/helm/v3/pkg/time"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
@@ -67,8 +63,8 @@ func WithMaxRecordBytes(n int64) Option {
 }
 
 // NewManager keeps release records as Secrets in namespace (split across
-// several when one cannot hold a record: chunked.go); objects without a
-// namespace of their own are installed there too.
+// several when one cannot hold a record: chunked.go). No release installs
+// objects there (see place).
 func NewManager(cfg *rest.Config, namespace string, opts ...Option) (*Manager, error) {
 	var o managerOptions
 	for _, opt := range opts {
@@ -112,8 +108,7 @@ func NewManager(cfg *rest.Config, namespace string, opts ...Option) (*Manager, e
 	}, nil
 }
 
-// Namespace holds the release records and objects installed without a
-// namespace of their own.
+// Namespace holds the release records; no release installs objects there.
 func (m *Manager) Namespace() string { return m.namespace }
 
 func (m *Manager) lock(name string) func() {
@@ -126,16 +121,6 @@ func (m *Manager) lock(name string) func() {
 	m.mu.Unlock()
 	l.Lock()
 	return l.Unlock
-}
-
-func (m *Manager) config(ctx context.Context) *action.Configuration {
-	logger := log.FromContext(ctx).WithName("helm").V(1)
-	return &action.Configuration{
-		RESTClientGetter: m.getter,
-		Releases:         m.store,
-		KubeClient:       m.kube,
-		Log:              func(format string, v ...any) { logger.Info(fmt.Sprintf(format, v...)) },
-	}
 }
 
 // Result says what Apply did.
@@ -172,19 +157,8 @@ func (m *Manager) Apply(ctx context.Context, name string, objs []*unstructured.U
 			mutate(o)
 		}
 		m.ownershipMetadata(o, name)
-		// As Helm does: namespaced objects without a namespace go to the
-		// release namespace, and a namespace on a cluster-scoped object (a
-		// common slip in real bundles) is ignored. Unknown kinds are left
-		// for the apply to report as missing.
-		namespaced, err := m.client.IsObjectNamespaced(o)
-		switch {
-		case meta.IsNoMatchError(err):
-		case err != nil:
-			return nil, fmt.Errorf("finding the scope of %s: %w", describe(o), err)
-		case namespaced && o.GetNamespace() == "":
-			o.SetNamespace(m.namespace)
-		case !namespaced:
-			o.SetNamespace("")
+		if err := m.place(o); err != nil {
+			return nil, err
 		}
 		stamped = append(stamped, o)
 	}
@@ -333,25 +307,28 @@ func (m *Manager) pruneHistory(ctx context.Context, name string, all []*helmrele
 	}
 }
 
-// Uninstall removes the release and every object it installed. A missing
-// release is not an error.
+// Uninstall deletes every object any revision of the release lists that
+// still carries the release's ownership metadata, then the release's
+// records, and returns the objects it left alone because they are not the
+// release's (any more). A missing release is not an error.
 //
-// Helm's uninstall deletes what the last revision lists; afterwards every
-// object any revision listed that still carries this release's ownership
-// metadata is deleted too, so nothing a release applied outlives it even if
-// Helm skipped or failed on an object (its records are purged either way).
-func (m *Manager) Uninstall(ctx context.Context, name string) error {
+// Helm's action.Uninstall is not used: it deletes whatever the last
+// revision's manifest lists, whoever owns it now, so a record listing
+// someone else's objects (forged, or stale after another release took an
+// object over) made it delete objects this release never owned. Records go
+// last, so an uninstall interrupted half way is finished by the next one.
+func (m *Manager) Uninstall(ctx context.Context, name string) ([]string, error) {
 	defer m.lock(name)()
 	hist, err := m.history(ctx, name)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	seen := map[string]bool{}
 	var objs []*unstructured.Unstructured
 	for _, r := range hist.all {
 		decoded, err := decodeManifest(r.Manifest)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		for _, o := range decoded {
 			if !seen[key(o)] {
@@ -360,28 +337,32 @@ func (m *Manager) Uninstall(ctx context.Context, name string) error {
 			}
 		}
 	}
-	un := action.NewUninstall(m.config(ctx))
-	un.IgnoreNotFound = true
-	if _, err := un.Run(name); err != nil && !errors.Is(err, driver.ErrReleaseNotFound) {
-		return fmt.Errorf("uninstalling release %q: %w", name, err)
-	}
-	return parallel(objs, func(o *unstructured.Unstructured) error {
-		live := &metav1.PartialObjectMetadata{}
-		live.SetGroupVersionKind(o.GroupVersionKind())
-		err := m.client.Get(ctx, client.ObjectKeyFromObject(o), live)
-		switch {
-		case apierrors.IsNotFound(err) || meta.IsNoMatchError(err):
-			return nil
-		case err != nil:
-			return fmt.Errorf("reading %s: %w", describe(o), err)
-		case !live.DeletionTimestamp.IsZero() || !ownedBy(live, name, m.namespace):
-			return nil
+	var (
+		mu   sync.Mutex
+		kept []string
+	)
+	err = parallel(objs, func(o *unstructured.Unstructured) error {
+		k, err := m.DeleteIfOwned(ctx, o, name)
+		if k != "" {
+			mu.Lock()
+			kept = append(kept, k)
+			mu.Unlock()
 		}
-		if err := m.client.Delete(ctx, live, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
-			return fmt.Errorf("deleting %s: %w", describe(o), err)
-		}
-		return nil
+		return err
 	})
+	if err != nil {
+		return kept, fmt.Errorf("uninstalling release %q: %w", name, err)
+	}
+	sort.Strings(kept)
+	if len(kept) > 0 {
+		log.FromContext(ctx).Info("uninstall left objects the release does not own", "release", name, "objects", kept)
+	}
+	for _, r := range hist.all {
+		if _, err := m.store.Delete(name, r.Version); err != nil && !errors.Is(err, driver.ErrReleaseNotFound) {
+			return kept, fmt.Errorf("uninstalling release %q: deleting revision %d: %w", name, r.Version, err)
+		}
+	}
+	return kept, nil
 }
 
 // Manifest renders objs as one YAML stream in Helm's install order, after

@@ -70,7 +70,7 @@ func TestIntegrationRecoversInterruptedRelease(t *testing.T) {
 		t.Errorf("re-apply: changed %v, revision %d, err %v", again.Changed, again.Release.Version, err)
 	}
 
-	if err := m.Uninstall(ctx, "crashed"); err != nil {
+	if _, err := m.Uninstall(ctx, "crashed"); err != nil {
 		t.Fatal(err)
 	}
 	err = env.Client.Get(ctx, client.ObjectKey{Namespace: "default", Name: "after-crash"}, &corev1.ConfigMap{})

@@ -1,0 +1,331 @@
+package bundledeployment
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
+)
+
+// Which generated Bundles a BundleDeployment may install.
+//
+// A Bundle's name, labels, owner references and managedFields are all chosen
+// by whoever creates it, and the generated name (<bd>-<template hash>) can be
+// computed by anyone who can read the BundleDeployment. So none of them says
+// who created a Bundle. What does: the UID the API server returns to the
+// create request, which this reconciler records in the BundleDeployment's
+// status.generatedBundles (writable only through bundledeployments/status,
+// which only the provisioner is granted). A Bundle is installed only if its
+// UID is recorded there and its spec equals the template; anything else
+// under the generated name is refused and reported, never deleted: it is
+// someone else's object.
+//
+// The record is written in two steps so that a crash never strands a
+// Bundle the provisioner created: the name first (an intent, persisted
+// before the create request), the UID once the create succeeds. A create
+// answered "already exists" proves the Bundle is someone else's, and the
+// intent is dropped. Only when the provisioner stopped between the two
+// steps is a Bundle under an intent's name adopted, and then only if its
+// spec equals the template, so at worst a Bundle someone raced into that
+// window installs exactly what the template asks for.
+
+// refusedError is a generated Bundle this BundleDeployment will not
+// install; its message is shown to users as it is.
+type refusedError struct{ msg string }
+
+func (e *refusedError) Error() string { return e.msg }
+
+// records is the authoritative copy of every BundleDeployment's
+// status.generatedBundles in this process, by BundleDeployment UID. The
+// status in the informer cache can lag behind the provisioner's own writes
+// (a Bundle's create event may come first); this copy cannot.
+type records struct {
+	mu sync.Mutex
+	m  map[types.UID][]rukpakv1alpha1.GeneratedBundle
+}
+
+// load makes bd's status show this process's records, or adopts bd's status
+// as the records if this process has none (after a restart).
+func (rs *records) load(bd *rukpakv1alpha1.BundleDeployment) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if rs.m == nil {
+		rs.m = map[types.UID][]rukpakv1alpha1.GeneratedBundle{}
+	}
+	if mine, ok := rs.m[bd.UID]; ok {
+		bd.Status.GeneratedBundles = append([]rukpakv1alpha1.GeneratedBundle(nil), mine...)
+		return
+	}
+	rs.m[bd.UID] = append([]rukpakv1alpha1.GeneratedBundle(nil), bd.Status.GeneratedBundles...)
+}
+
+func (rs *records) save(bd *rukpakv1alpha1.BundleDeployment) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if rs.m == nil {
+		rs.m = map[types.UID][]rukpakv1alpha1.GeneratedBundle{}
+	}
+	rs.m[bd.UID] = append([]rukpakv1alpha1.GeneratedBundle(nil), bd.Status.GeneratedBundles...)
+}
+
+func (rs *records) drop(bd *rukpakv1alpha1.BundleDeployment) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	delete(rs.m, bd.UID)
+}
+
+// record sets name's entry (uid empty for an intent), keeping at most
+// maxRecords entries: the oldest go first. Entries normally leave when the
+// reconciler deletes their Bundle; the bound covers Bundles deleted by
+// others.
+func (r *Reconciler) record(bd *rukpakv1alpha1.BundleDeployment, name string, uid types.UID) {
+	list := bd.Status.GeneratedBundles[:0:0]
+	for _, g := range bd.Status.GeneratedBundles {
+		if g.Name != name {
+			list = append(list, g)
+		}
+	}
+	list = append(list, rukpakv1alpha1.GeneratedBundle{Name: name, UID: uid})
+	if max := 2 * r.maxBundles(); len(list) > max {
+		list = list[len(list)-max:]
+	}
+	bd.Status.GeneratedBundles = list
+	r.records.save(bd)
+}
+
+// forget removes name's entry once its Bundle is deleted.
+func (r *Reconciler) forget(bd *rukpakv1alpha1.BundleDeployment, name string) {
+	list := bd.Status.GeneratedBundles[:0:0]
+	for _, g := range bd.Status.GeneratedBundles {
+		if g.Name != name {
+			list = append(list, g)
+		}
+	}
+	bd.Status.GeneratedBundles = list
+	r.records.save(bd)
+}
+
+func recordOf(bd *rukpakv1alpha1.BundleDeployment, name string) (rukpakv1alpha1.GeneratedBundle, bool) {
+	for _, g := range bd.Status.GeneratedBundles {
+		if g.Name == name {
+			return g, true
+		}
+	}
+	return rukpakv1alpha1.GeneratedBundle{}, false
+}
+
+// created reports whether b is a Bundle this reconciler created for bd.
+func created(bd *rukpakv1alpha1.BundleDeployment, b *rukpakv1alpha1.Bundle) bool {
+	g, ok := recordOf(bd, b.Name)
+	return ok && g.UID != "" && g.UID == b.UID
+}
+
+func (r *Reconciler) maxBundles() int {
+	if r.MaxBundles <= 0 {
+		return DefaultMaxBundles
+	}
+	return r.MaxBundles
+}
+
+// checkSpec refuses a Bundle whose spec is not the template's.
+func checkSpec(bd *rukpakv1alpha1.BundleDeployment, b *rukpakv1alpha1.Bundle) error {
+	if equality.Semantic.DeepEqual(b.Spec, bd.Spec.Template.Spec) {
+		return nil
+	}
+	return &refusedError{fmt.Sprintf("bundle %q no longer matches the template (its spec was changed): refusing to install it; delete it to let the bundle deployment create it again", b.Name)}
+}
+
+func foreign(bd *rukpakv1alpha1.BundleDeployment, b *rukpakv1alpha1.Bundle) error {
+	if !equality.Semantic.DeepEqual(b.Spec, bd.Spec.Template.Spec) {
+		return &refusedError{fmt.Sprintf("bundle %q was not created by this bundle deployment and its spec differs from the template: refusing to install it; delete it to let the bundle deployment create its own", b.Name)}
+	}
+	return &refusedError{fmt.Sprintf("bundle %q was not created by this bundle deployment: refusing to install it; delete it to let the bundle deployment create its own", b.Name)}
+}
+
+// desiredBundle finds or creates the Bundle generated from bd's current
+// template; flush persists bd's status (the creation intent must be stored
+// before the create request).
+func (r *Reconciler) desiredBundle(ctx context.Context, bd *rukpakv1alpha1.BundleDeployment, flush func() error) (*rukpakv1alpha1.Bundle, error) {
+	hash, err := TemplateHash(bd.Spec.Template)
+	if err != nil {
+		return nil, err
+	}
+	name := bd.Name + "-" + hash
+	existing := &rukpakv1alpha1.Bundle{}
+	err = r.Client.Get(ctx, client.ObjectKey{Name: name}, existing)
+	switch {
+	case err == nil:
+		return r.claim(bd, existing, flush)
+	case !apierrors.IsNotFound(err):
+		return nil, fmt.Errorf("reading bundle %q: %w", name, err)
+	}
+
+	owned, err := r.ownedBundles(ctx, bd)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.trimBundles(ctx, bd, owned); err != nil {
+		return nil, err
+	}
+
+	b := &rukpakv1alpha1.Bundle{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        name,
+			Labels:      map[string]string{},
+			Annotations: map[string]string{},
+		},
+		Spec: *bd.Spec.Template.Spec.DeepCopy(),
+	}
+	// Copy, never alias, the template's maps: the BundleDeployment in the
+	// cache must not change under anyone's feet.
+	for k, v := range bd.Spec.Template.Metadata.Labels {
+		b.Labels[k] = v
+	}
+	for k, v := range bd.Spec.Template.Metadata.Annotations {
+		b.Annotations[k] = v
+	}
+	b.Labels[rukpakv1alpha1.LabelOwnerKind] = "BundleDeployment"
+	b.Labels[rukpakv1alpha1.LabelOwnerName] = bd.Name
+	b.Labels[rukpakv1alpha1.LabelBundleTemplateHash] = hash
+	if err := controllerutil.SetControllerReference(bd, b, r.Client.Scheme()); err != nil {
+		return nil, err
+	}
+
+	g, recorded := recordOf(bd, name)
+	if !recorded {
+		r.record(bd, name, "")
+		if err := flush(); err != nil {
+			return nil, fmt.Errorf("recording the creation of bundle %q: %w", name, err)
+		}
+	}
+	if err := r.Client.Create(ctx, b); err != nil {
+		if !apierrors.IsAlreadyExists(err) {
+			return nil, fmt.Errorf("creating bundle %q: %w", name, err)
+		}
+		if g.UID == "" {
+			// Only an intent was recorded and the create failed: this is
+			// someone else's Bundle, whatever it says about itself.
+			r.forget(bd, name)
+		}
+		if err := r.Client.Get(ctx, client.ObjectKey{Name: name}, b); err != nil {
+			return nil, fmt.Errorf("reading bundle %q: %w", name, err)
+		}
+		if created(bd, b) {
+			// bd's own, not yet in the cache when this reconcile looked.
+			return b, checkSpec(bd, b)
+		}
+		return nil, foreign(bd, b)
+	}
+	r.record(bd, name, b.UID)
+	if err := flush(); err != nil {
+		return nil, fmt.Errorf("recording the creation of bundle %q: %w", name, err)
+	}
+	r.event(bd, "Normal", "BundleCreated", fmt.Sprintf("Created bundle %q", name))
+	return b, nil
+}
+
+// claim decides whether existing, found under the generated name, is bd's.
+func (r *Reconciler) claim(bd *rukpakv1alpha1.BundleDeployment, existing *rukpakv1alpha1.Bundle, flush func() error) (*rukpakv1alpha1.Bundle, error) {
+	if created(bd, existing) {
+		return existing, checkSpec(bd, existing)
+	}
+	g, ok := recordOf(bd, existing.Name)
+	if !ok || g.UID != "" {
+		return nil, foreign(bd, existing)
+	}
+	// An intent without a UID: the provisioner stopped between recording
+	// the intent and recording the Bundle it created (see the comment at
+	// the top of this file).
+	if !equality.Semantic.DeepEqual(existing.Spec, bd.Spec.Template.Spec) {
+		return nil, foreign(bd, existing)
+	}
+	r.record(bd, existing.Name, existing.UID)
+	if err := flush(); err != nil {
+		return nil, fmt.Errorf("recording bundle %q: %w", existing.Name, err)
+	}
+	return existing, nil
+}
+
+// ownedBundles lists the Bundles this reconciler created for bd: labelled
+// for it, and recorded by UID.
+func (r *Reconciler) ownedBundles(ctx context.Context, bd *rukpakv1alpha1.BundleDeployment) ([]rukpakv1alpha1.Bundle, error) {
+	list := &rukpakv1alpha1.BundleList{}
+	if err := r.Client.List(ctx, list, client.MatchingLabels{
+		rukpakv1alpha1.LabelOwnerKind: "BundleDeployment",
+		rukpakv1alpha1.LabelOwnerName: bd.Name,
+	}); err != nil {
+		return nil, fmt.Errorf("listing bundles of %q: %w", bd.Name, err)
+	}
+	owned := list.Items[:0]
+	for _, b := range list.Items {
+		if created(bd, &b) {
+			owned = append(owned, b)
+		}
+	}
+	return owned, nil
+}
+
+// trimBundles makes room for one more generated Bundle by deleting the
+// oldest ones that are not active.
+func (r *Reconciler) trimBundles(ctx context.Context, bd *rukpakv1alpha1.BundleDeployment, owned []rukpakv1alpha1.Bundle) error {
+	limit := r.maxBundles()
+	if len(owned) < limit {
+		return nil
+	}
+	sort.Slice(owned, func(i, j int) bool { return owned[i].CreationTimestamp.Before(&owned[j].CreationTimestamp) })
+	excess := len(owned) - limit + 1
+	for i := range owned {
+		if excess == 0 {
+			break
+		}
+		if owned[i].Name == bd.Status.ActiveBundle {
+			continue
+		}
+		if err := r.deleteBundle(ctx, bd, &owned[i]); err != nil {
+			return fmt.Errorf("deleting old bundle %q: %w", owned[i].Name, err)
+		}
+		r.event(bd, "Warning", rukpakv1alpha1.ReasonTooManyBundles,
+			fmt.Sprintf("Deleted bundle %q: at most %d generated bundles are kept, and it is the oldest that is not active", owned[i].Name, limit))
+		excess--
+	}
+	return nil
+}
+
+// pivot deletes every generated Bundle but the one just installed.
+func (r *Reconciler) pivot(ctx context.Context, bd *rukpakv1alpha1.BundleDeployment, active *rukpakv1alpha1.Bundle) error {
+	owned, err := r.ownedBundles(ctx, bd)
+	if err != nil {
+		return err
+	}
+	for i := range owned {
+		if owned[i].Name == active.Name {
+			continue
+		}
+		if err := r.deleteBundle(ctx, bd, &owned[i]); err != nil {
+			return fmt.Errorf("deleting superseded bundle %q: %w", owned[i].Name, err)
+		}
+		r.event(bd, "Normal", "BundleSuperseded", fmt.Sprintf("Deleted bundle %q after pivoting to %q", owned[i].Name, active.Name))
+	}
+	return nil
+}
+
+// deleteBundle deletes one of bd's own Bundles, with its UID as a
+// precondition: a Bundle someone recreated under the name in the meantime
+// is not bd's to delete.
+func (r *Reconciler) deleteBundle(ctx context.Context, bd *rukpakv1alpha1.BundleDeployment, b *rukpakv1alpha1.Bundle) error {
+	err := r.Client.Delete(ctx, b, client.Preconditions{UID: &b.UID})
+	if client.IgnoreNotFound(err) != nil && !apierrors.IsConflict(err) {
+		return err
+	}
+	r.forget(bd, b.Name)
+	return nil
+}

@@ -4,17 +4,31 @@
 //
 // A ConfigMap that does not exist yet gives a Pending result naming it
 // rather than an error: it is usually created alongside the Bundle, and the
-// controller is expected to retry (and to watch ConfigMaps). The resolved
-// source is the source itself: ConfigMap sources are expected to be
-// immutable (immutable: true), and nothing finer than the name pins them.
+// controller is expected to retry (and to watch ConfigMaps).
+//
+// Every ConfigMap must be immutable (immutable: true): a Bundle's content
+// never changes. The resolved source is the source with each ConfigMap's
+// content digest recorded, and an unpack from a source that carries digests
+// (a re-unpack from status.resolvedSource, or a spec that pins them) fails
+// unless the content still matches: an immutable ConfigMap can still be
+// deleted and created again with other content.
+//
+// Memory: ConfigMaps are read one at a time, written to the tree and
+// dropped; only file names are kept across them.
 package configmaps
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
+	"io"
 	"path"
 	"sort"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -38,15 +52,21 @@ func New(cfg unpack.Config) unpack.Unpacker {
 	return &Unpacker{cfg: cfg}
 }
 
+// maxConfigMaps bounds the list of one source: each entry costs a request
+// to the API server, and real bundles need a handful.
+const maxConfigMaps = 1000
+
 // Unpack writes the files of every listed ConfigMap into a new tree.
 func (u *Unpacker) Unpack(ctx context.Context, bundle *rukpakv1alpha1.Bundle) (*unpack.Result, error) {
 	src := unpack.FetchSource(bundle)
 	if len(src.ConfigMaps) == 0 {
 		return nil, unpack.Terminal(errors.New("source.configMaps is empty"))
 	}
+	if n := len(src.ConfigMaps); n > maxConfigMaps {
+		return nil, unpack.Terminal(fmt.Errorf("source.configMaps lists %d ConfigMaps, more than the limit of %d", n, maxConfigMaps))
+	}
 
-	// Validate and fetch everything before writing anything.
-	maps := make([]*corev1.ConfigMap, len(src.ConfigMaps))
+	// Check the whole list before fetching anything.
 	dirs := make([]string, len(src.ConfigMaps))
 	for i, s := range src.ConfigMaps {
 		dir, err := unpack.CleanName(s.Path)
@@ -57,31 +77,83 @@ func (u *Unpacker) Unpack(ctx context.Context, bundle *rukpakv1alpha1.Bundle) (*
 		if s.ConfigMap.Name == "" {
 			return nil, unpack.Terminal(fmt.Errorf("source.configMaps[%d].configMap.name is empty", i))
 		}
-		cm := &corev1.ConfigMap{}
-		key := client.ObjectKey{Namespace: u.cfg.Namespace, Name: s.ConfigMap.Name}
-		if err := u.cfg.Reader.Get(ctx, key, cm); err != nil {
-			if apierrors.IsNotFound(err) {
-				return unpack.Pending(fmt.Sprintf("ConfigMap %s (source.configMaps[%d]) not found; waiting for it to be created", key, i)), nil
-			}
-			return nil, fmt.Errorf("getting ConfigMap %s: %w", key, err)
-		}
-		maps[i] = cm
-	}
-	if err := checkCollisions(maps, dirs); err != nil {
-		return nil, err
 	}
 
 	tree, err := unpack.NewTempTree(u.cfg.BaseDir, "configmaps-"+bundle.Name+"-", u.cfg.Limits)
 	if err != nil {
 		return nil, err
 	}
-	for i, cm := range maps {
-		if err := writeConfigMap(tree, cm, dirs[i]); err != nil {
+	resolved := src.DeepCopy()
+	seen := newCollisions()
+	for i := range src.ConfigMaps {
+		res, digest, err := u.add(ctx, tree, seen, bundle, src, i, dirs[i])
+		if err != nil || res != nil {
 			_ = tree.Discard()
-			return nil, fmt.Errorf("writing ConfigMap %s: %w", cm.Name, err)
+			return res, err
+		}
+		resolved.ConfigMaps[i].Digest = digest
+	}
+	return unpack.Unpacked(tree.FS(), resolved, tree.Discard), nil
+}
+
+// add fetches the i-th ConfigMap of src, checks it and writes its files
+// under dir. It returns a Pending result if the ConfigMap does not exist
+// yet, else the digest of its content.
+func (u *Unpacker) add(ctx context.Context, tree *unpack.Tree, seen *collisions, bundle *rukpakv1alpha1.Bundle, src *rukpakv1alpha1.BundleSource, i int, dir string) (*unpack.Result, string, error) {
+	s := src.ConfigMaps[i]
+	key := client.ObjectKey{Namespace: u.cfg.Namespace, Name: s.ConfigMap.Name}
+	cm := &corev1.ConfigMap{}
+	if err := u.cfg.Reader.Get(ctx, key, cm); err != nil {
+		if apierrors.IsNotFound(err) {
+			return unpack.Pending(fmt.Sprintf("ConfigMap %s (source.configMaps[%d]) not found; waiting for it to be created", key, i)), "", nil
+		}
+		return nil, "", fmt.Errorf("getting ConfigMap %s: %w", key, err)
+	}
+	if cm.Immutable == nil || !*cm.Immutable {
+		return nil, "", unpack.Terminal(fmt.Errorf("ConfigMap %s (source.configMaps[%d]) must be immutable (set immutable: true)", key, i))
+	}
+	if err := seen.add(cm, dir); err != nil {
+		return nil, "", err
+	}
+	digest := Digest(cm)
+	// The pin of the source fetched (the resolved source, when it is the
+	// spec plus digests) and the spec's own, if it sets one.
+	pins := []string{s.Digest}
+	if spec := bundle.Spec.Source.ConfigMaps; i < len(spec) {
+		pins = append(pins, spec[i].Digest)
+	}
+	for _, pin := range pins {
+		if pin != "" && pin != digest {
+			return nil, "", unpack.Terminal(fmt.Errorf("ConfigMap %s (source.configMaps[%d]) holds content %s, not the %s this Bundle pins", key, i, digest, pin))
 		}
 	}
-	return unpack.Unpacked(tree.FS(), src.DeepCopy(), tree.Discard), nil
+	if err := writeConfigMap(tree, cm, dir); err != nil {
+		return nil, "", fmt.Errorf("writing ConfigMap %s: %w", cm.Name, err)
+	}
+	return nil, digest, nil
+}
+
+// Digest is the content identity of cm recorded in
+// ConfigMapSource.digest: sha256 over its files in key order, each as the
+// key, NUL, the size in decimal, NUL, the content.
+func Digest(cm *corev1.ConfigMap) string {
+	keys := fileKeys(cm)
+	sort.Strings(keys)
+	h := sha256.New()
+	for _, k := range keys {
+		if v, ok := cm.Data[k]; ok {
+			writeEntry(h, k, len(v), strings.NewReader(v))
+		} else {
+			v := cm.BinaryData[k]
+			writeEntry(h, k, len(v), bytes.NewReader(v))
+		}
+	}
+	return "sha256:" + hex.EncodeToString(h.Sum(nil))
+}
+
+func writeEntry(h hash.Hash, key string, size int, content io.Reader) {
+	_, _ = io.WriteString(h, key+"\x00"+strconv.Itoa(size)+"\x00")
+	_, _ = io.Copy(h, content) // hash writes never fail
 }
 
 func writeConfigMap(tree *unpack.Tree, cm *corev1.ConfigMap, dir string) error {
@@ -91,7 +163,7 @@ func writeConfigMap(tree *unpack.Tree, cm *corev1.ConfigMap, dir string) error {
 		}
 	}
 	for _, k := range sortedKeys(cm.BinaryData) {
-		if err := tree.WriteFile(path.Join(dir, k), strings.NewReader(string(cm.BinaryData[k])), 0o644); err != nil {
+		if err := tree.WriteFile(path.Join(dir, k), bytes.NewReader(cm.BinaryData[k]), 0o644); err != nil {
 			return err
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"path"
+	"strings"
 	"sync"
 	"testing/fstest"
 	"time"
@@ -122,12 +123,63 @@ func writeFile(tw *tar.Writer, fsys fs.FS, name string, d fs.DirEntry) error {
 	return nil
 }
 
-// ReadArchive reads a tar.gz written by WriteArchive into memory, within
-// limits (unset fields take unpack.DefaultLimits). Paths that leave the root
-// and entries other than regular files and directories are rejected, so a
-// hostile archive (from a content URL, say) cannot smuggle anything in.
+// DefaultMaxLoadBytes bounds what ArchiveReader keeps in memory by default:
+// twice plain.DefaultLimits.MaxTotalBytes, for converted registry+v1
+// content that holds both its manifests and its source's.
+const DefaultMaxLoadBytes = 64 << 20
+
+// installDirs hold the stored files installs read: plain+v0 manifests and,
+// in converted registry+v1 content, the source's manifests and metadata,
+// re-rendered with a BundleDeployment's config (plain.ManifestsDir and
+// registry.SourceDir; storage imports no format).
+var installDirs = []string{"manifests", "registry+v1/manifests", "registry+v1/metadata"}
+
+// InstallContent reports whether name (a slash-separated path in stored
+// content) is a file or directory installs read: under manifests/, or under
+// registry+v1/manifests/ or registry+v1/metadata/, or a parent of those.
+func InstallContent(name string) bool {
+	for _, dir := range installDirs {
+		if name == dir || strings.HasPrefix(name, dir+"/") || strings.HasPrefix(dir, name+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// ArchiveReader reads a tar.gz written by WriteArchive back into memory,
+// keeping only some of its files. Paths that leave the root and entries
+// other than regular files and directories are rejected anywhere in the
+// archive, so a hostile archive (from a content URL, say) cannot smuggle
+// anything in; the others are read through without being held.
+type ArchiveReader struct {
+	// Limits bound the whole archive: entries and uncompressed bytes (unset
+	// fields take unpack.DefaultLimits).
+	Limits unpack.Limits
+	// Keep selects the files and directories to hold; nil means
+	// InstallContent.
+	Keep func(name string) bool
+	// MaxKeptBytes bounds the bytes of the files kept; zero means
+	// DefaultMaxLoadBytes.
+	MaxKeptBytes int64
+}
+
+// ReadArchive reads what installs need (InstallContent) from a tar.gz
+// written by WriteArchive, within limits and DefaultMaxLoadBytes.
 func ReadArchive(r io.Reader, limits unpack.Limits) (fs.FS, error) {
-	limits = limits.OrDefault()
+	return ArchiveReader{Limits: limits}.Read(r)
+}
+
+// Read reads the archive from r.
+func (a ArchiveReader) Read(r io.Reader) (fs.FS, error) {
+	limits := a.Limits.OrDefault()
+	keep := a.Keep
+	if keep == nil {
+		keep = InstallContent
+	}
+	maxKept := a.MaxKeptBytes
+	if maxKept <= 0 {
+		maxKept = DefaultMaxLoadBytes
+	}
 	gz, err := gzip.NewReader(r)
 	if err != nil {
 		return nil, fmt.Errorf("reading gzip: %w", err)
@@ -135,8 +187,9 @@ func ReadArchive(r io.Reader, limits unpack.Limits) (fs.FS, error) {
 	defer gz.Close()
 	tr := tar.NewReader(gz)
 	out := fstest.MapFS{}
-	var total int64
-	// hasChildren holds every directory implied by an entry's path.
+	var total, kept int64
+	entries := 0
+	// hasChildren holds every directory implied by a kept entry's path.
 	hasChildren := map[string]bool{}
 	for {
 		hdr, err := tr.Next()
@@ -153,39 +206,53 @@ func ReadArchive(r io.Reader, limits unpack.Limits) (fs.FS, error) {
 		if name == "." {
 			continue
 		}
+		if hdr.Typeflag != tar.TypeDir && hdr.Typeflag != tar.TypeReg {
+			return nil, fmt.Errorf("reading tar: %q is not a regular file or directory (type %q)", name, hdr.Typeflag)
+		}
+		if entries++; entries > limits.MaxFiles {
+			return nil, fmt.Errorf("reading tar: content has more than %d files and directories", limits.MaxFiles)
+		}
+		if !keep(name) {
+			// Read through (the gzip checksum covers it), never held.
+			n, err := io.Copy(io.Discard, io.LimitReader(tr, limits.MaxBytes-total+1))
+			if err != nil {
+				return nil, fmt.Errorf("reading %q: %w", name, err)
+			}
+			if total += n; total > limits.MaxBytes {
+				return nil, fmt.Errorf("reading tar: content is larger than %d bytes", limits.MaxBytes)
+			}
+			continue
+		}
 		if _, dup := out[name]; dup {
 			return nil, fmt.Errorf("reading tar: %q appears more than once", name)
 		}
 		if parent := fileParent(out, name); parent != "" {
 			return nil, fmt.Errorf("reading tar: %q is inside %q, which is a file", name, parent)
 		}
-		if len(out) >= limits.MaxFiles {
-			return nil, fmt.Errorf("reading tar: content has more than %d files and directories", limits.MaxFiles)
-		}
 		for dir := path.Dir(name); dir != "." && !hasChildren[dir]; dir = path.Dir(dir) {
 			hasChildren[dir] = true
 		}
-		switch hdr.Typeflag {
-		case tar.TypeDir:
+		if hdr.Typeflag == tar.TypeDir {
 			out[name] = &fstest.MapFile{Mode: fs.ModeDir | dirMode, ModTime: archiveModTime}
-		case tar.TypeReg:
-			// Read one byte past what is left, to tell "exactly at the cap"
-			// from "over it" without trusting the header's size.
-			data, err := io.ReadAll(io.LimitReader(tr, limits.MaxBytes-total+1))
-			if err != nil {
-				return nil, fmt.Errorf("reading %q: %w", name, err)
-			}
-			total += int64(len(data))
-			if total > limits.MaxBytes {
-				return nil, fmt.Errorf("reading tar: content is larger than %d bytes", limits.MaxBytes)
-			}
-			if hasChildren[name] {
-				return nil, fmt.Errorf("reading tar: %q is both a file and a directory", name)
-			}
-			out[name] = &fstest.MapFile{Data: data, Mode: fileMode, ModTime: archiveModTime}
-		default:
-			return nil, fmt.Errorf("reading tar: %q is not a regular file or directory (type %q)", name, hdr.Typeflag)
+			continue
 		}
+		// Read one byte past what is left, to tell "exactly at the cap"
+		// from "over it" without trusting the header's size.
+		limit := min(limits.MaxBytes-total, maxKept-kept)
+		data, err := io.ReadAll(io.LimitReader(tr, limit+1))
+		if err != nil {
+			return nil, fmt.Errorf("reading %q: %w", name, err)
+		}
+		if total += int64(len(data)); total > limits.MaxBytes {
+			return nil, fmt.Errorf("reading tar: content is larger than %d bytes", limits.MaxBytes)
+		}
+		if kept += int64(len(data)); kept > maxKept {
+			return nil, fmt.Errorf("reading tar: the files installs read are larger than %d bytes together", maxKept)
+		}
+		if hasChildren[name] {
+			return nil, fmt.Errorf("reading tar: %q is both a file and a directory", name)
+		}
+		out[name] = &fstest.MapFile{Data: data, Mode: fileMode, ModTime: archiveModTime}
 	}
 	return out, nil
 }

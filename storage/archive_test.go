@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -41,15 +42,29 @@ func archive(t *testing.T, fsys fs.FS) []byte {
 	return buf.Bytes()
 }
 
-// assertSameContent fails unless got holds exactly the files and
-// directories of want, byte for byte.
+// assertSameContent fails unless got, loaded content, holds exactly the
+// files and directories of want that installs read (InstallContent), byte
+// for byte.
 func assertSameContent(t *testing.T, want, got fs.FS) {
+	t.Helper()
+	assertSameFiles(t, want, got, InstallContent)
+}
+
+// assertSameFiles fails unless got holds exactly the files and directories
+// of want that keep selects, byte for byte.
+func assertSameFiles(t *testing.T, want, got fs.FS, keep func(string) bool) {
 	t.Helper()
 	collect := func(fsys fs.FS) map[string]string {
 		out := map[string]string{}
 		err := fs.WalkDir(fsys, ".", func(name string, d fs.DirEntry, err error) error {
 			if err != nil {
 				return err
+			}
+			if name != "." && !keep(name) {
+				if d.IsDir() {
+					return fs.SkipDir
+				}
+				return nil
 			}
 			if d.IsDir() {
 				out[name] = "<dir>"
@@ -77,13 +92,15 @@ func assertSameContent(t *testing.T, want, got fs.FS) {
 	}
 }
 
+func keepAll(string) bool { return true }
+
 func TestArchiveRoundTrip(t *testing.T) {
 	src := nested()
-	got, err := ReadArchive(bytes.NewReader(archive(t, src)), unpack.Limits{})
+	got, err := ArchiveReader{Keep: keepAll}.Read(bytes.NewReader(archive(t, src)))
 	if err != nil {
 		t.Fatalf("ReadArchive: %v", err)
 	}
-	assertSameContent(t, src, got)
+	assertSameFiles(t, src, got, keepAll)
 	if err := fstest.TestFS(got, "manifests/a.yaml", "deep/er/still/x.txt"); err != nil {
 		t.Errorf("loaded content is not a well-behaved fs.FS: %v", err)
 	}
@@ -210,9 +227,13 @@ func TestReadArchiveRejectsBadContent(t *testing.T) {
 		{name: "nested traversal", archive: rawArchive(t, file("a/../../x", "x")), wantErr: "escapes the bundle root"},
 		{name: "absolute path", archive: rawArchive(t, file("/etc/passwd", "x")), wantErr: `path "/etc/passwd" is absolute`},
 		{name: "symlink", archive: rawArchive(t, entry{name: "passwd", typeflag: tar.TypeSymlink, linkname: "/etc/passwd"}), wantErr: `"passwd" is not a regular file or directory`},
-		{name: "duplicate", archive: rawArchive(t, file("a", "1"), file("a", "2")), wantErr: `"a" appears more than once`},
-		{name: "file below a file", archive: rawArchive(t, file("a", "1"), file("a/b", "2")), wantErr: `"a/b" is inside "a", which is a file`},
-		{name: "file over a directory", archive: rawArchive(t, file("a/b", "1"), file("a", "2")), wantErr: `"a" is both a file and a directory`},
+		{name: "symlink outside install content", archive: rawArchive(t, entry{name: "docs/passwd", typeflag: tar.TypeSymlink, linkname: "/etc/passwd"}), wantErr: `"docs/passwd" is not a regular file or directory`},
+		{name: "traversal outside install content", archive: rawArchive(t, file("docs/../../x", "x")), wantErr: "escapes the bundle root"},
+		{name: "duplicate", archive: rawArchive(t, file("manifests/a", "1"), file("manifests/a", "2")), wantErr: `"manifests/a" appears more than once`},
+		{name: "file below a file", archive: rawArchive(t, file("manifests/a", "1"), file("manifests/a/b", "2")), wantErr: `"manifests/a/b" is inside "manifests/a", which is a file`},
+		{name: "file over a directory", archive: rawArchive(t, file("manifests/a/b", "1"), file("manifests/a", "2")), wantErr: `"manifests/a" is both a file and a directory`},
+		{name: "manifests dir is a file", archive: rawArchive(t, file("manifests", "1"), file("manifests/a", "2")), wantErr: `"manifests/a" is inside "manifests", which is a file`},
+		{name: "too large outside install content", archive: rawArchive(t, file("docs/a", "12345"), file("docs/b", "67890")), limits: unpack.Limits{MaxBytes: 9}, wantErr: "content is larger than 9 bytes"},
 		{name: "too large", archive: rawArchive(t, file("a", "12345"), file("b", "67890")), limits: unpack.Limits{MaxBytes: 9}, wantErr: "content is larger than 9 bytes"},
 		{name: "too many files", archive: rawArchive(t, file("a", ""), file("b", ""), file("c", "")), limits: unpack.Limits{MaxFiles: 2}, wantErr: "more than 2 files and directories"},
 		{name: "truncated", archive: rawArchive(t, file("a", "data"))[:30], wantErr: "reading tar"},
@@ -232,4 +253,85 @@ func TestReadArchiveAtExactLimits(t *testing.T) {
 	if _, err := ReadArchive(bytes.NewReader(a), unpack.Limits{MaxBytes: 9, MaxFiles: 2}); err != nil {
 		t.Fatalf("content exactly at the limits was rejected: %v", err)
 	}
+}
+
+// Loading keeps only what installs read, so a bundle's other files (docs,
+// tests, a large blob) cost no memory, and what is kept is bounded.
+func TestArchiveReaderKeepsInstallContent(t *testing.T) {
+	src := fstest.MapFS{
+		"manifests/a.yaml":                        {Data: []byte("kind: A\n")},
+		"registry+v1/manifests/csv.yaml":          {Data: []byte("kind: ClusterServiceVersion\n")},
+		"registry+v1/metadata/annotations.yaml":   {Data: []byte("annotations: {}\n")},
+		"registry+v1/tests/scorecard/config.yaml": {Data: []byte("big\n")},
+		"registry+v1/README.md":                   {Data: []byte("readme")},
+		"blob.bin":                                {Data: bytes.Repeat([]byte{0}, 1<<20)},
+		"manifestsx/not-manifests.yaml":           {Data: []byte("x")},
+		"docs/manifests/also-not.yaml":            {Data: []byte("x")},
+	}
+	got, err := ReadArchive(bytes.NewReader(archive(t, src)), unpack.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	if err := fs.WalkDir(got, ".", func(name string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			names = append(names, name)
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	want := "manifests/a.yaml registry+v1/manifests/csv.yaml registry+v1/metadata/annotations.yaml"
+	if strings.Join(names, " ") != want {
+		t.Fatalf("kept %v, want %s", names, want)
+	}
+
+	// The bound applies to what is kept; skipped bytes only count against
+	// the archive's total.
+	_, err = ArchiveReader{MaxKeptBytes: 20}.Read(bytes.NewReader(archive(t, src)))
+	if want := "reading tar: the files installs read are larger than 20 bytes together"; err == nil || err.Error() != want {
+		t.Fatalf("got error %v, want %q", err, want)
+	}
+	if _, err := (ArchiveReader{MaxKeptBytes: 1 << 10}).Read(bytes.NewReader(archive(t, src))); err != nil {
+		t.Fatalf("a 1 MiB file outside install content counted against the kept bytes: %v", err)
+	}
+}
+
+// A bundle with 64 MiB of files outside what installs read loads in a few
+// MiB: before, Load held every file.
+func TestLoadHoldsOnlyInstallContent(t *testing.T) {
+	if testing.Short() {
+		t.Skip("writes a 64 MiB archive")
+	}
+	ctx := context.Background()
+	s := &LocalDirectory{RootDirectory: t.TempDir()}
+	src := fstest.MapFS{
+		"manifests/a.yaml": {Data: []byte("kind: A\n")},
+		"tests/blob.bin":   {Data: bytes.Repeat([]byte("0123456789abcdef"), 4<<20)}, // 64 MiB
+	}
+	if err := s.Store(ctx, bundle("big"), src); err != nil {
+		t.Fatal(err)
+	}
+	var got fs.FS
+	allocated := allocatedBy(func() {
+		var err error
+		if got, err = s.Load(ctx, bundle("big")); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocated > 8<<20 {
+		t.Errorf("Load allocated %d MiB, want < 8 MiB", allocated>>20)
+	}
+	if _, err := fs.Stat(got, "tests/blob.bin"); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("Stat(tests/blob.bin) = %v, want not found", err)
+	}
+}
+
+// allocatedBy is how many bytes f allocates on the heap.
+func allocatedBy(f func()) uint64 {
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	f()
+	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc
 }

@@ -57,9 +57,13 @@ type LocalDirectory struct {
 	// https://rukpak-core.rukpak-system.svc; URLFor appends
 	// /bundles/<name>.tgz.
 	BaseURL string
-	// Limits bound what Load reads back into memory (unset fields take
+	// Limits bound the archives Load reads (unset fields take
 	// unpack.DefaultLimits).
 	Limits unpack.Limits
+	// MaxLoadBytes bounds what Load keeps in memory: only the files
+	// installs read (InstallContent) are kept. Zero means
+	// DefaultMaxLoadBytes.
+	MaxLoadBytes int64
 
 	// checked holds, per archive name, the stamp of the file this process
 	// wrote or read through whole; a file with another stamp is checked
@@ -77,8 +81,9 @@ func stampOf(fi fs.FileInfo) stamp { return stamp{fi.Size(), fi.ModTime()} }
 
 var _ Storage = (*LocalDirectory)(nil)
 
-// Load reads the Bundle's stored content. Missing content is an error that
-// wraps fs.ErrNotExist.
+// Load reads the parts of the Bundle's stored content that installs read
+// (InstallContent), streaming the archive and holding nothing else. Missing
+// content is an error that wraps fs.ErrNotExist.
 func (s *LocalDirectory) Load(_ context.Context, bundle *rukpakv1alpha1.Bundle) (fs.FS, error) {
 	name, err := archiveName(bundle)
 	if err != nil {
@@ -89,7 +94,7 @@ func (s *LocalDirectory) Load(_ context.Context, bundle *rukpakv1alpha1.Bundle) 
 		return nil, fmt.Errorf("loading content of bundle %q: %w", bundle.Name, err)
 	}
 	defer f.Close()
-	fsys, err := ReadArchive(f, s.Limits)
+	fsys, err := ArchiveReader{Limits: s.Limits, MaxKeptBytes: s.MaxLoadBytes}.Read(bufio.NewReaderSize(f, 64<<10))
 	if err != nil {
 		return nil, fmt.Errorf("loading content of bundle %q: %w", bundle.Name, err)
 	}

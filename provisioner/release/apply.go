@@ -78,7 +78,7 @@ const applyConcurrency = 64
 
 // applyObjects makes the cluster hold objs (already stamped with the
 // release's ownership metadata) and deletes what previous held that objs no
-// longer does. It goes in three waves: Namespaces; CRDs, waited for until
+// longer does, if it is still the release's. It goes in three waves: Namespaces; CRDs, waited for until
 // Established (a bundle may ship a CRD with custom resources of it, which
 // could not even be mapped before); then everything else. Within a wave
 // objects are applied in parallel, each after an ownership check (Helm's
@@ -86,10 +86,6 @@ const applyConcurrency = 64
 // metadata LIST per kind and namespace, instead of Helm's sequential
 // GET-then-create per object.
 func (m *Manager) applyObjects(ctx context.Context, name string, objs, previous []*unstructured.Unstructured) error {
-	owned := map[string]bool{}
-	for _, o := range previous {
-		owned[key(o)] = true
-	}
 	var namespaces, crds, rest []*unstructured.Unstructured
 	for _, o := range objs {
 		switch {
@@ -101,16 +97,16 @@ func (m *Manager) applyObjects(ctx context.Context, name string, objs, previous 
 			rest = append(rest, o)
 		}
 	}
-	if err := m.applyWave(ctx, name, namespaces, owned); err != nil {
+	if err := m.applyWave(ctx, name, namespaces); err != nil {
 		return err
 	}
-	if err := m.applyWave(ctx, name, crds, owned); err != nil {
+	if err := m.applyWave(ctx, name, crds); err != nil {
 		return err
 	}
 	if err := m.waitEstablished(ctx, crds); err != nil {
 		return err
 	}
-	if err := m.applyWave(ctx, name, rest, owned); err != nil {
+	if err := m.applyWave(ctx, name, rest); err != nil {
 		return err
 	}
 
@@ -136,9 +132,12 @@ func (m *Manager) applyObjects(ctx context.Context, name string, objs, previous 
 	})
 }
 
-// applyWave applies objs in parallel, refusing any that exist and belong
-// neither to this release nor to its previous revision.
-func (m *Manager) applyWave(ctx context.Context, name string, objs []*unstructured.Unstructured, owned map[string]bool) error {
+// applyWave applies objs in parallel, refusing any that exist without this
+// release's ownership metadata. Helm's upgrade also takes an object that
+// the previous revision's record lists, whatever the object says: that is
+// how a rollback took over an object another release had installed since,
+// and how a record listing someone else's objects would hand them over.
+func (m *Manager) applyWave(ctx context.Context, name string, objs []*unstructured.Unstructured) error {
 	existing, err := m.existing(ctx, objs)
 	if err != nil {
 		return err
@@ -156,17 +155,10 @@ func (m *Manager) applyWave(ctx context.Context, name string, objs []*unstructur
 			}
 		}
 		if live != nil && !ownedBy(live, name, m.namespace) {
-			// Helm's upgrade rule lets a release keep an object its previous
-			// revision listed even without ownership metadata (someone
-			// stripped it); never one that another release owns now, which
-			// is how a rollback took over an object installed since.
-			ns, other := Owner(live)
-			switch {
-			case other != "":
+			if ns, other := Owner(live); other != "" {
 				return fmt.Errorf("%s exists and is not managed by this release (%s/%s): it is owned by release %s/%s; delete it or remove it from the bundle", describe(o), m.namespace, name, ns, other)
-			case !owned[key(o)]:
-				return fmt.Errorf("%s exists and is not managed by this release (%s/%s): delete it or remove it from the bundle", describe(o), m.namespace, name)
 			}
+			return fmt.Errorf("%s exists and is not managed by this release (%s/%s): delete it or remove it from the bundle", describe(o), m.namespace, name)
 		}
 		if err := ApplyObject(ctx, m.client, o); err != nil {
 			return fmt.Errorf("applying %s: %w", describe(o), err)

@@ -19,7 +19,7 @@ import (
 	"net/http"
 	"net/url"
 	"path/filepath"
-	"time"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -30,24 +30,22 @@ import (
 	"github.com/rukpak-dev/rukpak/unpack/archive"
 )
 
-// DefaultTimeout bounds one download, so a stalled server cannot hold a
-// reconcile forever.
-const DefaultTimeout = 10 * time.Minute
-
 // Unpacker unpacks http sources.
 type Unpacker struct {
 	cfg unpack.Config
-	// Timeout bounds one download; DefaultTimeout when zero.
-	Timeout time.Duration
 }
 
 var _ unpack.Unpacker = (*Unpacker)(nil)
 
-// New returns an http Unpacker.
+// New returns an http Unpacker. Limits.FetchTimeout bounds one download,
+// connection to last byte; Limits.MaxFetchBytes the bytes it may read.
 func New(cfg unpack.Config) *Unpacker {
 	cfg.Limits = cfg.Limits.OrDefault()
 	return &Unpacker{cfg: cfg}
 }
+
+// maxRedirects is what net/http follows by default.
+const maxRedirects = 10
 
 // Unpack downloads and extracts the Bundle's archive into a fresh
 // directory under BaseDir/http, removed by the Result's Close.
@@ -62,41 +60,94 @@ func (u *Unpacker) Unpack(ctx context.Context, bundle *rukpakv1alpha1.Bundle) (*
 	}
 	shown := target.Redacted()
 
+	parent := ctx
+	ctx, cancel := context.WithTimeout(ctx, u.cfg.Limits.FetchTimeout)
+	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target.String(), nil)
 	if err != nil {
 		return nil, unpack.Terminal(fmt.Errorf("GET %s: %w", shown, err))
 	}
 	if name := src.Auth.SecretName(); name != "" {
-		user, pass, err := u.basicAuth(ctx, name)
+		user, pass, err := u.basicAuth(ctx, name, target.Host)
 		if err != nil {
 			return nil, fmt.Errorf("GET %s: %w", shown, err)
 		}
 		req.SetBasicAuth(user, pass)
 	}
 
-	resp, err := u.client(src.Auth.SkipVerify()).Do(req)
+	t := transport(src.Auth.SkipVerify())
+	defer t.CloseIdleConnections()
+	resp, err := (&http.Client{Transport: t, CheckRedirect: keepCredentialsHome}).Do(req)
 	if err != nil {
-		return nil, classify(shown, err)
+		return nil, u.classify(parent, shown, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		err := fmt.Errorf("GET %s: unexpected status %s", shown, resp.Status)
+		if excerpt := unpack.Excerpt(resp.Body); excerpt != "" {
+			err = fmt.Errorf("%w: %s", err, excerpt)
+		}
 		if permanent(resp.StatusCode) {
 			return nil, unpack.Terminal(err)
 		}
 		return nil, err
 	}
+	limit := u.cfg.Limits.MaxFetchBytes
+	if resp.ContentLength > limit {
+		return nil, unpack.Terminal(fmt.Errorf("GET %s: the response declares %d bytes, more than the fetch limit of %d", shown, resp.ContentLength, limit))
+	}
 
-	tree, sum, err := u.extract(ctx, bundle.Name, resp.Body)
+	tree, sum, err := u.extract(ctx, bundle.Name, &limitedReader{r: resp.Body, left: limit, limit: limit})
 	if err != nil {
 		if errors.Is(err, archive.ErrNotGzip) {
 			return nil, unpack.Terminal(fmt.Errorf("GET %s: response body is not a gzip-compressed tar archive", shown))
 		}
-		return nil, fmt.Errorf("GET %s: %w", shown, err)
+		return nil, u.classify(parent, shown, err)
 	}
 	res := unpack.Unpacked(tree.FS(), bundle.Spec.Source.DeepCopy(), tree.Discard)
 	res.Message = fmt.Sprintf("archive sha256:%x", sum)
 	return res, nil
+}
+
+// keepCredentialsHome follows a redirect, but sends the credentials only
+// to the scheme and host (port included) they were given for: net/http
+// keeps an Authorization header for the same host name on another port,
+// for a subdomain, and from https to http.
+func keepCredentialsHome(req *http.Request, via []*http.Request) error {
+	if len(via) >= maxRedirects {
+		return fmt.Errorf("stopped after %d redirects", maxRedirects)
+	}
+	first := via[0].URL
+	if req.URL.Scheme != first.Scheme || !strings.EqualFold(req.URL.Host, first.Host) {
+		req.Header.Del("Authorization")
+	}
+	return nil
+}
+
+// limitedReader fails once a response body passes the fetch limit, so an
+// endless body costs at most the limit.
+type limitedReader struct {
+	r           io.Reader
+	left, limit int64
+}
+
+func (l *limitedReader) Read(p []byte) (int, error) {
+	if l.left < 0 {
+		return 0, l.exceeded()
+	}
+	if int64(len(p)) > l.left+1 {
+		p = p[:l.left+1]
+	}
+	n, err := l.r.Read(p)
+	l.left -= int64(n)
+	if l.left < 0 {
+		return 0, l.exceeded()
+	}
+	return n, err
+}
+
+func (l *limitedReader) exceeded() error {
+	return unpack.Terminal(fmt.Errorf("the response is larger than the fetch limit of %d bytes", l.limit))
 }
 
 // extract writes the archive into a new tree and returns it with the
@@ -126,20 +177,17 @@ func (u *Unpacker) extract(ctx context.Context, bundleName string, body io.Reade
 	return tree, h.Sum(nil), nil
 }
 
-func (u *Unpacker) client(insecure bool) *http.Client {
+func transport(insecure bool) *http.Transport {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	// The user asked for it explicitly, for test servers.
 	t.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: insecure} //nolint:gosec
-	timeout := u.Timeout
-	if timeout == 0 {
-		timeout = DefaultTimeout
-	}
-	return &http.Client{Transport: t, Timeout: timeout}
+	return t
 }
 
-// basicAuth reads username and password from the named Secret. A missing
-// Secret is retryable (it may be created next); missing keys are not.
-func (u *Unpacker) basicAuth(ctx context.Context, name string) (string, string, error) {
+// basicAuth reads username and password from the named Secret, if it is
+// meant for host. A missing Secret is retryable (it may be created next);
+// missing keys or another host are not.
+func (u *Unpacker) basicAuth(ctx context.Context, name, host string) (string, string, error) {
 	key := types.NamespacedName{Namespace: u.cfg.Namespace, Name: name}
 	var secret corev1.Secret
 	if err := u.cfg.Reader.Get(ctx, key, &secret); err != nil {
@@ -147,6 +195,9 @@ func (u *Unpacker) basicAuth(ctx context.Context, name string) (string, string, 
 			return "", "", fmt.Errorf("auth secret %q not found in namespace %q", name, u.cfg.Namespace)
 		}
 		return "", "", fmt.Errorf("reading auth secret %s: %w", key, err)
+	}
+	if err := unpack.CheckSecretHost(&secret, host); err != nil {
+		return "", "", err
 	}
 	user, okU := secret.Data["username"]
 	pass, okP := secret.Data["password"]
@@ -162,16 +213,20 @@ func permanent(code int) bool {
 	return code >= 400 && code < 500 && code != http.StatusRequestTimeout && code != http.StatusTooManyRequests
 }
 
-// classify marks certificate failures terminal; other transport errors
-// (refused connections, timeouts) are retryable.
-func classify(shown string, err error) error {
+// classify marks certificate failures terminal and names a fetch that ran
+// out of time; other transport errors (refused connections, resets) are
+// retryable. parent is the caller's context, without the fetch timeout.
+func (u *Unpacker) classify(parent context.Context, shown string, err error) error {
 	var (
 		verifyErr   *tls.CertificateVerificationError
 		unknownAuth x509.UnknownAuthorityError
 		hostErr     x509.HostnameError
 	)
-	if errors.As(err, &verifyErr) || errors.As(err, &unknownAuth) || errors.As(err, &hostErr) {
+	switch {
+	case errors.As(err, &verifyErr) || errors.As(err, &unknownAuth) || errors.As(err, &hostErr):
 		return unpack.Terminal(fmt.Errorf("GET %s: server certificate is not trusted (or set auth.insecureSkipVerify): %w", shown, err))
+	case errors.Is(err, context.DeadlineExceeded) && parent.Err() == nil:
+		return fmt.Errorf("GET %s: not done within the fetch timeout of %s", shown, u.cfg.Limits.FetchTimeout)
 	}
 	return fmt.Errorf("GET %s: %w", shown, err)
 }

@@ -103,8 +103,12 @@ func bundleFor(url, secret string, insecure bool) *rukpakv1alpha1.Bundle {
 
 func newUnpacker(t *testing.T, limits unpack.Limits) *httpsrc.Unpacker {
 	t.Helper()
-	secret := func(name string, data map[string]string) *corev1.Secret {
+	// The test servers listen on 127.0.0.1.
+	secret := func(name, hosts string, data map[string]string) *corev1.Secret {
 		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace}, Data: map[string][]byte{}}
+		if hosts != "" {
+			s.Annotations = map[string]string{rukpakv1alpha1.AnnotationAllowedHosts: hosts}
+		}
 		for k, v := range data {
 			s.Data[k] = []byte(v)
 		}
@@ -112,9 +116,11 @@ func newUnpacker(t *testing.T, limits unpack.Limits) *httpsrc.Unpacker {
 	}
 	return httpsrc.New(unpack.Config{
 		Reader: fake.NewClientBuilder().WithObjects(
-			secret("good", map[string]string{"username": "user", "password": "pass"}),
-			secret("wrong", map[string]string{"username": "user", "password": "nope"}),
-			secret("nokeys", map[string]string{"token": "x"}),
+			secret("good", "127.0.0.1", map[string]string{"username": "user", "password": "pass"}),
+			secret("wrong", "127.0.0.1", map[string]string{"username": "user", "password": "nope"}),
+			secret("nokeys", "127.0.0.1", map[string]string{"token": "x"}),
+			secret("unannotated", "", map[string]string{"username": "user", "password": "pass"}),
+			secret("elsewhere", "registry.example.com", map[string]string{"username": "user", "password": "pass"}),
 		).Build(),
 		Namespace: namespace,
 		BaseDir:   t.TempDir(),

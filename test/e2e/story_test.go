@@ -84,8 +84,8 @@ func TestStory(t *testing.T) {
 	t.Run("manifests are valid for this API server", func(t *testing.T) {
 		root := testenv.RepoRoot()
 		// cert-manager's overlay needs cert-manager's CRDs; it is rendered
-		// (kubectl kustomize) by its own test.
-		for _, dir := range []string{"manifests/base", "manifests/overlays/local", "manifests/overlays/pvc", "manifests/overlays/kind"} {
+		// (kubectl kustomize) by manifests/manifests_test.go.
+		for _, dir := range []string{"manifests/base", "manifests/overlays/local", "manifests/overlays/pvc", "manifests/overlays/kind", "manifests/overlays/networkpolicy"} {
 			mustKubectl(t, "", "apply", "--dry-run=server", "--server-side", "-k", filepath.Join(root, dir))
 		}
 	})

@@ -1,0 +1,264 @@
+// Package manifests_test checks properties of the shipped kustomizations
+// that no API server validates: which ClusterRoles aggregate into
+// Kubernetes' default roles, and what the NetworkPolicy overlay keeps the
+// provisioner from reaching.
+package manifests_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/rukpak-dev/rukpak/internal/testenv"
+)
+
+// kustomizations are every directory a user may apply. cert-manager's
+// overlay is rendered but not applied (it needs cert-manager's CRDs).
+var kustomizations = []string{
+	"base",
+	"overlays/cert-manager",
+	"overlays/kind",
+	"overlays/local",
+	"overlays/networkpolicy",
+	"overlays/pvc",
+}
+
+func kubectl(t *testing.T) string {
+	t.Helper()
+	p, err := exec.LookPath("kubectl")
+	if err != nil {
+		t.Skip("kubectl not installed")
+	}
+	return p
+}
+
+// render returns the objects of kubectl kustomize dir.
+func render(t *testing.T, dir string) []*unstructured.Unstructured {
+	t.Helper()
+	cmd := exec.Command(kubectl(t), "kustomize", filepath.Join(testenv.RepoRoot(), "manifests", dir))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("kubectl kustomize %s: %v\n%s", dir, err, stderr.String())
+	}
+	var objs []*unstructured.Unstructured
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(out), 4096)
+	for {
+		u := &unstructured.Unstructured{}
+		if err := dec.Decode(&u.Object); errors.Is(err, io.EOF) {
+			return objs
+		} else if err != nil {
+			t.Fatalf("decoding %s: %v", dir, err)
+		}
+		if len(u.Object) > 0 {
+			objs = append(objs, u)
+		}
+	}
+}
+
+func convert[T any](t *testing.T, u *unstructured.Unstructured) *T {
+	t.Helper()
+	out := new(T)
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, out); err != nil {
+		t.Fatalf("converting %s %s: %v", u.GetKind(), u.GetName(), err)
+	}
+	return out
+}
+
+// TestAggregatedRolesAreReadOnly: a ClusterRole labelled to aggregate into
+// Kubernetes' default roles (admin, edit, view, bound to namespace admins
+// everywhere) grants reading only, and never Secrets or content. The
+// admin-equivalent verbs live in rukpak-installer, which aggregates nowhere.
+func TestAggregatedRolesAreReadOnly(t *testing.T) {
+	readOnly := []string{"get", "list", "watch"}
+	for _, dir := range kustomizations {
+		t.Run(dir, func(t *testing.T) {
+			for _, u := range render(t, dir) {
+				if u.GetKind() != "ClusterRole" {
+					continue
+				}
+				cr := convert[rbacv1.ClusterRole](t, u)
+				aggregated := false
+				for k := range cr.Labels {
+					if strings.HasPrefix(k, "rbac.authorization.k8s.io/aggregate-to-") {
+						aggregated = true
+					}
+				}
+				if cr.AggregationRule != nil {
+					t.Errorf("ClusterRole %s has an aggregation rule: it would collect whatever others label", cr.Name)
+				}
+				if !aggregated {
+					continue
+				}
+				for _, r := range cr.Rules {
+					for _, v := range r.Verbs {
+						if !slices.Contains(readOnly, v) {
+							t.Errorf("ClusterRole %s aggregates verb %q into a default role", cr.Name, v)
+						}
+					}
+					if len(r.NonResourceURLs) > 0 {
+						t.Errorf("ClusterRole %s aggregates non-resource URLs %v (content downloads) into a default role", cr.Name, r.NonResourceURLs)
+					}
+					for _, res := range r.Resources {
+						if res == "*" || res == "secrets" {
+							t.Errorf("ClusterRole %s aggregates resource %q into a default role", cr.Name, res)
+						}
+					}
+					if slices.Contains(r.APIGroups, "*") {
+						t.Errorf("ClusterRole %s aggregates every API group into a default role", cr.Name)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestRoles pins the roles people are bound to: what each grants, and
+// where it aggregates.
+func TestRoles(t *testing.T) {
+	roles := map[string]*rbacv1.ClusterRole{}
+	for _, u := range render(t, "base") {
+		if u.GetKind() == "ClusterRole" {
+			roles[u.GetName()] = convert[rbacv1.ClusterRole](t, u)
+		}
+	}
+	cases := []struct {
+		name   string
+		labels map[string]string
+		rules  []rbacv1.PolicyRule
+	}{
+		{"rukpak-installer", nil, []rbacv1.PolicyRule{
+			{APIGroups: []string{"core.rukpak.io"}, Resources: []string{"bundledeployments", "bundles"},
+				Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"}},
+			{APIGroups: []string{"core.rukpak.io"}, Resources: []string{"bundledeployments/status", "bundles/status"},
+				Verbs: []string{"get", "update", "patch"}},
+		}},
+		{"rukpak-viewer", map[string]string{"rbac.authorization.k8s.io/aggregate-to-view": "true"}, []rbacv1.PolicyRule{
+			{APIGroups: []string{"core.rukpak.io"}, Resources: []string{"bundledeployments", "bundles", "bundledeployments/status", "bundles/status"},
+				Verbs: []string{"get", "list", "watch"}},
+		}},
+		{"bundle-reader", nil, []rbacv1.PolicyRule{{NonResourceURLs: []string{"/bundles/*"}, Verbs: []string{"get"}}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cr, ok := roles[tc.name]
+			if !ok {
+				t.Fatalf("ClusterRole %s not in manifests/base", tc.name)
+			}
+			if !labels.Equals(cr.Labels, tc.labels) {
+				t.Errorf("labels = %v, want %v", cr.Labels, tc.labels)
+			}
+			if !equalRules(cr.Rules, tc.rules) {
+				t.Errorf("rules = %+v\nwant %+v", cr.Rules, tc.rules)
+			}
+		})
+	}
+}
+
+func equalRules(a, b []rbacv1.PolicyRule) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if !slices.Equal(a[i].APIGroups, b[i].APIGroups) || !slices.Equal(a[i].Resources, b[i].Resources) ||
+			!slices.Equal(a[i].Verbs, b[i].Verbs) || !slices.Equal(a[i].NonResourceURLs, b[i].NonResourceURLs) ||
+			!slices.Equal(a[i].ResourceNames, b[i].ResourceNames) {
+			return false
+		}
+	}
+	return true
+}
+
+// TestNetworkPolicyOverlay: the overlay's policy selects the provisioner's
+// pods, denies link-local and metadata addresses, allows the rest and DNS,
+// and leaves ingress alone; an API server accepts the whole overlay.
+func TestNetworkPolicyOverlay(t *testing.T) {
+	objs := render(t, "overlays/networkpolicy")
+	var np *networkingv1.NetworkPolicy
+	var provisioner *appsv1.Deployment
+	for _, u := range objs {
+		switch {
+		case u.GetKind() == "NetworkPolicy":
+			np = convert[networkingv1.NetworkPolicy](t, u)
+		case u.GetKind() == "Deployment" && u.GetName() == "rukpak-core":
+			provisioner = convert[appsv1.Deployment](t, u)
+		}
+	}
+	if np == nil || provisioner == nil {
+		t.Fatalf("overlay lacks the NetworkPolicy (%v) or the provisioner Deployment (%v)", np != nil, provisioner != nil)
+	}
+	sel, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
+	if err != nil || sel.Empty() || !sel.Matches(labels.Set(provisioner.Spec.Template.Labels)) {
+		t.Fatalf("podSelector %v does not select the provisioner's pods %v", np.Spec.PodSelector, provisioner.Spec.Template.Labels)
+	}
+	if !slices.Equal(np.Spec.PolicyTypes, []networkingv1.PolicyType{networkingv1.PolicyTypeEgress}) {
+		t.Errorf("policyTypes = %v, want Egress only (ingress to the content server stays open)", np.Spec.PolicyTypes)
+	}
+	var blocks []networkingv1.IPBlock
+	dns := false
+	for _, r := range np.Spec.Egress {
+		for _, p := range r.To {
+			if p.IPBlock != nil {
+				blocks = append(blocks, *p.IPBlock)
+			}
+		}
+		if len(r.To) == 0 && len(r.Ports) == 2 && r.Ports[0].Port.IntValue() == 53 && r.Ports[1].Port.IntValue() == 53 {
+			dns = true
+		}
+	}
+	want := []networkingv1.IPBlock{
+		{CIDR: "0.0.0.0/0", Except: []string{"169.254.0.0/16", "100.100.100.200/32"}},
+		{CIDR: "::/0", Except: []string{"fe80::/10", "fd00:ec2::254/128"}},
+	}
+	if len(blocks) != len(want) {
+		t.Fatalf("ipBlocks = %+v, want %+v", blocks, want)
+	}
+	for i := range want {
+		if blocks[i].CIDR != want[i].CIDR || !slices.Equal(blocks[i].Except, want[i].Except) {
+			t.Errorf("ipBlock %d = %+v, want %+v", i, blocks[i], want[i])
+		}
+	}
+	if !dns {
+		t.Error("no egress rule allows DNS (port 53) to any address")
+	}
+
+	t.Run("accepted by an API server", func(t *testing.T) {
+		env := testenv.Start(t)
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "rukpak-system"}}
+		testenv.MustNotError(t, env.Client.Create(context.Background(), ns), "creating namespace")
+		user, err := env.Env.ControlPlane.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, nil)
+		testenv.MustNotError(t, err, "adding user")
+		kubeconfig, err := user.KubeConfig()
+		testenv.MustNotError(t, err, "building kubeconfig")
+		path := filepath.Join(t.TempDir(), "kubeconfig")
+		testenv.MustNotError(t, os.WriteFile(path, kubeconfig, 0o600), "writing kubeconfig")
+		cmd := exec.Command(kubectl(t), "--kubeconfig", path, "apply", "--dry-run=server", "--server-side",
+			"-k", filepath.Join(testenv.RepoRoot(), "manifests", "overlays", "networkpolicy"))
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("server-side dry run: %v\n%s", err, out)
+		}
+		if !strings.Contains(string(out), "networkpolicy.networking.k8s.io/rukpak-core-egress serverside-applied (server dry run)") {
+			t.Fatalf("the NetworkPolicy was not applied:\n%s", out)
+		}
+	})
+}

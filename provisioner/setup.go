@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -36,6 +37,10 @@ type Options struct {
 	// Loader loads content for installs; it may fall back to downloading
 	// content stored by another process. Defaults to Storage.
 	Loader storage.Loader
+	// FetchTimeout bounds one unpack of a Bundle's source; BundleWorkers is
+	// how many Bundles of a class reconcile at once (bundle.Reconciler).
+	FetchTimeout  time.Duration
+	BundleWorkers int
 }
 
 // Setup registers a Bundle and a BundleDeployment reconciler for every class.
@@ -58,6 +63,9 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 			Unpacker: opts.Unpacker,
 			Storage:  opts.Storage,
 			Handler:  h,
+
+			FetchTimeout: opts.FetchTimeout,
+			Workers:      opts.BundleWorkers,
 		}
 		if err := br.SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("setting up bundle controller for %s: %w", class, err)

@@ -166,8 +166,10 @@ func run(ctx context.Context, o options) error {
 			BaseDir:   o.unpackDir,
 			Limits:    limits,
 		}),
-		Storage: store,
-		Loader:  loader,
+		Storage:       store,
+		Loader:        loader,
+		FetchTimeout:  limits.FetchTimeout,
+		BundleWorkers: o.bundleWorkers,
 	}); err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -19,6 +20,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -52,6 +54,10 @@ func (f HandlerFunc) Handle(ctx context.Context, fsys fs.FS, b *rukpakv1alpha1.B
 // (for example a ConfigMap not created yet) is looked at again.
 const pendingRequeue = 15 * time.Second
 
+// defaultWorkers is how many Bundles of one class reconcile at once. Fetches
+// do not hold a worker (see fetches); workers validate and store content.
+const defaultWorkers = 4
+
 // Reconciler unpacks Bundles of one provisioner class.
 type Reconciler struct {
 	Client   client.Client
@@ -60,12 +66,36 @@ type Reconciler struct {
 	Storage  storage.Storage
 	Handler  Handler
 	Recorder events.EventRecorder
+	// FetchTimeout bounds one unpack of a Bundle's source (default
+	// unpack.DefaultLimits.FetchTimeout).
+	FetchTimeout time.Duration
+	// Workers is the number of Bundles reconciled at once (default 4).
+	Workers int
+
+	bgOnce sync.Once
+	bg     *fetches
+}
+
+// background returns the reconciler's fetches, made on first use.
+func (r *Reconciler) background() *fetches {
+	r.bgOnce.Do(func() { r.bg = newFetches(r.FetchTimeout) })
+	return r.bg
+}
+
+func (r *Reconciler) workers() int {
+	if r.Workers > 0 {
+		return r.Workers
+	}
+	return defaultWorkers
 }
 
 // Reconcile brings one Bundle's status in line with its stored content.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	b := &rukpakv1alpha1.Bundle{}
 	if err := r.Client.Get(ctx, req.NamespacedName, b); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.background().cancel(req.Name)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if b.Spec.ProvisionerClassName != r.Class {
@@ -73,6 +103,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 
 	if !b.DeletionTimestamp.IsZero() {
+		// A fetch that never finishes must not keep the Bundle.
+		r.background().cancel(b.Name)
 		return ctrl.Result{}, r.finalize(ctx, b)
 	}
 	if err := finalizer.Ensure(ctx, r.Client, b, rukpakv1alpha1.FinalizerDeleteCachedBundle); err != nil {
@@ -80,7 +112,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 
 	if r.upToDate(ctx, b) {
-		return ctrl.Result{}, nil
+		r.background().cancel(b.Name)
+		return ctrl.Result{}, r.recordDigest(ctx, b)
 	}
 
 	before := b.DeepCopy()
@@ -113,8 +146,32 @@ func (r *Reconciler) stored(ctx context.Context, b *rukpakv1alpha1.Bundle) bool 
 	return err == nil && found
 }
 
+// recordDigest fills in status.contentDigest of a Bundle stored before
+// digests were recorded.
+func (r *Reconciler) recordDigest(ctx context.Context, b *rukpakv1alpha1.Bundle) error {
+	d, ok := r.Storage.(storage.Digester)
+	if !ok || b.Status.ContentDigest != "" {
+		return nil
+	}
+	digest, err := d.Digest(ctx, b)
+	if err != nil {
+		return err
+	}
+	before := b.DeepCopy()
+	b.Status.ContentDigest = digest
+	return r.updateStatus(ctx, before, b)
+}
+
 func (r *Reconciler) unpack(ctx context.Context, b *rukpakv1alpha1.Bundle) (ctrl.Result, error) {
-	res, err := r.Unpacker.Unpack(ctx, b)
+	res, err, done := r.background().poll(ctx, r.Unpacker, b)
+	if !done {
+		// Queued again when the fetch finishes. A failure being retried
+		// stays on display until the retry has an outcome.
+		if !(b.Status.Phase == rukpakv1alpha1.PhaseFailing && b.Status.ObservedGeneration == b.Generation) {
+			setPhase(b, rukpakv1alpha1.PhaseUnpacking, metav1.ConditionFalse, rukpakv1alpha1.ReasonUnpacking, "Fetching the bundle's source")
+		}
+		return ctrl.Result{}, nil
+	}
 	if err != nil {
 		r.setFailing(b, err)
 		return ctrl.Result{}, fmt.Errorf("unpacking bundle %q: %w", b.Name, err)
@@ -146,6 +203,13 @@ func (r *Reconciler) unpack(ctx context.Context, b *rukpakv1alpha1.Bundle) (ctrl
 	url, err := r.Storage.URLFor(ctx, b)
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("content URL of bundle %q: %w", b.Name, err)
+	}
+	if d, ok := r.Storage.(storage.Digester); ok {
+		digest, err := d.Digest(ctx, b)
+		if err != nil {
+			return ctrl.Result{}, fmt.Errorf("digest of bundle %q: %w", b.Name, err)
+		}
+		b.Status.ContentDigest = digest
 	}
 
 	b.Status.ResolvedSource = res.ResolvedSource
@@ -244,6 +308,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// A Bundle waiting for a ConfigMap it names unpacks as soon as the
 		// ConfigMap appears.
 		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.bundlesUsingConfigMap)).
+		// A Bundle whose fetch finished takes its result.
+		WatchesRawSource(r.background().source()).
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.workers()}).
 		Complete(r)
 }
 

@@ -3,6 +3,7 @@ package bundle
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -14,17 +15,29 @@ import (
 
 	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
 	"github.com/rukpak-dev/rukpak/provisioner/conditions"
+	"github.com/rukpak-dev/rukpak/storage"
 	"github.com/rukpak-dev/rukpak/unpack"
 )
 
 // ReplicaCache keeps this replica's storage holding the content of every
 // unpacked Bundle of its class, on every replica, leader or not: a Service
 // in front of several replicas may send a download of status.contentURL to
-// any of them. Content is unpacked again from status.resolvedSource, and
-// stored archives are deterministic, so every replica serves the same bytes
-// the leader stored. It never writes to the API server.
+// any of them. Content is unpacked again from status.resolvedSource (when
+// it pins the spec's source, see unpack.FetchSource), and stored archives
+// are deterministic, so every replica serves the same bytes the leader
+// stored; a copy that does not hash to status.contentDigest is removed
+// rather than served. Fetches run in the background like the leader's. It
+// never writes to the API server.
 type ReplicaCache struct {
 	*Reconciler
+
+	bgOnce sync.Once
+	bg     *fetches
+}
+
+func (c *ReplicaCache) background() *fetches {
+	c.bgOnce.Do(func() { c.bg = newFetches(c.FetchTimeout) })
+	return c.bg
 }
 
 // Reconcile stores or deletes one Bundle's content locally.
@@ -34,6 +47,7 @@ func (c *ReplicaCache) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Re
 		if client.IgnoreNotFound(err) != nil {
 			return ctrl.Result{}, err
 		}
+		c.background().cancel(req.Name)
 		gone := &rukpakv1alpha1.Bundle{ObjectMeta: metav1.ObjectMeta{Name: req.Name}}
 		return ctrl.Result{}, c.Storage.Delete(ctx, gone)
 	}
@@ -41,16 +55,21 @@ func (c *ReplicaCache) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Re
 		return ctrl.Result{}, nil
 	}
 	if !b.DeletionTimestamp.IsZero() {
+		c.background().cancel(b.Name)
 		if err := c.Storage.Delete(ctx, b); err != nil {
 			return ctrl.Result{}, err
 		}
 		return ctrl.Result{}, c.forget(ctx, b)
 	}
 	if b.Status.ResolvedSource == nil || !conditions.Is(b.Status.Conditions, rukpakv1alpha1.TypeUnpacked, metav1.ConditionTrue) || c.stored(ctx, b) {
+		c.background().cancel(b.Name)
 		return ctrl.Result{}, nil
 	}
 
-	res, err := c.Unpacker.Unpack(ctx, b)
+	res, err, done := c.background().poll(ctx, c.Unpacker, b)
+	if !done {
+		return ctrl.Result{}, nil // queued again when the fetch finishes
+	}
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("unpacking bundle %q for this replica: %w", b.Name, err)
 	}
@@ -65,7 +84,28 @@ func (c *ReplicaCache) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Re
 	if err := c.Storage.Store(ctx, b, content); err != nil {
 		return ctrl.Result{}, fmt.Errorf("storing content of bundle %q on this replica: %w", b.Name, err)
 	}
-	return ctrl.Result{}, nil
+	return ctrl.Result{}, c.verify(ctx, b)
+}
+
+// verify removes this replica's copy of b unless it hashes to
+// status.contentDigest: serving nothing is better than serving other bytes
+// than the leader stored (the pin in status may have been rewritten since).
+func (c *ReplicaCache) verify(ctx context.Context, b *rukpakv1alpha1.Bundle) error {
+	d, ok := c.Storage.(storage.Digester)
+	if !ok || b.Status.ContentDigest == "" {
+		return nil
+	}
+	got, err := d.Digest(ctx, b)
+	if err != nil {
+		return err
+	}
+	if got == b.Status.ContentDigest {
+		return nil
+	}
+	if err := c.Storage.Delete(ctx, b); err != nil {
+		return fmt.Errorf("removing mismatched content of bundle %q: %w", b.Name, err)
+	}
+	return fmt.Errorf("content of bundle %q unpacked on this replica has digest %s, not status.contentDigest %s: not serving it", b.Name, got, b.Status.ContentDigest)
 }
 
 // SetupWithManager registers the cache on every replica (no leader
@@ -77,6 +117,7 @@ func (c *ReplicaCache) SetupWithManager(mgr ctrl.Manager) error {
 			b, ok := o.(*rukpakv1alpha1.Bundle)
 			return ok && b.Spec.ProvisionerClassName == c.Class
 		}))).
-		WithOptions(controller.Options{NeedLeaderElection: ptr.To(false)}).
+		WatchesRawSource(c.background().source()).
+		WithOptions(controller.Options{NeedLeaderElection: ptr.To(false), MaxConcurrentReconciles: c.workers()}).
 		Complete(c)
 }

@@ -1,0 +1,149 @@
+package bundle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
+	"github.com/rukpak-dev/rukpak/unpack"
+)
+
+// fetches runs each Bundle's unpack in its own goroutine, outside the
+// reconcile workers, under a deadline: a source that accepts a connection
+// and never answers costs one goroutine until the deadline, never a worker,
+// so every other Bundle of the class keeps reconciling. At most one fetch
+// runs per Bundle; when it finishes the Bundle is queued again and the next
+// reconcile takes the result. Deleting the Bundle (or recreating it, or a
+// new generation) cancels its fetch.
+type fetches struct {
+	timeout time.Duration
+	// events queues a Bundle whose fetch finished.
+	events chan event.GenericEvent
+
+	mu      sync.Mutex
+	running map[string]*fetch
+}
+
+// fetch is one Bundle's unpack in flight or finished.
+type fetch struct {
+	uid        types.UID
+	generation int64
+	cancel     context.CancelFunc
+	done       bool
+	res        *unpack.Result
+	err        error
+}
+
+func newFetches(timeout time.Duration) *fetches {
+	if timeout <= 0 {
+		timeout = unpack.DefaultLimits.FetchTimeout
+	}
+	return &fetches{timeout: timeout, events: make(chan event.GenericEvent, 1024), running: map[string]*fetch{}}
+}
+
+// source queues Bundles whose fetch finished, for a controller's
+// WatchesRawSource.
+func (f *fetches) source() source.Source {
+	return source.Channel(f.events, &handler.EnqueueRequestForObject{})
+}
+
+// poll returns the finished unpack of b, or done=false while it runs. A
+// fetch is started when none runs for this incarnation and generation of
+// b. The caller owns a returned Result and must Close it.
+func (f *fetches) poll(ctx context.Context, u unpack.Unpacker, b *rukpakv1alpha1.Bundle) (res *unpack.Result, err error, done bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	cur := f.running[b.Name]
+	if cur != nil && (cur.uid != b.UID || cur.generation != b.Generation) {
+		f.dropLocked(b.Name)
+		cur = nil
+	}
+	if cur == nil {
+		f.startLocked(ctx, u, b)
+		return nil, nil, false
+	}
+	if !cur.done {
+		return nil, nil, false
+	}
+	delete(f.running, b.Name)
+	cur.cancel()
+	return cur.res, cur.err, true
+}
+
+// startLocked runs the unpack of a copy of b in the background. The fetch
+// outlives the reconcile that started it (WithoutCancel) and is bounded by
+// its own deadline and cancel func.
+func (f *fetches) startLocked(ctx context.Context, u unpack.Unpacker, b *rukpakv1alpha1.Bundle) {
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), f.timeout)
+	cur := &fetch{uid: b.UID, generation: b.Generation, cancel: cancel}
+	f.running[b.Name] = cur
+	b = b.DeepCopy()
+	go func() {
+		res, err := safeUnpack(fctx, u, b)
+		if err != nil {
+			if errors.Is(fctx.Err(), context.DeadlineExceeded) {
+				// Retrying may help (the source may recover): not terminal.
+				err = fmt.Errorf("fetching the source did not finish within %s: %w", f.timeout, err)
+			}
+			res = nil
+		}
+		f.mu.Lock()
+		current := f.running[b.Name] == cur
+		if current {
+			cur.done, cur.res, cur.err = true, res, err
+		}
+		f.mu.Unlock()
+		if !current {
+			// Cancelled or superseded: nobody will take the result.
+			_ = res.Close()
+			return
+		}
+		f.events <- event.GenericEvent{Object: b}
+	}()
+}
+
+// safeUnpack turns a panic of an unpacker (on hostile input, say) into an
+// error on the Bundle: outside a reconcile, nothing else would recover it
+// and the whole process would crash.
+func safeUnpack(ctx context.Context, u unpack.Unpacker, b *rukpakv1alpha1.Bundle) (res *unpack.Result, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			res, err = nil, unpack.Terminal(fmt.Errorf("unpacking panicked: %v", p))
+		}
+	}()
+	return u.Unpack(ctx, b)
+}
+
+// cancel stops and forgets name's fetch, if any.
+func (f *fetches) cancel(name string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.dropLocked(name)
+}
+
+func (f *fetches) dropLocked(name string) {
+	cur := f.running[name]
+	if cur == nil {
+		return
+	}
+	delete(f.running, name)
+	cur.cancel()
+	if cur.done {
+		_ = cur.res.Close()
+	}
+}
+
+// inFlight is the number of fetches running or waiting to be taken.
+func (f *fetches) inFlight() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.running)
+}

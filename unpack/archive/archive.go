@@ -132,7 +132,7 @@ func classifyRead(err, srcErr error) error {
 		return unpack.Terminal(fmt.Errorf("reading zstd archive: it needs a decompression window of more than %d bytes (the limit)", MaxZstdWindow))
 	case srcErr != nil:
 		return fmt.Errorf("reading archive: %w", err)
-	case errors.Is(err, tar.ErrHeader), errors.Is(err, io.ErrUnexpectedEOF),
+	case errors.Is(err, tar.ErrHeader), errors.Is(err, tar.ErrFieldTooLong), errors.Is(err, io.ErrUnexpectedEOF),
 		errors.Is(err, gzip.ErrChecksum), errors.Is(err, gzip.ErrHeader):
 		return unpack.Terminal(fmt.Errorf("reading archive: %w", err))
 	}

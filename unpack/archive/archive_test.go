@@ -6,6 +6,7 @@ import (
 	"compress/gzip"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -164,6 +165,30 @@ func TestExtract(t *testing.T) {
 	}
 }
 
+// longNameTar is an archive of one file whose name, in a PAX record, is
+// longer than archive/tar.Writer allows: hostile archives are not written
+// by it.
+func longNameTar(t *testing.T, name string) []byte {
+	t.Helper()
+	rec := " path=" + name + "\n"
+	for n := len(rec) + 1; ; n++ { // the record's length counts its own digits
+		if l := fmt.Sprintf("%d%s", n, rec); len(l) == n {
+			rec = l
+			break
+		}
+	}
+	data := tarball(t, file("pax", rec), file("placeholder", "x"))
+	hdr := data[:512]
+	hdr[156] = tar.TypeXHeader
+	copy(hdr[148:156], "        ")
+	var sum int
+	for _, b := range hdr {
+		sum += int(b)
+	}
+	copy(hdr[148:156], fmt.Sprintf("%06o\x00 ", sum))
+	return data
+}
+
 // zstdRaw is a zstd frame of data in raw (stored) blocks whose header
 // declares the window windowDescriptor encodes (RFC 8878 3.1.1.1.2): what a
 // hostile encoder writes to make a decoder allocate, with no work of its
@@ -289,6 +314,15 @@ func TestExtractRejects(t *testing.T) {
 		name:    "a 64,000-level name",
 		data:    gzipped(t, tarball(t, file(deep, "x"))),
 		wantErr: `archive entry: path "` + deep[:100] + `..." is 127999 bytes long, more than the limit of 1024`,
+	}, {
+		name:    "a 64,000-level name in a hand-made PAX record",
+		data:    longNameTar(t, deep),
+		wantErr: `archive entry: path "` + deep[:100] + `..." is 127999 bytes long, more than the limit of 1024`,
+	}, {
+		// archive/tar refuses a name record over 1 MiB itself.
+		name:    "a 640,000-level name",
+		data:    gzipped(t, longNameTar(t, strings.Repeat("a/", 639_999)+"a")),
+		wantErr: "reading archive: archive/tar: header field too long",
 	}, {
 		name:    "a name one level too deep",
 		data:    tarball(t, dir(strings.Repeat("d/", 64)+"x/")),

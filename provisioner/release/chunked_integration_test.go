@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -441,4 +442,60 @@ func TestIntegrationChunkedRecordCorruption(t *testing.T) {
 		t.Fatal(err)
 	}
 	sameRelease(t, got, other)
+}
+
+// Manager keeps maxHistory revisions of a release whose records are split,
+// and pruning removes the chunks of the revisions it drops.
+func TestIntegrationChunkedHistoryPruning(t *testing.T) {
+	env := testenv.Start(t)
+	ctx := context.Background()
+	const ns = "rukpak-system"
+	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	m, err := NewManager(env.Config, ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &chunkEnv{t: t, env: env, ns: ns}
+	for v := 1; v <= maxHistory+2; v++ {
+		// 2 x 800 KiB that do not compress: a record over 1 MiB.
+		var cms []*unstructured.Unstructured
+		for i := range 2 {
+			blob := record("pruned", v*10+i, 800<<10, helmrelease.StatusDeployed).Manifest
+			blob = blob[strings.Index(blob, "blob: ")+len("blob: ") : len(blob)-1]
+			cms = append(cms, &unstructured.Unstructured{Object: map[string]any{
+				"apiVersion": "v1", "kind": "ConfigMap",
+				"metadata": map[string]any{"name": fmt.Sprintf("pruned-%d", i), "namespace": "default"},
+				"data":     map[string]any{"blob": blob},
+			}})
+		}
+		res, err := m.Apply(ctx, "pruned", cms, nil)
+		if err != nil {
+			t.Fatalf("revision %d: %v", v, err)
+		}
+		if res.Release.Version != v {
+			t.Fatalf("revision %d recorded as %d", v, res.Release.Version)
+		}
+	}
+	hist, err := m.store.History("pruned")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[int]string{}
+	for _, r := range hist {
+		got[r.Version] = r.Info.Status.String()
+	}
+	if fmt.Sprint(got) != "map[3:superseded 4:superseded 5:superseded 6:superseded 7:deployed]" {
+		t.Errorf("history %v", got)
+	}
+	chunks := e.chunks("pruned")
+	if len(chunks) != 2*maxHistory {
+		t.Errorf("chunks %v, want two for each of the %d records kept", chunks, maxHistory)
+	}
+	for _, c := range chunks {
+		if strings.HasPrefix(c, recordKey("pruned", 1)+".") || strings.HasPrefix(c, recordKey("pruned", 2)+".") {
+			t.Errorf("chunk %s of a pruned revision is left", c)
+		}
+	}
 }

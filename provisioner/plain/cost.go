@@ -42,14 +42,18 @@ func (l Limits) check(text []byte) (int, error) {
 // and ":", "-", "?" before a space), and each of those is counted. It stops
 // counting once over maxNodes or maxDepth.
 //
-// Comment lines are skipped; other text is not parsed (quotes and comments
-// after content are counted as if they were YAML), which only overestimates.
+// Comment lines and block scalars' text are skipped; other text is not
+// parsed (quotes and comments after content are counted as if they were
+// YAML), which only overestimates.
 func scanCost(text []byte, maxNodes, maxDepth int) (nodes, depth int, aliases bool) {
 	nodes = 1 // the document itself
 	flow := 0 // open [ and {
 	// The block indentation levels open; its length is bounded by maxDepth,
 	// as the scan stops past it.
 	indents := make([]int, 0, 32)
+	// blockScalar is the indentation of the line that started a block
+	// scalar ("|" or ">"), whose more indented lines are text; -1 outside.
+	blockScalar := -1
 	for len(text) > 0 {
 		line := text
 		if i := bytes.IndexByte(text, '\n'); i >= 0 {
@@ -64,6 +68,12 @@ func scanCost(text []byte, maxNodes, maxDepth int) (nodes, depth int, aliases bo
 		if indent == len(line) || line[indent] == '#' {
 			continue // blank or comment: no nodes
 		}
+		if blockScalar >= 0 {
+			if indent > blockScalar {
+				continue // text, whatever it looks like ("*Warning*")
+			}
+			blockScalar = -1
+		}
 		if flow == 0 {
 			// Block context: indentation opens and closes levels.
 			for len(indents) > 0 && indents[len(indents)-1] >= indent {
@@ -71,20 +81,23 @@ func scanCost(text []byte, maxNodes, maxDepth int) (nodes, depth int, aliases bo
 			}
 			indents = append(indents, indent)
 		}
-		levels := len(indents)
 		nodes++
 		lineDepth := 0
-		prev := byte(' ')
+		// afterIndicator: the bytes before i on this line, blanks aside,
+		// end with an indicator (or there are none), so a node may start.
+		afterIndicator := true
 		for i := indent; i < len(line); i++ {
 			c := line[i]
 			next := byte(' ')
 			if i+1 < len(line) {
 				next = line[i+1]
 			}
+			indicator := false
 			switch c {
 			case '[', '{':
 				flow++
 				nodes += 2
+				indicator = true
 			case ']', '}':
 				if flow > 0 {
 					flow--
@@ -92,20 +105,30 @@ func scanCost(text []byte, maxNodes, maxDepth int) (nodes, depth int, aliases bo
 				nodes += 2
 			case ',':
 				nodes += 2
+				indicator = true
 			case ':', '-', '?':
 				if next == ' ' || next == '\t' || next == '\r' || (c == ':' && flow > 0 && (next == ',' || next == ']' || next == '}')) {
 					nodes += 2
 					lineDepth++
+					indicator = true
 				}
 			case '*':
-				if isBoundary(prev) && next != ' ' && next != '\t' {
+				// An alias starts a node: first on its line, or after an
+				// indicator. "*" inside text ("matches *.example.com",
+				// "--tls-*") does not.
+				if afterIndicator && next != ' ' && next != '\t' {
 					aliases = true
 				}
 			}
-			prev = c
-			if d := levels + lineDepth + flow; d > depth {
+			if c != ' ' && c != '\t' {
+				afterIndicator = indicator
+			}
+			if d := len(indents) + lineDepth + flow; d > depth {
 				depth = d
 			}
+		}
+		if flow == 0 && endsWithBlockScalarHeader(line) {
+			blockScalar = indent
 		}
 		if depth > maxDepth || nodes > maxNodes {
 			return nodes, depth, aliases
@@ -114,13 +137,24 @@ func scanCost(text []byte, maxNodes, maxDepth int) (nodes, depth int, aliases bo
 	return nodes, depth, aliases
 }
 
-// isBoundary reports whether c may precede a YAML token.
-func isBoundary(c byte) bool {
-	switch c {
-	case ' ', '\t', '[', '{', ',', ':', '-', '?':
-		return true
+// endsWithBlockScalarHeader reports whether line ends with a block scalar
+// header such as "|", "|-" or ">+2" after a blank.
+func endsWithBlockScalarHeader(line []byte) bool {
+	line = bytes.TrimRight(line, " \t\r")
+	i := bytes.LastIndexAny(line, " \t")
+	if i < 0 || i+1 >= len(line) {
+		return false
 	}
-	return false
+	header := line[i+1:]
+	if header[0] != '|' && header[0] != '>' {
+		return false
+	}
+	for _, c := range header[1:] {
+		if c != '-' && c != '+' && (c < '0' || c > '9') {
+			return false
+		}
+	}
+	return true
 }
 
 // expandedNodes counts the nodes of the YAML text with every alias replaced

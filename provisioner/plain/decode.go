@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
 )
 
 // Decode returns the objects held by one manifest file: a stream of YAML
@@ -42,10 +43,12 @@ func (l Limits) Decode(name string, r io.Reader) ([]*unstructured.Unstructured, 
 // converting it, and hands every object to visit. total counts the nodes
 // of every document of the bundle. l must be OrDefault'ed.
 func (l Limits) decode(name string, r io.Reader, total *atomic.Int64, visit func(*unstructured.Unstructured) error) error {
-	s := splitter{
-		r:   bufio.NewReaderSize(&limitedReader{r: r, n: l.MaxFileBytes}, 64<<10),
-		max: l.MaxDocumentBytes,
-	}
+	br := bufio.NewReaderSize(&limitedReader{r: r, n: l.MaxFileBytes}, 64<<10)
+	// A file is JSON or YAML by its first bytes, as apimachinery's
+	// YAMLOrJSONDecoder decides.
+	head, _ := br.Peek(4096)
+	jsonFile := utilyaml.IsJSONBuffer(head)
+	s := splitter{r: br, max: l.MaxDocumentBytes}
 	doc := 0
 	for {
 		text, err := s.next()
@@ -66,7 +69,7 @@ func (l Limits) decode(name string, r io.Reader, total *atomic.Int64, visit func
 		if total.Add(int64(cost)) > int64(l.MaxTotalNodes) {
 			return fmt.Errorf("the files of %s/ hold more than %d YAML nodes together", ManifestsDir, l.MaxTotalNodes)
 		}
-		n, err := decodeText(text, cost, doc, func(doc int, raw json.RawMessage) error {
+		n, err := decodeText(text, jsonFile, cost, doc, func(doc int, raw json.RawMessage) error {
 			return decodeValue(name, doc, raw, visit)
 		})
 		doc += n
@@ -89,14 +92,24 @@ type documentError struct {
 func (e *documentError) Error() string { return e.err.Error() }
 
 // decodeText converts the values of one document's text (one YAML document,
-// or a stream of JSON values) into JSON, holding cost nodes of the process's
-// decoding budget meanwhile. It returns how many values it read.
-func decodeText(text []byte, cost int, first int, each func(doc int, raw json.RawMessage) error) (int, error) {
+// or in a JSON file a stream of JSON values) into JSON, holding cost nodes
+// of the process's decoding budget meanwhile. It returns how many values it
+// read. The conversions are apimachinery's YAMLOrJSONDecoder's.
+func decodeText(text []byte, jsonFile bool, cost int, first int, each func(doc int, raw json.RawMessage) error) (int, error) {
 	weight := int64(min(cost, decodeBudget))
 	if err := decoding.Acquire(context.Background(), weight); err != nil {
 		return 0, err
 	}
 	defer decoding.Release(weight)
+	if !jsonFile {
+		// What YAMLToJSONDecoder does with a document, without a decoder
+		// (and its buffers) per document.
+		var raw json.RawMessage
+		if err := yaml.Unmarshal(text, &raw); err != nil {
+			return 0, &documentError{first, err}
+		}
+		return 1, each(first, raw)
+	}
 	reader := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(text), 4096)
 	for n := 0; ; n++ {
 		var raw json.RawMessage

@@ -44,8 +44,8 @@ type Limits struct {
 // up to ~260 bytes at the conversion's peak, so a document at MaxNodes
 // peaks at ~65 MiB.
 var DefaultLimits = Limits{
-	MaxTotalBytes:    64 << 20,
-	MaxFileBytes:     32 << 20,
+	MaxTotalBytes:    32 << 20,
+	MaxFileBytes:     16 << 20,
 	MaxDocumentBytes: 3 << 20,
 	MaxNodes:         256 << 10,
 	MaxTotalNodes:    1 << 20,

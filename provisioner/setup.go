@@ -41,6 +41,9 @@ type Options struct {
 	// how many Bundles of a class reconcile at once (bundle.Reconciler).
 	FetchTimeout  time.Duration
 	BundleWorkers int
+	// MaxReleaseBytes bounds one release revision's record; 0 means
+	// release.DefaultMaxRecordBytes.
+	MaxReleaseBytes int64
 }
 
 // Setup registers a Bundle and a BundleDeployment reconciler for every class.
@@ -48,7 +51,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	if opts.Loader == nil {
 		opts.Loader = opts.Storage
 	}
-	releases, err := release.NewManager(mgr.GetConfig(), opts.Namespace)
+	releases, err := release.NewManager(mgr.GetConfig(), opts.Namespace, release.WithMaxRecordBytes(opts.MaxReleaseBytes))
 	if err != nil {
 		return err
 	}

@@ -31,6 +31,7 @@ import (
 	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
 	"github.com/rukpak-dev/rukpak/internal/selfsigned"
 	"github.com/rukpak-dev/rukpak/provisioner"
+	"github.com/rukpak-dev/rukpak/provisioner/release"
 	"github.com/rukpak-dev/rukpak/storage"
 	"github.com/rukpak-dev/rukpak/unpack"
 	"github.com/rukpak-dev/rukpak/unpack/sources"
@@ -57,6 +58,7 @@ type options struct {
 	leaderElectionID string
 	pprofAddr        string
 	limits           unpack.Limits
+	maxReleaseBytes  int64
 }
 
 func main() {
@@ -81,6 +83,7 @@ func main() {
 	flag.StringVar(&o.pprofAddr, "pprof-bind-address", "", "Address of the pprof endpoints (e.g. 127.0.0.1:6060); empty disables them.")
 	flag.StringVar(&o.leaderElectionID, "leader-election-id", "provisioner.core.rukpak.io", "Name of the leader election Lease.")
 	o.limits.BindFlags(flag.CommandLine)
+	flag.Int64Var(&o.maxReleaseBytes, "max-release-bytes", release.DefaultMaxRecordBytes, "Largest release record (JSON, about the size of the installed manifests) of one BundleDeployment revision; records over 1 MiB are split across Secrets.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -166,10 +169,11 @@ func run(ctx context.Context, o options) error {
 			BaseDir:   o.unpackDir,
 			Limits:    limits,
 		}),
-		Storage:       store,
-		Loader:        loader,
-		FetchTimeout:  limits.FetchTimeout,
-		BundleWorkers: o.bundleWorkers,
+		Storage:         store,
+		Loader:          loader,
+		FetchTimeout:    limits.FetchTimeout,
+		BundleWorkers:   o.bundleWorkers,
+		MaxReleaseBytes: o.maxReleaseBytes,
 	}); err != nil {
 		return err
 	}

@@ -4,7 +4,6 @@ import (
 	"archive/tar"
 	"bytes"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -20,7 +19,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/static"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
 	"github.com/rukpak-dev/rukpak/internal/testregistry"
@@ -42,13 +42,9 @@ func zstdWindowLayer(t testing.TB, windowDescriptor byte) v1.Layer {
 	h := uint32(len(data))<<3 | 1 // one raw block, the last
 	frame = append(frame, byte(h), byte(h>>8), byte(h>>16))
 	frame = append(frame, data...)
-	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
-		return io.NopCloser(bytes.NewReader(frame)), nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return layer
+	// Taken as is: go-containerregistry's own layer types would decompress
+	// it to compute a diff ID.
+	return static.NewLayer(frame, types.OCILayerZStd)
 }
 
 // allocated is how much fn allocated on the heap, in total.
@@ -74,10 +70,16 @@ func TestUnpackLimits(t *testing.T) {
 	reg.MustPush(t, reg.Ref("zstd:v1"), testregistry.Image(t, zstdWindowLayer(t, 19<<3))) // 512 MiB window
 	reg.MustPush(t, reg.Ref("zstd:ok"), testregistry.Image(t, zstdWindowLayer(t, 10<<3))) // 1 MiB window
 
+	huge, hugeDigest := pushLayers(t, reg, "huge:v1", 30_000) // a 5 MiB manifest
 	for _, tc := range []struct {
 		name, ref, wantErr string
 		limits             unpack.Limits
 	}{
+		{
+			name: "manifest over 4 MiB", ref: huge, limits: unpack.Limits{MaxLayers: 100_000},
+			wantErr: `image "` + huge + `": Get "https://` + reg.Host + `/v2/huge/manifests/` + hugeDigest + `": ` +
+				`the registry's response to GET /v2/huge/manifests/` + hugeDigest + ` is larger than the limit of 4194304 bytes`,
+		},
 		{
 			name: "too many layers", ref: reg.Ref("layers:v1"), limits: unpack.Limits{MaxLayers: 3},
 			wantErr: `image "` + reg.Ref("layers:v1") + `": the image has 4 layers, more than the limit of 3`,

@@ -9,7 +9,10 @@ import (
 	"io/fs"
 	"os"
 	"runtime"
+	"runtime/metrics"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/fstest"
 	"time"
@@ -338,11 +341,103 @@ func apimachineryDecode(t *testing.T, file string) []map[string]interface{} {
 	}
 }
 
-// RUKPAK_HOSTILE_MEASURE=1 measures the hostile inputs scaled 10x for
-// docs/security.md: peak heap and time of Validate refusing each.
+// RUKPAK_HOSTILE_MEASURE=1 measures the hostile inputs of issue 11 scaled
+// 10x for docs/security.md: the error, peak heap (sampled every 100µs above
+// the heap before) and time of refusing each (go test -v -run
+// TestMeasureHostile ./provisioner/plain/).
 func TestMeasureHostile(t *testing.T) {
 	if os.Getenv("RUKPAK_HOSTILE_MEASURE") == "" {
 		t.Skip("set RUKPAK_HOSTILE_MEASURE=1 to measure")
 	}
-	_ = runtime.GOMAXPROCS
+	flow := func(n int64) func() io.Reader {
+		return func() io.Reader {
+			return repeat("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\nl: [", "0,", n, "0]\n")
+		}
+	}
+	str := func(n int64) func() io.Reader { return func() io.Reader { return repeat(cmHead, "x", n, "}\n") } }
+	bundleOf := func(files int, input func() io.Reader, size int64) fs.FS {
+		m := multiFS{}
+		for i := range files {
+			m[fmt.Sprintf("f%02d.yaml", i)] = lazyFS{name: fmt.Sprintf("f%02d.yaml", i), size: size, input: input}
+		}
+		return m
+	}
+	cases := []struct {
+		name string
+		fsys fs.FS
+	}{
+		{"200 MiB flow list, size from the directory", lazyFS{name: "list.yaml", size: 200 << 20, input: flow(200 << 20)}},
+		{"200 MiB flow list, streamed", lazyFS{name: "list.yaml", size: 1, input: flow(200 << 20)}},
+		{"1 GiB string, size from the directory", lazyFS{name: "str.yaml", size: 1 << 30, input: str(1 << 30)}},
+		{"1 GiB string, streamed", lazyFS{name: "str.yaml", size: 1, input: str(1 << 30)}},
+		{"3 MiB flow list (1.5M elements)", lazyFS{name: "list.yaml", size: 3<<20 - 10, input: flow(3<<20 - 10)}},
+		{"billion laughs", lazyFS{name: "lol.yaml", size: 1, input: func() io.Reader { return strings.NewReader(billionLaughs()) }}},
+		{"640,000 nested flow lists", lazyFS{name: "deep.yaml", size: 1, input: func() io.Reader {
+			return strings.NewReader("a: " + strings.Repeat("[", 640000) + strings.Repeat("]", 640000) + "\n")
+		}}},
+		{"20 files of 255,000-node documents", bundleOf(20, flow(255_000), 255_000)},
+	}
+	for _, tc := range cases {
+		var err error
+		peak, took := peakHeap(func() { err = Validate(tc.fsys) })
+		t.Logf("%s: %v; peak heap +%.1f MiB, %v", tc.name, err, float64(peak)/(1<<20), took.Round(time.Millisecond))
+	}
+}
+
+// multiFS is a manifests/ directory of lazy files.
+type multiFS map[string]lazyFS
+
+func (m multiFS) Open(name string) (fs.File, error) {
+	if f, ok := m[strings.TrimPrefix(name, ManifestsDir+"/")]; ok {
+		return f.Open(name)
+	}
+	return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}
+}
+
+func (m multiFS) ReadDir(name string) ([]fs.DirEntry, error) {
+	if name != ManifestsDir {
+		return nil, &fs.PathError{Op: "readdir", Path: name, Err: fs.ErrNotExist}
+	}
+	var out []fs.DirEntry
+	for _, f := range m {
+		out = append(out, fs.FileInfoToDirEntry(lazyInfo{f.name, f.size}))
+	}
+	slices.SortFunc(out, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
+	return out, nil
+}
+
+// peakHeap runs f and returns the most the heap's live objects grew
+// meanwhile, sampled, and how long f took.
+func peakHeap(f func()) (uint64, time.Duration) {
+	runtime.GC()
+	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	metrics.Read(sample)
+	base := sample[0].Value.Uint64()
+	var peak atomic.Uint64
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(100 * time.Microsecond):
+			}
+			metrics.Read(s)
+			if v := s[0].Value.Uint64(); v > peak.Load() {
+				peak.Store(v)
+			}
+		}
+	}()
+	start := time.Now()
+	f()
+	took := time.Since(start)
+	close(done)
+	<-stopped
+	if p := peak.Load(); p > base {
+		return p - base, took
+	}
+	return 0, took
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -498,4 +499,23 @@ func TestIntegrationChunkedHistoryPruning(t *testing.T) {
 			t.Errorf("chunk %s of a pruned revision is left", c)
 		}
 	}
+
+	t.Run("a release over the maximum record size fails before any object is applied", func(t *testing.T) {
+		small, err := NewManager(env.Config, ns, WithMaxRecordBytes(64<<10))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cm := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "v1", "kind": "ConfigMap",
+			"metadata": map[string]any{"name": "too-big", "namespace": "default"},
+			"data":     map[string]any{"blob": strings.Repeat("x", 100<<10)},
+		}}
+		_, err = small.Apply(ctx, "too-big", []*unstructured.Unstructured{cm}, nil)
+		if err == nil || !regexp.MustCompile(`^recording release "too-big": release record too large: release "too-big" revision 1 is \d+ bytes, more than the maximum of 65536 bytes$`).MatchString(err.Error()) {
+			t.Errorf("got %v", err)
+		}
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: "default", Name: "too-big"}, &corev1.ConfigMap{}); !apierrors.IsNotFound(err) {
+			t.Errorf("the ConfigMap was applied: %v", err)
+		}
+	})
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/kube"
 	kubefake "helm.sh/helm/v3/pkg/kube/fake"
 	helmrelease "helm.sh/helm/v3/pkg/release"
 	"helm.sh/helm/v3/pkg/storage"
@@ -168,6 +169,16 @@ func TestIntegrationChunkedRecords(t *testing.T) {
 		}
 		if got.Info.Status != helmrelease.StatusPendingInstall || !strings.HasPrefix(got.Manifest, placeholderMarker) || got.Chart.Metadata.Name != "big" {
 			t.Errorf("helm reads %s %q %v", got.Info.Status, got.Manifest, got.Chart.Metadata)
+		}
+		// Helm's rollback, upgrade and uninstall build objects from the
+		// manifest: the placeholder makes them fail rather than act on an
+		// empty release.
+		getter, err := newRESTGetter(e.env.Config, e.ns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := kube.New(getter).Build(strings.NewReader(got.Manifest), false); err == nil || !strings.Contains(err.Error(), "Object 'Kind' is missing") {
+			t.Errorf("helm builds objects from the placeholder: %v", err)
 		}
 		hist, err := storage.Init(e.helm).History("big")
 		if err != nil || len(hist) != 1 || hist[0].Version != 1 {

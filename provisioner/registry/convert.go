@@ -7,6 +7,7 @@ import (
 	"path"
 	"strings"
 	"testing/fstest"
+	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
@@ -104,7 +105,7 @@ func (c *converted) Open(name string) (fs.File, error) {
 }
 
 // sourceRoot is the source bundle's root, opened as SourceDir: it has
-// SourceDir's name.
+// SourceDir's name and the mode generated content gives it.
 type sourceRoot struct{ fs.File }
 
 func (r *sourceRoot) Stat() (fs.FileInfo, error) {
@@ -123,9 +124,12 @@ func (r *sourceRoot) ReadDir(n int) ([]fs.DirEntry, error) {
 	return d.ReadDir(n)
 }
 
+// renamed describes SourceDir as the generated content lists it.
 type renamed struct{ fs.FileInfo }
 
-func (renamed) Name() string { return SourceDir }
+func (renamed) Name() string       { return SourceDir }
+func (renamed) Mode() fs.FileMode  { return fs.ModeDir | 0o755 }
+func (renamed) ModTime() time.Time { return time.Time{} }
 
 // fileSafe keeps object names usable as file names (ClusterRole names may
 // hold ':' for example).

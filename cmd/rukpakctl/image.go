@@ -36,7 +36,7 @@ func isImageRef(arg string) bool {
 // pullBundle unpacks an image with the provisioner's own image unpacker (the
 // same digest resolution, layer flattening and safety limits) into a
 // temporary directory; cleanup removes it.
-func pullBundle(ctx context.Context, ref string, o imageOptions) (fs.FS, func(), error) {
+func pullBundle(ctx context.Context, ref string, o imageOptions, limits unpack.Limits) (fs.FS, func(), error) {
 	dir, err := os.MkdirTemp("", "rukpakctl-")
 	if err != nil {
 		return nil, nil, err
@@ -52,7 +52,7 @@ func pullBundle(ctx context.Context, ref string, o imageOptions) (fs.FS, func(),
 		src.CertificateData = string(ca)
 	}
 	b := &rukpakv1alpha1.Bundle{Spec: rukpakv1alpha1.BundleSpec{Source: rukpakv1alpha1.BundleSource{Type: rukpakv1alpha1.SourceTypeImage, Image: src}}}
-	res, err := image.New(unpack.Config{BaseDir: dir}).Unpack(ctx, b)
+	res, err := image.New(unpack.Config{BaseDir: dir, Limits: limits}).Unpack(ctx, b)
 	if err != nil {
 		cleanup()
 		return nil, nil, err

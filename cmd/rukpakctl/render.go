@@ -3,10 +3,10 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/rukpak-dev/rukpak/provisioner/plain"
 	"github.com/rukpak-dev/rukpak/provisioner/registry"
+	"github.com/rukpak-dev/rukpak/unpack"
 )
 
 const (
@@ -26,6 +27,7 @@ type renderOptions struct {
 	installNS       string
 	watchNamespaces []string
 	image           imageOptions
+	limits          unpack.Limits
 }
 
 func newRenderCmd() *cobra.Command {
@@ -39,7 +41,9 @@ Bundle's Unpacked condition would carry and exits non-zero.
 
 DIR is a bundle directory (manifests/ and, for registry+v1, metadata/) or an
 OCI image layout directory (one holding an "oci-layout" file) with a single
-bundle image. IMAGE is a bundle image reference, pulled as the provisioner
+bundle image. Either is read under the provisioner's rules and limits: a
+symlink that leaves the bundle is an error, other symlinks are ignored (the
+provisioner never materialises links), hard-linked files are regular files. IMAGE is a bundle image reference, pulled as the provisioner
 pulls it (anonymously; --ca-file and --insecure-skip-tls-verify as a Bundle's
 certificateData and insecureSkipTLSVerify). The format is registry+v1 when metadata/annotations.yaml says
 so, plain+v0 otherwise, unless --format is given.
@@ -59,6 +63,11 @@ BundleDeployment mean.`,
 	cmd.Flags().StringVar(&o.installNS, "install-namespace", "", "registry+v1: namespace the operator is installed in")
 	cmd.Flags().StringVar(&o.image.caFile, "ca-file", "", "IMAGE: PEM CA certificates trusted for the registry, besides the system's")
 	cmd.Flags().BoolVar(&o.image.insecure, "insecure-skip-tls-verify", false, "IMAGE: do not verify the registry's certificate")
+	// The provisioner's limit flags, with its defaults: a bundle renders
+	// here exactly when a provisioner with the same flags would unpack it.
+	limits := flag.NewFlagSet("limits", flag.ContinueOnError)
+	o.limits.BindFlags(limits)
+	cmd.Flags().AddGoFlagSet(limits)
 	cmd.Flags().StringSliceVar(&o.watchNamespaces, "watch-namespaces", nil, "registry+v1: comma-separated namespaces the operator watches (default: all namespaces if the CSV supports AllNamespaces, else the install namespace if it supports OwnNamespace)")
 	return cmd
 }
@@ -71,12 +80,17 @@ func (o renderOptions) run(ctx context.Context, out io.Writer, arg string) error
 	var err error
 	if isImageRef(arg) {
 		var cleanup func()
-		if fsys, cleanup, err = pullBundle(ctx, arg, o.image); err != nil {
+		if fsys, cleanup, err = pullBundle(ctx, arg, o.image, o.limits); err != nil {
 			return err
 		}
 		defer cleanup()
-	} else if fsys, err = openBundle(arg); err != nil {
-		return err
+	} else {
+		b, err := openBundle(ctx, arg, o.limits)
+		if err != nil {
+			return err
+		}
+		defer b.close()
+		fsys = b
 	}
 	format := o.format
 	if format == "" {
@@ -145,20 +159,4 @@ func writeYAML(out io.Writer, objs []*unstructured.Unstructured) error {
 		}
 	}
 	return nil
-}
-
-// openBundle returns the bundle filesystem of a directory, or of the single
-// image of an OCI layout directory.
-func openBundle(dir string) (fs.FS, error) {
-	fi, err := os.Stat(dir)
-	if err != nil {
-		return nil, err
-	}
-	if !fi.IsDir() {
-		return nil, fmt.Errorf("%s is not a directory", dir)
-	}
-	if _, err := os.Stat(dir + "/oci-layout"); err == nil {
-		return openOCILayout(dir)
-	}
-	return os.DirFS(dir), nil
 }

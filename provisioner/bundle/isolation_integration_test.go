@@ -265,7 +265,7 @@ func TestIntegrationStuckSourcesDoNotBlockOthers(t *testing.T) {
 		}
 		ok, err := replica.Exists(ctx, e.get("good-2"))
 		if !ok {
-			return fmt.Errorf("not in the replica's storage (%v)", err)
+			return fmt.Errorf("not in the replica's storage (%w)", err)
 		}
 		return nil
 	})
@@ -282,7 +282,7 @@ func TestIntegrationStuckSourcesDoNotBlockOthers(t *testing.T) {
 		for _, name := range stuck {
 			err := e.c.Get(ctx, client.ObjectKey{Name: name}, &rukpakv1alpha1.Bundle{})
 			if !apierrors.IsNotFound(err) {
-				return fmt.Errorf("bundle %s still exists (%v)", name, err)
+				return fmt.Errorf("bundle %s still exists (%w)", name, err)
 			}
 		}
 		return nil

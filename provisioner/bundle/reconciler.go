@@ -167,7 +167,7 @@ func (r *Reconciler) unpack(ctx context.Context, b *rukpakv1alpha1.Bundle) (ctrl
 	if !done {
 		// Queued again when the fetch finishes. A failure being retried
 		// stays on display until the retry has an outcome.
-		if !(b.Status.Phase == rukpakv1alpha1.PhaseFailing && b.Status.ObservedGeneration == b.Generation) {
+		if b.Status.Phase != rukpakv1alpha1.PhaseFailing || b.Status.ObservedGeneration != b.Generation {
 			setPhase(b, rukpakv1alpha1.PhaseUnpacking, metav1.ConditionFalse, rukpakv1alpha1.ReasonUnpacking, "Fetching the bundle's source")
 		}
 		return ctrl.Result{}, nil

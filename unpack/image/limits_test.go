@@ -63,7 +63,8 @@ func TestUnpackLimits(t *testing.T) {
 	for i := range 4 {
 		layers = append(layers, testregistry.Layer(t, map[string]string{fmt.Sprintf("manifests/%d.yaml", i): "x"}))
 	}
-	reg.MustPush(t, reg.Ref("layers:v1"), testregistry.Image(t, layers...))
+	layersDigest := reg.MustPush(t, reg.Ref("layers:v1"), testregistry.Image(t, layers...))
+	layersDigest = layersDigest[strings.Index(layersDigest, "@")+1:]
 	big := make([]byte, 64<<10)
 	_, _ = rand.NewChaCha8([32]byte{}).Read(big) // incompressible
 	reg.MustPush(t, reg.Ref("big:v1"), testregistry.Image(t, testregistry.Layer(t, map[string]string{"manifests/big": string(big)})))
@@ -75,6 +76,11 @@ func TestUnpackLimits(t *testing.T) {
 		name, ref, wantErr string
 		limits             unpack.Limits
 	}{
+		{
+			name: "manifest over the fetch limit", ref: reg.Ref("layers:v1"), limits: unpack.Limits{MaxFetchBytes: 100},
+			wantErr: `image "` + reg.Ref("layers:v1") + `": Get "https://` + reg.Host + `/v2/layers/manifests/` + layersDigest + `": ` +
+				`the image is larger than the fetch limit of 100 bytes`,
+		},
 		{
 			name: "manifest over 4 MiB", ref: huge, limits: unpack.Limits{MaxLayers: 100_000},
 			wantErr: `image "` + huge + `": Get "https://` + reg.Host + `/v2/huge/manifests/` + hugeDigest + `": ` +

@@ -34,6 +34,7 @@ import (
 	"github.com/rukpak-dev/rukpak/provisioner/release"
 	"github.com/rukpak-dev/rukpak/storage"
 	"github.com/rukpak-dev/rukpak/unpack"
+	"github.com/rukpak-dev/rukpak/unpack/configmaps"
 	"github.com/rukpak-dev/rukpak/unpack/sources"
 )
 
@@ -120,7 +121,9 @@ func run(ctx context.Context, o options) error {
 		// every ConfigMap of the cluster would cost memory for nothing.
 		Cache: cache.Options{
 			ByObject: map[client.Object]cache.ByObject{
-				&corev1.ConfigMap{}: {Namespaces: map[string]cache.Config{o.namespace: {}}},
+				// Watched only to wake Bundles waiting for a ConfigMap; unpacks
+				// read ConfigMaps from the API server. Names only, not content.
+				&corev1.ConfigMap{}: {Namespaces: map[string]cache.Config{o.namespace: {}}, Transform: configmaps.StripContent},
 			},
 			DefaultTransform: cache.TransformStripManagedFields(),
 		},

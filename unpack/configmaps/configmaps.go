@@ -178,3 +178,14 @@ func sortedKeys[V any](m map[string]V) []string {
 	sort.Strings(keys)
 	return keys
 }
+
+// StripContent is a cache transform for ConfigMaps watched only to learn
+// that one appeared or changed (the Bundle reconciler's watch): it drops
+// data, binaryData and managed fields, so the informer holds names, not
+// every ConfigMap's content. Unpacks read ConfigMaps from the API server.
+func StripContent(obj any) (any, error) {
+	if cm, ok := obj.(*corev1.ConfigMap); ok {
+		cm.Data, cm.BinaryData, cm.ManagedFields = nil, nil, nil
+	}
+	return obj, nil
+}

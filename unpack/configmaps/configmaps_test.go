@@ -375,3 +375,23 @@ func TestCloseRemovesContent(t *testing.T) {
 		t.Fatalf("BaseDir still holds %v after Close", left)
 	}
 }
+
+func TestStripContent(t *testing.T) {
+	cm := configMap("x", map[string]string{"a": strings.Repeat("a", 1<<20)}, map[string][]byte{"b": {1}})
+	cm.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "m"}}
+	cm.Labels = map[string]string{"keep": "me"}
+	out, err := configmaps.StripContent(cm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := out.(*corev1.ConfigMap)
+	if got.Data != nil || got.BinaryData != nil || got.ManagedFields != nil {
+		t.Fatalf("content kept: %d data, %d binaryData, %d managed fields", len(got.Data), len(got.BinaryData), len(got.ManagedFields))
+	}
+	if got.Name != "x" || got.Namespace != namespace || got.Labels["keep"] != "me" || got.Immutable == nil {
+		t.Fatalf("metadata lost: %+v", got.ObjectMeta)
+	}
+	if other, _ := configmaps.StripContent("not a ConfigMap"); other != "not a ConfigMap" {
+		t.Fatalf("other objects changed: %v", other)
+	}
+}

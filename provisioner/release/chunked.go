@@ -329,6 +329,10 @@ func (d *chunkedSecrets) Query(query map[string]string) ([]*helmrelease.Release,
 
 // encode returns the gzipped release JSON, as Helm stores it.
 func (d *chunkedSecrets) encode(rls *helmrelease.Release) ([]byte, error) {
+	// The manifest alone may already be too much: refuse before copying it.
+	if int64(len(rls.Manifest)) > d.maxRecordBytes {
+		return nil, fmt.Errorf("%w: release %q revision %d has a %d-byte manifest, more than the maximum of %d bytes", ErrRecordTooLarge, rls.Name, rls.Version, len(rls.Manifest), d.maxRecordBytes)
+	}
 	b, err := json.Marshal(rls)
 	if err != nil {
 		return nil, fmt.Errorf("encoding release %q: %w", rls.Name, err)

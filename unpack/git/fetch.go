@@ -15,7 +15,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/protocol/packp/sideband"
 	"github.com/go-git/go-git/v5/plumbing/storer"
 	"github.com/go-git/go-git/v5/plumbing/transport"
-	"github.com/go-git/go-git/v5/storage"
+	"github.com/go-git/go-git/v5/storage/filesystem"
 
 	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
 	"github.com/rukpak-dev/rukpak/unpack"
@@ -24,9 +24,9 @@ import (
 // fetcher fetches one ref of a remote into a fresh repository.
 type fetcher struct {
 	repo    *gogit.Repository
-	storage storage.Storer
-	// spool is a directory for the pack while it is checked.
-	spool  string
+	storage *filesystem.Storage
+	// root is the repository's directory.
+	root   string
 	ep     *transport.Endpoint
 	url    string // redacted, for messages
 	access *access
@@ -230,7 +230,7 @@ func (f *fetcher) fetch(ctx context.Context, wants func(*packp.AdvRefs) ([]plumb
 	case req.Capabilities.Supports(capability.Sideband):
 		pack = sideband.NewDemuxer(sideband.Sideband, res)
 	}
-	return classify(ctx, storePack(ctx, f.storage, pack, f.spool, f.limits), f.url)
+	return classify(ctx, storePack(ctx, f.storage, f.root, pack, f.limits), f.url)
 }
 
 // validRefName rejects names git refuses and ones that would change the

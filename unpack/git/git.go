@@ -116,7 +116,7 @@ func (u *Unpacker) fetch(ctx context.Context, src *rukpakv1alpha1.GitSource, ep 
 	if err != nil {
 		return nil, nil, fmt.Errorf("initialising git storage: %w", err)
 	}
-	f := &fetcher{repo: repo, storage: storage, spool: objects, ep: ep, url: redact(src.Repository), access: auth, limits: limits}
+	f := &fetcher{repo: repo, storage: storage, root: objects, ep: ep, url: redact(src.Repository), access: auth, limits: limits}
 	commit, err := f.checkout(ctx, src.Ref)
 	if err != nil {
 		return nil, nil, err

@@ -3,6 +3,7 @@ package git_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"reflect"
@@ -507,5 +508,49 @@ func TestPasswordInURLIsRedacted(t *testing.T) {
 		Ref: rukpakv1alpha1.GitRef{Branch: "main"}, Auth: &rukpakv1alpha1.Authorization{InsecureSkipVerify: true}}))
 	if err == nil || !strings.Contains(err.Error(), "https://user:xxxxx@127.0.0.1") || strings.Contains(err.Error(), "hunter2") {
 		t.Fatalf("error = %v, want a denial naming the repository with its password redacted", err)
+	}
+}
+
+// Objects stored as deltas, in chains, are resolved to their exact content:
+// the served repository is repacked with deep delta chains, and an old
+// commit is fetched by an abbreviated hash (the whole history).
+func TestDeltaChains(t *testing.T) {
+	root := testgit.NewRoot(t)
+	repo := root.NewRepo("org/deltas")
+	lines := make([]string, 2000)
+	for i := range lines {
+		lines[i] = fmt.Sprintf("key%d: value %d of a manifest long enough to be worth a delta", i, i)
+	}
+	var commits, revisions []string
+	for rev := range 30 {
+		lines[rev*37%len(lines)] = fmt.Sprintf("changed%d: in revision %d", rev, rev)
+		content := strings.Join(lines, "\n") + "\n"
+		repo.WriteFiles(map[string]string{"manifests/big.yaml": content, "manifests/rev.yaml": fmt.Sprintf("rev: %d\n", rev)})
+		commits = append(commits, repo.Commit(fmt.Sprintf("revision %d", rev)))
+		revisions = append(revisions, content)
+	}
+	repo.Git("repack", "-a", "-d", "-f", "-q", "--depth=50", "--window=250")
+	srv := root.ServeHTTP(testgit.HTTPOptions{})
+	u := newUnpacker(t)
+	for _, tc := range []struct {
+		name string
+		ref  rukpakv1alpha1.GitRef
+		rev  int
+	}{
+		{name: "abbreviated old commit", ref: rukpakv1alpha1.GitRef{Commit: commits[3][:8]}, rev: 3},
+		{name: "full old commit", ref: rukpakv1alpha1.GitRef{Commit: commits[17]}, rev: 17},
+		{name: "branch", ref: rukpakv1alpha1.GitRef{Branch: "main"}, rev: 29},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res, err := u.Unpack(context.Background(), bundle(rukpakv1alpha1.GitSource{Repository: srv.RepoURL(repo.Name), Directory: "manifests", Ref: tc.ref}))
+			if err != nil {
+				t.Fatalf("Unpack: %v", err)
+			}
+			defer res.Close()
+			want := map[string]string{"big.yaml": revisions[tc.rev], "rev.yaml": fmt.Sprintf("rev: %d\n", tc.rev)}
+			if got := contents(t, res.FS); !equal(got, want) {
+				t.Fatalf("content of revision %d differs", tc.rev)
+			}
+		})
 	}
 }

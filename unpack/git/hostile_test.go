@@ -450,6 +450,7 @@ func (s *silentListener) waitClosed(t *testing.T, within time.Duration) {
 // its zlib stream, and for an OFS delta the index of its base. count, when
 // set, is a pack header's object count of a pack with no more entries.
 type packEntry struct {
+	hash  plumbing.Hash // of a commit, to advertise
 	typ   plumbing.ObjectType
 	size  int64
 	z     io.Reader
@@ -458,7 +459,8 @@ type packEntry struct {
 }
 
 // packServer is a smart HTTP git server whose branch main points at the
-// first entry of a crafted pack, which it sends to any fetch.
+// commit that is the first entry of a crafted pack, which it sends to any
+// fetch.
 type packServer struct {
 	URL       string
 	packBytes atomic.Int64
@@ -473,7 +475,7 @@ func newPackServer(t *testing.T, entries func() []packEntry) *packServer {
 			w.Header().Set("Content-Type", "application/x-git-upload-pack-advertisement")
 			_ = e.EncodeString("# service=git-upload-pack\n")
 			_ = e.Flush()
-			_ = e.EncodeString(strings.Repeat("1", 40) + " refs/heads/main\x00ofs-delta shallow no-progress\n")
+			_ = e.EncodeString(entries()[0].hash.String() + " refs/heads/main\x00ofs-delta shallow no-progress\n")
 			_ = e.Flush()
 			return
 		}
@@ -576,7 +578,19 @@ func varint(n int64) []byte {
 	}
 }
 
-// copyOp is a delta instruction copying n bytes (at most 16 MiB) at offset.
+// copyOps are delta instructions copying n bytes of the base at offset.
+func copyOps(offset uint32, n int) []byte {
+	var ops []byte
+	for n > 0 {
+		c := min(n, 8<<20)
+		ops = append(ops, copyOp(offset, c)...)
+		offset += uint32(c)
+		n -= c
+	}
+	return ops
+}
+
+// copyOp is a delta instruction copying n bytes (less than 16 MiB) at offset.
 func copyOp(offset uint32, n int) []byte {
 	op := []byte{0x80}
 	for i := range 4 {
@@ -625,30 +639,27 @@ func encoded(t *testing.T, o interface {
 	return b, obj.Hash()
 }
 
-// commitWith returns the entries of a commit whose root tree has
-// manifests/a.yaml and, when extra is set, one more root file: commit,
-// root tree, manifests tree, a.yaml.
-func commitWith(t *testing.T, extraName string, extra plumbing.Hash) []packEntry {
+// commitWith returns the entries of a commit whose root tree holds root
+// (sorted, before "manifests") and manifests/, which holds a.yaml and then
+// manifests: commit, root tree, manifests tree, a.yaml.
+func commitWith(t *testing.T, root, manifests []object.TreeEntry) []packEntry {
 	t.Helper()
 	manifest := []byte("a: 1\n")
-	manifestHash := plumbing.ComputeHash(plumbing.BlobObject, manifest)
-	sub, subHash := encoded(t, &object.Tree{Entries: []object.TreeEntry{{Name: "a.yaml", Mode: filemode.Regular, Hash: manifestHash}}}, plumbing.TreeObject)
-	entries := []object.TreeEntry{{Name: "manifests", Mode: filemode.Dir, Hash: subHash}}
-	if extraName != "" {
-		entries = append([]object.TreeEntry{{Name: extraName, Mode: filemode.Regular, Hash: extra}}, entries...)
-	}
-	root, rootHash := encoded(t, &object.Tree{Entries: entries}, plumbing.TreeObject)
+	manifests = append([]object.TreeEntry{{Name: "a.yaml", Mode: filemode.Regular, Hash: plumbing.ComputeHash(plumbing.BlobObject, manifest)}}, manifests...)
+	sub, subHash := encoded(t, &object.Tree{Entries: manifests}, plumbing.TreeObject)
+	root = append(root, object.TreeEntry{Name: "manifests", Mode: filemode.Dir, Hash: subHash})
+	rootTree, rootHash := encoded(t, &object.Tree{Entries: root}, plumbing.TreeObject)
 	sig := object.Signature{Name: "test", Email: "test@example.com", When: time.Unix(0, 0).UTC()}
-	commit, _ := encoded(t, &object.Commit{Author: sig, Committer: sig, Message: "hostile\n", TreeHash: rootHash}, plumbing.CommitObject)
+	commit, commitHash := encoded(t, &object.Commit{Author: sig, Committer: sig, Message: "hostile\n", TreeHash: rootHash}, plumbing.CommitObject)
 	return []packEntry{
-		{typ: plumbing.CommitObject, size: int64(len(commit)), z: zlibBytes(commit)},
-		{typ: plumbing.TreeObject, size: int64(len(root)), z: zlibBytes(root)},
+		{hash: commitHash, typ: plumbing.CommitObject, size: int64(len(commit)), z: zlibBytes(commit)},
+		{typ: plumbing.TreeObject, size: int64(len(rootTree)), z: zlibBytes(rootTree)},
 		{typ: plumbing.TreeObject, size: int64(len(sub)), z: zlibBytes(sub)},
 		blobEntry(manifest),
 	}
 }
 
-func smallCommit(t *testing.T) []packEntry { return commitWith(t, "", plumbing.ZeroHash) }
+func smallCommit(t *testing.T) []packEntry { return commitWith(t, nil, nil) }
 
 var (
 	zeroHashes   = map[int64]plumbing.Hash{}
@@ -659,16 +670,8 @@ var (
 // manifests/: the blob is real (hash and zlib stream), but only its
 // compressed form is ever held.
 func zeroBlobCommit(t *testing.T, size int64) []packEntry {
-	zeroHashesMu.Lock()
-	h, ok := zeroHashes[size]
-	if !ok {
-		hasher := plumbing.NewHasher(plumbing.BlobObject, size)
-		_, _ = io.Copy(hasher, io.LimitReader(repeatReader(0), size))
-		h = hasher.Sum()
-		zeroHashes[size] = h
-	}
-	zeroHashesMu.Unlock()
-	return append(commitWith(t, "big.bin", h), packEntry{typ: plumbing.BlobObject, size: size, z: zeroZlib(size)})
+	big := []object.TreeEntry{{Name: "big.bin", Mode: filemode.Regular, Hash: zeroHash(size)}}
+	return append(commitWith(t, big, nil), packEntry{typ: plumbing.BlobObject, size: size, z: zeroZlib(size)})
 }
 
 // zeroZlib is the zlib stream of size zero bytes, built from one
@@ -714,4 +717,65 @@ func (r repeatReader) Read(p []byte) (int, error) {
 		p[i] = byte(r)
 	}
 	return len(p), nil
+}
+
+// The most memory a pack within the default limits can cost: a blob just
+// under MaxFileBytes copied into the bundle, and two delta chains at twice
+// MaxFileBytes interleaved so that go-git's base cache misses. A
+// measurement for docs/security.md, run with RUKPAK_HOSTILE_SCALE set.
+func TestLargestAcceptedPacks(t *testing.T) {
+	if scale(t) == 0 {
+		t.Skip("a measurement: set RUKPAK_HOSTILE_SCALE=1 to run it")
+	}
+	big := unpack.DefaultLimits.MaxFileBytes - mib
+	tests := []struct {
+		name    string
+		entries func() []packEntry
+	}{
+		{name: "blob just under the file limit in the directory", entries: func() []packEntry {
+			e := commitWith(t, nil, []object.TreeEntry{{Name: "big.bin", Mode: filemode.Regular, Hash: zeroHash(big)}})
+			return append(e, packEntry{typ: plumbing.BlobObject, size: big, z: zeroZlib(big)})
+		}},
+		{name: "two interleaved delta chains at twice the file limit", entries: func() []packEntry {
+			e := smallCommit(t)
+			e = append(e, packEntry{typ: plumbing.BlobObject, size: big, z: zeroZlib(big)})   // 4: A0
+			e = append(e, packEntry{typ: plumbing.BlobObject, size: big, z: zeroZlib(big)})   // 5: B0
+			e = append(e, deltaEntry(4, big, big+1, append(copyOps(0, int(big)), 1, 'a')))    // 6: A1
+			return append(e, deltaEntry(5, big, big+1, append(copyOps(0, int(big)), 1, 'b'))) // 7: B1
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			entries := tc.entries()
+			srv := newPackServer(t, func() []packEntry { return entries })
+			u := unpacker(t, unpack.Limits{})
+			src := rukpakv1alpha1.GitSource{Repository: srv.URL + "/org/large", Directory: "manifests", Ref: rukpakv1alpha1.GitRef{Branch: "main"}}
+			var err error
+			var res *unpack.Result
+			peak, allocated, took := measure(func() { res, err = u.Unpack(context.Background(), bundle(src)) })
+			if err != nil {
+				t.Fatalf("Unpack: %v", err)
+			}
+			if res != nil {
+				_ = res.Close()
+			}
+			t.Logf("%s: peak heap %d MiB, allocated %d MiB, %s", tc.name, peak/mib, allocated/mib, took.Round(time.Millisecond))
+			if peak > 256*mib {
+				t.Fatalf("peak heap %d MiB, want < 256 MiB", peak/mib)
+			}
+		})
+	}
+}
+
+func zeroHash(size int64) plumbing.Hash {
+	zeroHashesMu.Lock()
+	defer zeroHashesMu.Unlock()
+	h, ok := zeroHashes[size]
+	if !ok {
+		hasher := plumbing.NewHasher(plumbing.BlobObject, size)
+		_, _ = io.Copy(hasher, io.LimitReader(repeatReader(0), size))
+		h = hasher.Sum()
+		zeroHashes[size] = h
+	}
+	return h
 }

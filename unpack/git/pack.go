@@ -1,31 +1,40 @@
 package git
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/format/idxfile"
 	"github.com/go-git/go-git/v5/plumbing/format/packfile"
-	"github.com/go-git/go-git/v5/plumbing/storer"
+	"github.com/go-git/go-git/v5/storage/filesystem"
 
 	"github.com/rukpak-dev/rukpak/unpack"
 )
 
-// storePack writes a fetched pack into s, within limits.
+// storePack writes a fetched pack and its index into the repository at root
+// (s's directory), within limits.
 //
-// go-git indexes a pack by inflating every object into memory, deltas
-// against their bases (a 2 GiB zero blob, 2 MiB packed, took the heap to
-// 3 GiB, wherever it was in the commit). So the pack is first spooled to
-// disk (the download budget counts it on the wire), then its object headers
-// are checked, reading nothing but headers and the first bytes of each
-// delta, and only a pack whose every object is within MaxFileBytes reaches
-// go-git. Objects outside the requested directory cost the same check: an
-// oversized one fails the fetch before it is inflated.
-func storePack(ctx context.Context, s storer.Storer, pack io.Reader, spoolDir string, limits unpack.Limits) error {
-	f, err := os.CreateTemp(spoolDir, "incoming-*.pack")
+// go-git indexes a pack by inflating every object into memory, and every
+// delta chain with it, and its base cache holds up to 96 MiB more: a 2 GiB
+// zero blob (2 MiB packed) took the heap to 3 GiB wherever it was in the
+// commit, and even within limits two interleaved 63 MiB delta chains took
+// it to 500 MiB. So this package indexes packs itself: the pack is spooled
+// to disk (the download budget counts it on the wire), its headers are
+// checked before anything is inflated, objects are hashed as they stream,
+// and deltas are applied against bases spooled to disk. Memory is a few
+// buffers and some 100 bytes per object, whatever the objects' sizes.
+func storePack(ctx context.Context, s *filesystem.Storage, root string, pack io.Reader, limits unpack.Limits) error {
+	dir := filepath.Join(root, "objects", "pack")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("creating pack directory: %w", err)
+	}
+	f, err := os.CreateTemp(dir, "incoming-*.tmp")
 	if err != nil {
 		return fmt.Errorf("creating pack spool: %w", err)
 	}
@@ -39,18 +48,30 @@ func storePack(ctx context.Context, s storer.Storer, pack io.Reader, spoolDir st
 	if n == 0 {
 		return errors.New("the server sent no pack")
 	}
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		return fmt.Errorf("reading pack spool: %w", err)
-	}
-	if err := checkPack(ctx, f, limits); err != nil {
+	ix := &indexer{ctx: ctx, pack: f, limits: limits, tmp: root}
+	defer ix.cleanup()
+	idx, checksum, err := ix.index()
+	if err != nil {
 		return err
 	}
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		return fmt.Errorf("reading pack spool: %w", err)
+
+	base := filepath.Join(dir, "pack-"+checksum.String())
+	idxFile, err := os.Create(base + ".idx")
+	if err != nil {
+		return fmt.Errorf("writing pack index: %w", err)
 	}
-	if err := packfile.UpdateObjectStorage(s, &ctxReader{ctx: ctx, r: f}); err != nil {
+	w := bufio.NewWriter(idxFile)
+	if _, err := idxfile.NewEncoder(w).Encode(idx); err != nil {
+		_ = idxFile.Close()
+		return fmt.Errorf("writing pack index: %w", err)
+	}
+	if err := errors.Join(w.Flush(), idxFile.Close()); err != nil {
+		return fmt.Errorf("writing pack index: %w", err)
+	}
+	if err := os.Rename(f.Name(), base+".pack"); err != nil {
 		return fmt.Errorf("storing pack: %w", err)
 	}
+	s.Reindex()
 	return nil
 }
 
@@ -67,75 +88,390 @@ func (c *ctxReader) Read(p []byte) (int, error) {
 	return c.r.Read(p)
 }
 
-// maxChainFactor bounds a delta chain's expansion at this many times
-// MaxFileBytes: go-git holds every object of a chain in memory while it
-// resolves the chain's last delta when its base cache misses.
-const maxChainFactor = 2
-
 // minPackObjects is the least number of objects a pack may hold whatever
 // MaxFiles says: the commit holds more than the bundle's directory.
 const minPackObjects = 10_000
 
-// checkPack refuses a pack holding an object larger than MaxFileBytes (a
-// delta counts by the size it expands to, read from its own header), more
-// objects than twice MaxFiles (go-git keeps some 250 bytes per object while
-// indexing), or a delta chain that expands to more than
-// maxChainFactor times MaxFileBytes. Only headers are kept; objects are
-// inflated to nowhere, to find where the next one starts.
-func checkPack(ctx context.Context, r io.ReadSeeker, limits unpack.Limits) error {
-	s := packfile.NewScanner(r)
+// maxChainFactor bounds a delta chain's expansion at this many times
+// MaxFileBytes, and maxExpansionFactor a whole pack's at this many times
+// MaxFetchBytes: resolving deltas costs time (and disk for the bases) in
+// proportion, and a few bytes of delta may declare megabytes of target.
+const (
+	maxChainFactor     = 2
+	maxExpansionFactor = 8
+)
+
+// packObject is what the indexer keeps of one object.
+type packObject struct {
+	offset int64
+	size   int64 // once resolved, the object's own size
+	crc    uint32
+	typ    plumbing.ObjectType // the delta type until resolved
+	hash   plumbing.Hash
+	// base is a delta's base, by offset (OFS_DELTA) or hash (REF_DELTA).
+	base     int64
+	baseHash plumbing.Hash
+	// children is the number of deltas on this object not yet resolved.
+	children int
+}
+
+func (o *packObject) isDelta() bool {
+	return o.typ == plumbing.OFSDeltaObject || o.typ == plumbing.REFDeltaObject
+}
+
+// indexer indexes a pack spooled to a file.
+type indexer struct {
+	ctx     context.Context
+	pack    *os.File
+	limits  unpack.Limits
+	tmp     string
+	scanner *packfile.Scanner
+	objects []*packObject
+	byOff   map[int64]*packObject
+	// spooled holds the content of bases that still have deltas to
+	// resolve, on disk.
+	spooled map[int64]*os.File
+	buf     []byte
+}
+
+func (ix *indexer) cleanup() {
+	for off, f := range ix.spooled {
+		_ = f.Close()
+		_ = os.Remove(f.Name())
+		delete(ix.spooled, off)
+	}
+}
+
+// index checks and hashes every object and returns the pack's index and
+// checksum.
+func (ix *indexer) index() (*idxfile.MemoryIndex, plumbing.Hash, error) {
+	if _, err := ix.pack.Seek(0, io.SeekStart); err != nil {
+		return nil, plumbing.ZeroHash, fmt.Errorf("reading pack: %w", err)
+	}
+	ix.scanner = packfile.NewScanner(ix.pack)
+	ix.spooled = map[int64]*os.File{}
+	ix.buf = make([]byte, 64<<10)
+	if err := ix.scan(); err != nil {
+		return nil, plumbing.ZeroHash, err
+	}
+	checksum, err := ix.scanner.Checksum()
+	if err != nil {
+		return nil, plumbing.ZeroHash, fmt.Errorf("reading pack checksum: %w", err)
+	}
+	for _, o := range ix.objects {
+		if err := ix.ctx.Err(); err != nil {
+			return nil, plumbing.ZeroHash, err
+		}
+		if err := ix.resolve(o); err != nil {
+			return nil, plumbing.ZeroHash, err
+		}
+	}
+	w := new(idxfile.Writer)
+	if err := w.OnHeader(uint32(len(ix.objects))); err != nil {
+		return nil, plumbing.ZeroHash, err
+	}
+	for _, o := range ix.objects {
+		w.Add(o.hash, uint64(o.offset), o.crc)
+	}
+	if err := w.OnFooter(checksum); err != nil {
+		return nil, plumbing.ZeroHash, err
+	}
+	idx, err := w.Index()
+	if err != nil {
+		return nil, plumbing.ZeroHash, fmt.Errorf("building pack index: %w", err)
+	}
+	return idx, checksum, nil
+}
+
+// scan reads every header, refusing a pack that declares more than the
+// limits allow before anything large is inflated: an object larger than
+// MaxFileBytes (a delta counts by the size it expands to, from its own
+// header), more objects than twice MaxFiles, a delta chain expanding to
+// more than maxChainFactor times MaxFileBytes, or a pack expanding to more
+// than maxExpansionFactor times MaxFetchBytes. Objects that are not deltas
+// are hashed as they stream.
+func (ix *indexer) scan() error {
+	s := ix.scanner
 	_, count, err := s.Header()
 	if err != nil {
 		return fmt.Errorf("reading pack: %w", err)
 	}
-	maxObjects := max(2*int64(limits.MaxFiles), minPackObjects)
+	maxObjects := max(2*int64(ix.limits.MaxFiles), minPackObjects)
 	if int64(count) > maxObjects {
-		return limitErrorf("the pack holds %d objects, more than the limit of %d (twice --max-bundle-files, at least 10000)", count, maxObjects)
+		return limitErrorf("the pack holds %d objects, more than the limit of %d (twice --max-bundle-files, at least %d)", count, maxObjects, minPackObjects)
 	}
-	maxChain := maxChainFactor * limits.MaxFileBytes
-	// chain is the bytes a delta chain expands to, by the offset of its
-	// last object; only objects with a delta on them matter, but which do
-	// is not known yet.
-	chain := make(map[int64]int64, min(count, 1<<16))
+	maxChain := maxChainFactor * ix.limits.MaxFileBytes
+	maxExpansion := maxExpansionFactor * ix.limits.MaxFetchBytes
+	ix.objects = make([]*packObject, 0, count)
+	ix.byOff = make(map[int64]*packObject, count)
+	// chain is the bytes a delta chain expands to, by its last object.
+	chain := make(map[int64]int64, count)
+	var expansion int64
 	head := &deltaHead{}
 	for range count {
-		if err := ctx.Err(); err != nil {
+		if err := ix.ctx.Err(); err != nil {
 			return err
 		}
 		h, err := s.NextObjectHeader()
 		if err != nil {
 			return fmt.Errorf("reading pack: %w", err)
 		}
-		if h.Length > limits.MaxFileBytes {
-			return objectTooLarge(h.Length, limits.MaxFileBytes)
+		if h.Length > ix.limits.MaxFileBytes {
+			return objectTooLarge(h.Length, ix.limits.MaxFileBytes)
 		}
-		size := h.Length
-		if h.Type == plumbing.OFSDeltaObject || h.Type == plumbing.REFDeltaObject {
+		o := &packObject{offset: h.Offset, size: h.Length, typ: h.Type, base: -1}
+		switch h.Type {
+		case plumbing.OFSDeltaObject, plumbing.REFDeltaObject:
 			head.reset()
-			if _, _, err := s.NextObject(head); err != nil {
+			if _, o.crc, err = s.NextObject(head); err != nil {
 				return fmt.Errorf("reading pack: %w", err)
 			}
-			if size, err = head.targetSize(); err != nil {
+			if o.size, err = head.targetSize(); err != nil {
 				return fmt.Errorf("reading pack: %w", err)
 			}
-			if size > limits.MaxFileBytes {
-				return objectTooLarge(size, limits.MaxFileBytes)
+			if o.size > ix.limits.MaxFileBytes {
+				return objectTooLarge(o.size, ix.limits.MaxFileBytes)
 			}
-			// A base by hash (REF_DELTA) is counted as its own
-			// object; servers send OFS_DELTA when asked (we ask).
-			expanded := size + chain[h.OffsetReference]
-			if h.Type == plumbing.REFDeltaObject {
-				expanded = size
+			expanded := o.size
+			if h.Type == plumbing.OFSDeltaObject {
+				base, ok := ix.byOff[h.OffsetReference]
+				if !ok {
+					return fmt.Errorf("reading pack: delta at %d has no base at %d", h.Offset, h.OffsetReference)
+				}
+				base.children++
+				o.base = h.OffsetReference
+				expanded += chain[h.OffsetReference]
+			} else {
+				o.baseHash = h.Reference
 			}
 			if expanded > maxChain {
 				return limitErrorf("a delta chain expands to more than %d bytes (twice --max-file-bytes)", maxChain)
 			}
 			chain[h.Offset] = expanded
+		default:
+			hasher := plumbing.NewHasher(h.Type, h.Length)
+			var n int64
+			if n, o.crc, err = s.NextObject(hasher); err != nil {
+				return fmt.Errorf("reading pack: %w", err)
+			}
+			if n != h.Length {
+				return fmt.Errorf("reading pack: object at %d has %d bytes, its header says %d", h.Offset, n, h.Length)
+			}
+			o.hash = hasher.Sum()
+			chain[h.Offset] = o.size
+		}
+		if expansion += o.size; expansion > maxExpansion {
+			return limitErrorf("the pack expands to more than %d bytes (8 times --max-fetch-bytes)", maxExpansion)
+		}
+		ix.objects = append(ix.objects, o)
+		ix.byOff[o.offset] = o
+	}
+	// REF_DELTA bases are found by hash; servers send OFS_DELTA when
+	// asked (we ask), so these are rare.
+	var byHash map[plumbing.Hash]*packObject
+	for _, o := range ix.objects {
+		if o.typ != plumbing.REFDeltaObject {
 			continue
 		}
-		chain[h.Offset] = size
+		if byHash == nil {
+			byHash = map[plumbing.Hash]*packObject{}
+			for _, b := range ix.objects {
+				if !b.isDelta() {
+					byHash[b.hash] = b
+				}
+			}
+		}
+		base, ok := byHash[o.baseHash]
+		if !ok {
+			return fmt.Errorf("reading pack: the base %s of a delta is not in the pack", o.baseHash)
+		}
+		base.children++
+		o.base = base.offset
 	}
 	return nil
+}
+
+// resolve hashes a delta, by applying it to its base's content, and spools
+// its own content to disk if deltas rest on it. A REF_DELTA whose base is
+// itself a REF_DELTA later in the pack is resolved on demand.
+func (ix *indexer) resolve(o *packObject) error {
+	if !o.isDelta() {
+		if o.children > 0 {
+			_, err := ix.spool(o)
+			return err
+		}
+		return nil
+	}
+	base := ix.byOff[o.base]
+	if base.isDelta() {
+		if err := ix.resolve(base); err != nil {
+			return err
+		}
+	}
+	content, err := ix.spool(base)
+	if err != nil {
+		return err
+	}
+	var out *os.File
+	var w io.Writer
+	hasher := plumbing.NewHasher(base.typ, o.size)
+	w = hasher
+	if o.children > 0 {
+		if out, err = os.CreateTemp(ix.tmp, "object-*"); err != nil {
+			return fmt.Errorf("spooling object: %w", err)
+		}
+		w = io.MultiWriter(hasher, out)
+	}
+	if err := ix.apply(o, content, w); err != nil {
+		if out != nil {
+			_ = out.Close()
+			_ = os.Remove(out.Name())
+		}
+		return err
+	}
+	o.typ = base.typ
+	o.hash = hasher.Sum()
+	if out != nil {
+		ix.spooled[o.offset] = out
+	}
+	base.children--
+	if base.children == 0 {
+		ix.release(base.offset)
+	}
+	return nil
+}
+
+// spool returns the content of o (which is resolved), on disk.
+func (ix *indexer) spool(o *packObject) (*os.File, error) {
+	if f, ok := ix.spooled[o.offset]; ok {
+		return f, nil
+	}
+	if o.isDelta() {
+		return nil, fmt.Errorf("reading pack: delta at %d is not resolved", o.offset)
+	}
+	f, err := os.CreateTemp(ix.tmp, "object-*")
+	if err != nil {
+		return nil, fmt.Errorf("spooling object: %w", err)
+	}
+	if _, err := ix.scanner.SeekObjectHeader(o.offset); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("reading pack: %w", err)
+	}
+	if _, _, err := ix.scanner.NextObject(f); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("reading pack: %w", err)
+	}
+	ix.spooled[o.offset] = f
+	return f, nil
+}
+
+func (ix *indexer) release(off int64) {
+	if f, ok := ix.spooled[off]; ok {
+		_ = f.Close()
+		_ = os.Remove(f.Name())
+		delete(ix.spooled, off)
+	}
+}
+
+// apply writes delta o applied to base to w, streaming: the delta is
+// inflated as it is read, and copies read the base from disk.
+func (ix *indexer) apply(o *packObject, base *os.File, w io.Writer) error {
+	if _, err := ix.scanner.SeekObjectHeader(o.offset); err != nil {
+		return fmt.Errorf("reading pack: %w", err)
+	}
+	rc, err := ix.scanner.ReadObject()
+	if err != nil {
+		return fmt.Errorf("reading pack: %w", err)
+	}
+	defer rc.Close()
+	r := bufio.NewReaderSize(rc, 32<<10)
+	baseSize, err := readVarint(r)
+	if err != nil {
+		return badDelta(o, err)
+	}
+	info, err := base.Stat()
+	if err != nil {
+		return fmt.Errorf("reading spooled object: %w", err)
+	}
+	if baseSize != info.Size() {
+		return badDelta(o, fmt.Errorf("base has %d bytes, the delta expects %d", info.Size(), baseSize))
+	}
+	target, err := readVarint(r)
+	if err != nil {
+		return badDelta(o, err)
+	}
+	var written int64
+	for written < target {
+		cmd, err := r.ReadByte()
+		if err != nil {
+			return badDelta(o, err)
+		}
+		var n int64
+		switch {
+		case cmd&0x80 != 0:
+			var offset, size int64
+			for i := range 4 {
+				if cmd&(1<<i) != 0 {
+					b, err := r.ReadByte()
+					if err != nil {
+						return badDelta(o, err)
+					}
+					offset |= int64(b) << (8 * i)
+				}
+			}
+			for i := range 3 {
+				if cmd&(0x10<<i) != 0 {
+					b, err := r.ReadByte()
+					if err != nil {
+						return badDelta(o, err)
+					}
+					size |= int64(b) << (8 * i)
+				}
+			}
+			if size == 0 {
+				size = 0x10000
+			}
+			if offset+size > baseSize || written+size > target {
+				return badDelta(o, errors.New("copy out of bounds"))
+			}
+			n, err = io.CopyBuffer(w, io.NewSectionReader(base, offset, size), ix.buf)
+			if err == nil && n != size {
+				err = io.ErrUnexpectedEOF
+			}
+		case cmd != 0:
+			size := int64(cmd)
+			if written+size > target {
+				return badDelta(o, errors.New("insert out of bounds"))
+			}
+			n, err = io.CopyN(w, r, size)
+		default:
+			return badDelta(o, errors.New("reserved instruction 0"))
+		}
+		if err != nil {
+			return badDelta(o, err)
+		}
+		written += n
+	}
+	return nil
+}
+
+func badDelta(o *packObject, err error) error {
+	return fmt.Errorf("reading pack: invalid delta at %d: %w", o.offset, err)
+}
+
+func readVarint(r io.ByteReader) (int64, error) {
+	var v int64
+	for shift := uint(0); shift <= 56; shift += 7 {
+		c, err := r.ReadByte()
+		if err != nil {
+			return 0, err
+		}
+		v |= int64(c&0x7f) << shift
+		if c&0x80 == 0 {
+			return v, nil
+		}
+	}
+	return 0, errors.New("size overflows")
 }
 
 func objectTooLarge(size, limit int64) error {
@@ -156,29 +492,24 @@ func (d *deltaHead) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+func (d *deltaHead) ReadByte() (byte, error) {
+	if d.n == 0 {
+		return 0, io.ErrUnexpectedEOF
+	}
+	c := d.buf[0]
+	copy(d.buf[:], d.buf[1:d.n])
+	d.n--
+	return c, nil
+}
+
 // targetSize decodes the second of the delta's two size varints.
 func (d *deltaHead) targetSize() (int64, error) {
-	b := d.buf[:d.n]
-	var sizes [2]int64
-	for i := range sizes {
-		var v int64
-		var shift uint
-		for {
-			if len(b) == 0 {
-				return 0, errors.New("truncated delta header")
-			}
-			c := b[0]
-			b = b[1:]
-			if shift > 56 {
-				return 0, errors.New("delta size overflows")
-			}
-			v |= int64(c&0x7f) << shift
-			shift += 7
-			if c&0x80 == 0 {
-				break
-			}
-		}
-		sizes[i] = v
+	if _, err := readVarint(d); err != nil {
+		return 0, fmt.Errorf("delta header: %w", err)
 	}
-	return sizes[1], nil
+	size, err := readVarint(d)
+	if err != nil {
+		return 0, fmt.Errorf("delta header: %w", err)
+	}
+	return size, nil
 }

@@ -30,7 +30,7 @@ type rawManifest struct {
 	mt types.MediaType
 }
 
-func (m rawManifest) RawManifest() ([]byte, error)       { return m.b, nil }
+func (m rawManifest) RawManifest() ([]byte, error)        { return m.b, nil }
 func (m rawManifest) MediaType() (types.MediaType, error) { return m.mt, nil }
 
 // pushLayers pushes an image whose manifest names one empty layer n times,

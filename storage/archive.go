@@ -212,14 +212,17 @@ func (a ArchiveReader) Read(r io.Reader) (fs.FS, error) {
 		if entries++; entries > limits.MaxFiles {
 			return nil, fmt.Errorf("reading tar: content has more than %d files and directories", limits.MaxFiles)
 		}
+		// The tar reader yields exactly the header's size (or fails), so
+		// the bounds are checked before anything is read or allocated
+		// (compared before adding: a header's size may be near 2^63).
+		if hdr.Size > limits.MaxBytes-total {
+			return nil, fmt.Errorf("reading tar: content is larger than %d bytes", limits.MaxBytes)
+		}
+		total += hdr.Size
 		if !keep(name) {
 			// Read through (the gzip checksum covers it), never held.
-			n, err := io.Copy(io.Discard, io.LimitReader(tr, limits.MaxBytes-total+1))
-			if err != nil {
+			if _, err := io.Copy(io.Discard, tr); err != nil {
 				return nil, fmt.Errorf("reading %q: %w", name, err)
-			}
-			if total += n; total > limits.MaxBytes {
-				return nil, fmt.Errorf("reading tar: content is larger than %d bytes", limits.MaxBytes)
 			}
 			continue
 		}
@@ -236,18 +239,13 @@ func (a ArchiveReader) Read(r io.Reader) (fs.FS, error) {
 			out[name] = &fstest.MapFile{Mode: fs.ModeDir | dirMode, ModTime: archiveModTime}
 			continue
 		}
-		// Read one byte past what is left, to tell "exactly at the cap"
-		// from "over it" without trusting the header's size.
-		limit := min(limits.MaxBytes-total, maxKept-kept)
-		data, err := io.ReadAll(io.LimitReader(tr, limit+1))
-		if err != nil {
-			return nil, fmt.Errorf("reading %q: %w", name, err)
-		}
-		if total += int64(len(data)); total > limits.MaxBytes {
-			return nil, fmt.Errorf("reading tar: content is larger than %d bytes", limits.MaxBytes)
-		}
-		if kept += int64(len(data)); kept > maxKept {
+		if hdr.Size > maxKept-kept {
 			return nil, fmt.Errorf("reading tar: the files installs read are larger than %d bytes together", maxKept)
+		}
+		kept += hdr.Size
+		data := make([]byte, hdr.Size)
+		if _, err := io.ReadFull(tr, data); err != nil {
+			return nil, fmt.Errorf("reading %q: %w", name, err)
 		}
 		if hasChildren[name] {
 			return nil, fmt.Errorf("reading tar: %q is both a file and a directory", name)

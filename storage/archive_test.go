@@ -295,6 +295,19 @@ func TestArchiveReaderKeepsInstallContent(t *testing.T) {
 	if _, err := (ArchiveReader{MaxKeptBytes: 1 << 10}).Read(bytes.NewReader(archive(t, src))); err != nil {
 		t.Fatalf("a 1 MiB file outside install content counted against the kept bytes: %v", err)
 	}
+
+	// A manifest over the bound is refused from its header, before it is
+	// read: nothing near its size is allocated.
+	big := archive(t, fstest.MapFS{"manifests/big.yaml": {Data: make([]byte, 100<<20)}})
+	allocated := allocatedBy(func() {
+		_, err = ReadArchive(bytes.NewReader(big), unpack.Limits{})
+	})
+	if want := "reading tar: the files installs read are larger than 67108864 bytes together"; err == nil || err.Error() != want {
+		t.Fatalf("got error %v, want %q", err, want)
+	}
+	if allocated > 8<<20 {
+		t.Errorf("refusing a 100 MiB manifest allocated %d MiB, want < 8 MiB", allocated>>20)
+	}
 }
 
 // A bundle with 64 MiB of files outside what installs read loads in a few

@@ -85,10 +85,11 @@ var _ driver.Driver = (*chunkedSecrets)(nil)
 
 const (
 	// DefaultMaxRecordBytes bounds one release revision's JSON (about the
-	// size of its manifest): 7x the largest real bundle in the test data,
-	// and small enough that reading a release's history stays well inside
-	// the provisioner's memory.
-	DefaultMaxRecordBytes = 32 << 20
+	// size of its manifest): 3.5x the largest real bundle in the test data
+	// (4.5 MB of CRDs), and small enough that a release's history (Manager
+	// reads up to maxHistory revisions at once) stays well inside the
+	// provisioner's memory.
+	DefaultMaxRecordBytes = 16 << 20
 
 	// secretDataLimit is the API server's limit on the data of one Secret.
 	secretDataLimit = 1 << 20
@@ -333,14 +334,35 @@ func (d *chunkedSecrets) encode(rls *helmrelease.Release) ([]byte, error) {
 	if int64(len(rls.Manifest)) > d.maxRecordBytes {
 		return nil, fmt.Errorf("%w: release %q revision %d has a %d-byte manifest, more than the maximum of %d bytes", ErrRecordTooLarge, rls.Name, rls.Version, len(rls.Manifest), d.maxRecordBytes)
 	}
-	b, err := json.Marshal(rls)
+	// Encoded straight into gzip: json.Marshal would hand back a copy of
+	// its buffer, one more copy of the manifest.
+	var buf bytes.Buffer
+	zw, err := gzip.NewWriterLevel(&buf, gzip.BestCompression)
 	if err != nil {
+		return nil, err
+	}
+	cw := &countingWriter{w: zw}
+	if err := json.NewEncoder(cw).Encode(rls); err != nil {
 		return nil, fmt.Errorf("encoding release %q: %w", rls.Name, err)
 	}
-	if int64(len(b)) > d.maxRecordBytes {
-		return nil, fmt.Errorf("%w: release %q revision %d is %d bytes, more than the maximum of %d bytes", ErrRecordTooLarge, rls.Name, rls.Version, len(b), d.maxRecordBytes)
+	if cw.n > d.maxRecordBytes {
+		return nil, fmt.Errorf("%w: release %q revision %d is %d bytes, more than the maximum of %d bytes", ErrRecordTooLarge, rls.Name, rls.Version, cw.n, d.maxRecordBytes)
 	}
-	return gzipBytes(b)
+	if err := zw.Close(); err != nil {
+		return nil, fmt.Errorf("compressing release %q: %w", rls.Name, err)
+	}
+	return buf.Bytes(), nil
+}
+
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
 }
 
 func gzipBytes(b []byte) ([]byte, error) {

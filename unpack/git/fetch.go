@@ -188,12 +188,12 @@ func (f *fetcher) fetch(ctx context.Context, wants func(*packp.AdvRefs) ([]plumb
 	w := newWire(f.limits.MaxFetchBytes)
 	s, err := openSession(ctx, f.ep, f.access, w)
 	if err != nil {
-		return classify(ctx, err, f.url)
+		return classify(ctx, w.failure(err), f.url)
 	}
 	defer s.Close()
 	ar, err := s.AdvertisedReferencesContext(ctx)
 	if err != nil {
-		return classify(ctx, err, f.url)
+		return classify(ctx, w.failure(err), f.url)
 	}
 	hashes, err := wants(ar)
 	if err != nil {
@@ -214,7 +214,7 @@ func (f *fetcher) fetch(ctx context.Context, wants func(*packp.AdvRefs) ([]plumb
 	}
 	res, err := s.UploadPack(ctx, req)
 	if err != nil {
-		return classify(ctx, err, f.url)
+		return classify(ctx, w.failure(err), f.url)
 	}
 	defer res.Close()
 	w.startPack()
@@ -230,7 +230,7 @@ func (f *fetcher) fetch(ctx context.Context, wants func(*packp.AdvRefs) ([]plumb
 	case req.Capabilities.Supports(capability.Sideband):
 		pack = sideband.NewDemuxer(sideband.Sideband, res)
 	}
-	return classify(ctx, storePack(ctx, f.storage, f.root, pack, f.limits), f.url)
+	return classify(ctx, w.failure(storePack(ctx, f.storage, f.root, pack, f.limits)), f.url)
 }
 
 // validRefName rejects names git refuses and ones that would change the

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"runtime"
 	"runtime/metrics"
 	"strconv"
@@ -778,4 +779,89 @@ func zeroHash(size int64) plumbing.Hash {
 		zeroHashes[size] = h
 	}
 	return h
+}
+
+// serveGitDaemon serves the repositories under root over git:// with git
+// daemon.
+func serveGitDaemon(t *testing.T, root string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_, port, _ := net.SplitHostPort(addr)
+	_ = ln.Close()
+	cmd := exec.Command("git", "daemon", "--export-all", "--reuseaddr", "--base-path="+root,
+		"--listen=127.0.0.1", "--port="+port, root)
+	cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL="+os.DevNull)
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("starting git daemon: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
+			_ = c.Close()
+			return "git://" + addr
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("git daemon did not listen on %s: %v", addr, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// The git:// and ssh sessions are this package's own: refs, commits, tags,
+// missing repositories and the download budget, against real servers.
+func TestStreamProtocols(t *testing.T) {
+	f := newFixture(t)
+	big := f.repo
+	big.Checkout("big")
+	big.WriteFiles(map[string]string{"data/random.bin": randomText(t, 2*mib)})
+	big.Commit("big")
+	big.Checkout("main")
+	daemon := serveGitDaemon(t, strings.TrimSuffix(f.repo.Dir, "/"+f.repo.Name))
+	u := newUnpacker(t, secret("ssh", map[string]string{"ssh-privatekey": string(f.ssh.ClientKeyPEM), "ssh-knownhosts": f.ssh.KnownHosts}))
+	limited := git.New(unpack.Config{Reader: fake.NewClientBuilder().WithObjects(
+		secret("ssh", map[string]string{"ssh-privatekey": string(f.ssh.ClientKeyPEM), "ssh-knownhosts": f.ssh.KnownHosts})).Build(),
+		Namespace: namespace, BaseDir: t.TempDir(), Limits: unpack.Limits{MaxFetchBytes: 256 << 10}})
+	for _, proto := range []struct {
+		name string
+		url  func(repo string) string
+		auth *rukpakv1alpha1.Authorization
+	}{
+		{name: "git", url: func(repo string) string { return daemon + "/" + repo }},
+		{name: "ssh", url: f.ssh.RepoURL, auth: &rukpakv1alpha1.Authorization{Secret: &rukpakv1alpha1.LocalObjectReference{Name: "ssh"}}},
+	} {
+		t.Run(proto.name, func(t *testing.T) {
+			url := proto.url(f.repo.Name)
+			for _, tc := range []struct {
+				ref        rukpakv1alpha1.GitRef
+				wantCommit string
+			}{
+				{ref: rukpakv1alpha1.GitRef{Branch: "main"}, wantCommit: f.third},
+				{ref: rukpakv1alpha1.GitRef{Tag: "v1"}, wantCommit: f.first},
+				{ref: rukpakv1alpha1.GitRef{Commit: f.hidden}, wantCommit: f.hidden},
+				{ref: rukpakv1alpha1.GitRef{Commit: f.second[:8]}, wantCommit: f.second},
+			} {
+				res, err := u.Unpack(context.Background(), bundle(rukpakv1alpha1.GitSource{Repository: url, Directory: "manifests", Ref: tc.ref, Auth: proto.auth}))
+				if err != nil {
+					t.Fatalf("Unpack %+v: %v", tc.ref, err)
+				}
+				if got := res.ResolvedSource.Git.Ref.Commit; got != tc.wantCommit {
+					t.Fatalf("Unpack %+v resolved %s, want %s", tc.ref, got, tc.wantCommit)
+				}
+				_ = res.Close()
+			}
+			missing := proto.url("org/missing")
+			assertErr(t, u, bundle(rukpakv1alpha1.GitSource{Repository: missing, Ref: rukpakv1alpha1.GitRef{Branch: "main"}, Auth: proto.auth}),
+				fmt.Sprintf("repository %q not found", missing), true)
+			assertErrExact(t, limited, bundle(rukpakv1alpha1.GitSource{Repository: url, Directory: "manifests", Ref: rukpakv1alpha1.GitRef{Branch: "big"}, Auth: proto.auth}),
+				fmt.Sprintf("fetching repository %q: download exceeds the limit of 262144 bytes (--max-fetch-bytes)", url), true)
+		})
+	}
 }

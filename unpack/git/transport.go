@@ -46,6 +46,9 @@ const maxAdvertisementBytes = 16 << 20
 type wire struct {
 	read  atomic.Int64
 	limit atomic.Int64
+	// failed is the limit error, kept: ssh reads the connection on its
+	// own goroutine and reports a failed read as a closed channel.
+	failed atomic.Pointer[limitError]
 	// pack is set once the pack itself streams, for the message.
 	pack     atomic.Bool
 	maxFetch int64
@@ -67,10 +70,21 @@ func (w *wire) count(n int) error {
 	if w.read.Add(int64(n)) <= w.limit.Load() {
 		return nil
 	}
+	err := &limitError{msg: fmt.Sprintf("the server's ref advertisement exceeds the limit of %d bytes", w.limit.Load())}
 	if w.pack.Load() {
-		return limitErrorf("download exceeds the limit of %d bytes (--max-fetch-bytes)", w.maxFetch)
+		err = &limitError{msg: fmt.Sprintf("download exceeds the limit of %d bytes (--max-fetch-bytes)", w.maxFetch)}
 	}
-	return limitErrorf("the server's ref advertisement exceeds the limit of %d bytes", w.limit.Load())
+	w.failed.CompareAndSwap(nil, err)
+	return w.failed.Load()
+}
+
+// failure is the limit error once the budget is spent, whatever error the
+// transport made of it.
+func (w *wire) failure(err error) error {
+	if f := w.failed.Load(); f != nil && err != nil {
+		return f
+	}
+	return err
 }
 
 // limitError is a limit a repository passed; retrying cannot help, so

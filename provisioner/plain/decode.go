@@ -96,11 +96,11 @@ func (e *documentError) Error() string { return e.err.Error() }
 // of the process's decoding budget meanwhile. It returns how many values it
 // read. The conversions are apimachinery's YAMLOrJSONDecoder's.
 func decodeText(text []byte, jsonFile bool, cost int, first int, each func(doc int, raw json.RawMessage) error) (int, error) {
-	weight := int64(min(cost, decodeBudget))
-	if err := decoding.Acquire(context.Background(), weight); err != nil {
+	w := weight(cost, text)
+	if err := decoding.Acquire(context.Background(), w); err != nil {
 		return 0, err
 	}
-	defer decoding.Release(weight)
+	defer decoding.Release(w)
 	if !jsonFile {
 		// What YAMLToJSONDecoder does with a document, without a decoder
 		// (and its buffers) per document.

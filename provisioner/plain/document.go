@@ -16,6 +16,10 @@ import (
 // wrapped, so errors.Is(err, fs.ErrNotExist) tells a missing file.
 func (l Limits) UnmarshalFile(fsys fs.FS, name string, v any) error {
 	l = l.OrDefault()
+	if err := reading.Acquire(context.Background(), 1); err != nil {
+		return err
+	}
+	defer reading.Release(1)
 	f, err := fsys.Open(name)
 	if err != nil {
 		return err
@@ -32,11 +36,11 @@ func (l Limits) UnmarshalFile(fsys fs.FS, name string, v any) error {
 	if err != nil {
 		return fmt.Errorf("decode %s: document 0 %w", name, err)
 	}
-	weight := int64(min(cost, decodeBudget))
-	if err := decoding.Acquire(context.Background(), weight); err != nil {
+	w := weight(cost, data)
+	if err := decoding.Acquire(context.Background(), w); err != nil {
 		return err
 	}
-	defer decoding.Release(weight)
+	defer decoding.Release(w)
 	if err := yaml.Unmarshal(data, v); err != nil {
 		return fmt.Errorf("decode %s: %w", name, err)
 	}

@@ -1,6 +1,7 @@
 package plain
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -87,8 +88,8 @@ func (l Limits) manifests(fsys fs.FS) ([]string, error) {
 // object to visit with the index of its file; objects of one file arrive
 // in order, files concurrently. Decoding is most of the work for a large
 // bundle and files decode independently: use every core (the process's
-// decoding budget bounds the memory), then report the first failing file
-// in name order, as a sequential read would.
+// reading slots and decoding budget bound the memory), then report the
+// first failing file in name order, as a sequential read would.
 func (l Limits) each(fsys fs.FS, paths []string, visit func(i int, obj *unstructured.Unstructured) error) error {
 	errs := make([]error, len(paths))
 	var total atomic.Int64
@@ -96,6 +97,11 @@ func (l Limits) each(fsys fs.FS, paths []string, visit func(i int, obj *unstruct
 	g.SetLimit(runtime.GOMAXPROCS(0))
 	for i, p := range paths {
 		g.Go(func() error {
+			if err := reading.Acquire(context.Background(), 1); err != nil {
+				errs[i] = err
+				return nil
+			}
+			defer reading.Release(1)
 			f, err := fsys.Open(p)
 			if err != nil {
 				errs[i] = fmt.Errorf("read %s: %w", p, err)

@@ -3,6 +3,7 @@ package plain
 import (
 	"flag"
 	"fmt"
+	"runtime"
 
 	"golang.org/x/sync/semaphore"
 )
@@ -91,16 +92,29 @@ func (l Limits) OrDefault() Limits {
 	return l
 }
 
-// decoding bounds the nodes being converted at once in this process,
+// decoding bounds the documents being converted at once in this process,
 // whatever the number of bundles and files decoded concurrently: a document
-// holds its estimated node count of the budget while it is converted, so
-// conversions peak at ~65 MiB together, while documents of real sizes
-// (a tenth of the budget at most) convert on every core.
+// holds its weight of the budget while it is converted, so conversions peak
+// at ~65 MiB together, while documents of real sizes (a tenth of the budget
+// at most) convert on every core.
 var decoding = semaphore.NewWeighted(decodeBudget)
 
 // decodeBudget is DefaultLimits.MaxNodes: a document at that limit (or
 // over it, with larger Limits) converts alone.
 const decodeBudget = 256 << 10
+
+// weight is a document's share of the decoding budget: its estimated nodes
+// (~260 bytes each at the conversion's peak), or for text made of long
+// scalars its size (converting a 3 MiB string peaked at ~34 MiB: ~11 bytes
+// per byte of text, a node's worth per 20 bytes with margin).
+func weight(cost int, text []byte) int64 {
+	return int64(min(max(cost, len(text)/20), decodeBudget))
+}
+
+// reading bounds the files being read at once in this process: each holds
+// up to a document's text (MaxDocumentBytes) while it waits for the
+// decoding budget, so that must not scale with the cores of a large node.
+var reading = semaphore.NewWeighted(int64(min(runtime.GOMAXPROCS(0), 8)))
 
 // formatBytes renders a limit for messages: "3 MiB", "512 KiB", "1000 bytes".
 func formatBytes(n int64) string {

@@ -376,6 +376,8 @@ func TestMeasureHostile(t *testing.T) {
 			return strings.NewReader("a: " + strings.Repeat("[", 640000) + strings.Repeat("]", 640000) + "\n")
 		}}},
 		{"20 files of 255,000-node documents", bundleOf(20, flow(255_000), 255_000)},
+		{"10 files of a 3 MiB string each (accepted)", bundleOf(10, str(3<<20), 3<<20)},
+		{"4 files of a 255,000-node document each (accepted)", bundleOf(4, flow(255_000), 255_000)},
 	}
 	for _, tc := range cases {
 		var err error

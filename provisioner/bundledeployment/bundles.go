@@ -83,8 +83,9 @@ func (rs *records) drop(bd *rukpakv1alpha1.BundleDeployment) {
 	delete(rs.m, bd.UID)
 }
 
-// record sets name's entry (uid empty for an intent), keeping at most
-// maxRecords entries: the oldest go first. Entries normally leave when the
+// record sets name's entry (uid empty for an intent), keeping at most twice
+// the generated Bundles allowed: the oldest but the active one go first
+// (the one just recorded is last). Entries normally leave when the
 // reconciler deletes their Bundle; the bound covers Bundles deleted by
 // others.
 func (r *Reconciler) record(bd *rukpakv1alpha1.BundleDeployment, name string, uid types.UID) {
@@ -95,8 +96,12 @@ func (r *Reconciler) record(bd *rukpakv1alpha1.BundleDeployment, name string, ui
 		}
 	}
 	list = append(list, rukpakv1alpha1.GeneratedBundle{Name: name, UID: uid})
-	if max := 2 * r.maxBundles(); len(list) > max {
-		list = list[len(list)-max:]
+	for excess := len(list) - 2*r.maxBundles(); excess > 0; excess-- {
+		drop := 0
+		if list[0].Name == bd.Status.ActiveBundle {
+			drop = 1
+		}
+		list = append(list[:drop], list[drop+1:]...)
 	}
 	bd.Status.GeneratedBundles = list
 	r.records.save(bd)
@@ -160,6 +165,9 @@ func (r *Reconciler) desiredBundle(ctx context.Context, bd *rukpakv1alpha1.Bundl
 		return nil, err
 	}
 	name := bd.Name + "-" + hash
+	if err := r.migrate(ctx, bd, name); err != nil {
+		return nil, err
+	}
 	existing := &rukpakv1alpha1.Bundle{}
 	err = r.Client.Get(ctx, client.ObjectKey{Name: name}, existing)
 	switch {
@@ -253,6 +261,36 @@ func (r *Reconciler) claim(bd *rukpakv1alpha1.BundleDeployment, existing *rukpak
 		return nil, fmt.Errorf("recording bundle %q: %w", existing.Name, err)
 	}
 	return existing, nil
+}
+
+// migrate records the Bundles of a BundleDeployment installed before
+// status.generatedBundles existed (it has an active Bundle and no records),
+// by the rule of the provisioner that created them: controlled by bd. Only
+// two are taken: the active one, whose content is installed already, and
+// the one for the current template if its spec is the template's (a rollout
+// in flight during the upgrade). Any other Bundle, for example one created
+// ahead of a template not written yet, is left unrecorded and so is never
+// installed. The first reconcile after the upgrade does this, once.
+func (r *Reconciler) migrate(ctx context.Context, bd *rukpakv1alpha1.BundleDeployment, desired string) error {
+	if len(bd.Status.GeneratedBundles) > 0 || bd.Status.ActiveBundle == "" {
+		return nil
+	}
+	for _, name := range []string{bd.Status.ActiveBundle, desired} {
+		b := &rukpakv1alpha1.Bundle{}
+		if err := r.Client.Get(ctx, client.ObjectKey{Name: name}, b); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			return fmt.Errorf("reading bundle %q: %w", name, err)
+		}
+		if !metav1.IsControlledBy(b, bd) || (name != bd.Status.ActiveBundle && !equality.Semantic.DeepEqual(b.Spec, bd.Spec.Template.Spec)) {
+			continue
+		}
+		if _, ok := recordOf(bd, name); !ok {
+			r.record(bd, name, b.UID)
+		}
+	}
+	return nil
 }
 
 // ownedBundles lists the Bundles this reconciler created for bd: labelled

@@ -33,6 +33,12 @@ func TestDesiredBundleInstallsOnlyItsOwn(t *testing.T) {
 	existing := func(uid types.UID, s rukpakv1alpha1.BundleSpec) *rukpakv1alpha1.Bundle {
 		return &rukpakv1alpha1.Bundle{ObjectMeta: metav1.ObjectMeta{Name: name, UID: uid}, Spec: s}
 	}
+	// controlled is a Bundle with a controller reference to the
+	// BundleDeployment, as the provisioner sets (and as anyone can).
+	controlled := func(b *rukpakv1alpha1.Bundle) *rukpakv1alpha1.Bundle {
+		b.OwnerReferences = []metav1.OwnerReference{{APIVersion: rukpakv1alpha1.GroupVersion.String(), Kind: "BundleDeployment", Name: "app", UID: "bd-uid", Controller: ptr(true)}}
+		return b
+	}
 	differs := fmt.Sprintf("bundle %q was not created by this bundle deployment and its spec differs from the template: refusing to install it; delete it to let the bundle deployment create its own", name)
 	same := fmt.Sprintf("bundle %q was not created by this bundle deployment: refusing to install it; delete it to let the bundle deployment create its own", name)
 	changed := fmt.Sprintf("bundle %q no longer matches the template (its spec was changed): refusing to install it; delete it to let the bundle deployment create it again", name)
@@ -42,6 +48,8 @@ func TestDesiredBundleInstallsOnlyItsOwn(t *testing.T) {
 		bundle   *rukpakv1alpha1.Bundle
 		records  []rukpakv1alpha1.GeneratedBundle
 		cacheLag bool // the cache does not show the Bundle yet
+		// active is status.activeBundle.
+		active string
 		// want: the refusal message, or "" for the Bundle being used.
 		want        string
 		wantRecords string
@@ -59,6 +67,14 @@ func TestDesiredBundleInstallsOnlyItsOwn(t *testing.T) {
 			records: []rukpakv1alpha1.GeneratedBundle{{Name: name}}, wantRecords: "[{" + name + " mine}]"},
 		{name: "intent only, other spec", bundle: existing("theirs", spec("registry.test/evil:v1")),
 			records: []rukpakv1alpha1.GeneratedBundle{{Name: name}}, want: differs, wantRecords: "[{" + name + " }]"},
+		{name: "installed before records existed: the active bundle is adopted", bundle: controlled(existing("mine", spec("registry.test/app:v1"))),
+			active: name, wantRecords: "[{" + name + " mine}]"},
+		{name: "installed before records existed: a rollout in flight with the template's spec is adopted", bundle: controlled(existing("mine", spec("registry.test/app:v1"))),
+			active: "app-older", wantRecords: "[{" + name + " mine}]"},
+		{name: "installed before records existed: another bundle is not", bundle: controlled(existing("theirs", spec("registry.test/evil:v1"))),
+			active: "app-older", want: differs, wantRecords: "[]"},
+		{name: "not installed yet, no records: a controller reference proves nothing", bundle: controlled(existing("theirs", spec("registry.test/app:v1"))),
+			want: same, wantRecords: "[]"},
 		{name: "created by someone else after the cache was read", bundle: existing("theirs", spec("registry.test/app:v1")), cacheLag: true,
 			want: same, wantRecords: "[]"},
 	}
@@ -71,7 +87,7 @@ func TestDesiredBundleInstallsOnlyItsOwn(t *testing.T) {
 			bd := &rukpakv1alpha1.BundleDeployment{
 				ObjectMeta: metav1.ObjectMeta{Name: "app", UID: "bd-uid"},
 				Spec:       rukpakv1alpha1.BundleDeploymentSpec{ProvisionerClassName: rukpakv1alpha1.ProvisionerClassPlain, Template: bdTemplate},
-				Status:     rukpakv1alpha1.BundleDeploymentStatus{GeneratedBundles: tc.records},
+				Status:     rukpakv1alpha1.BundleDeploymentStatus{GeneratedBundles: tc.records, ActiveBundle: tc.active},
 			}
 			builder := fake.NewClientBuilder().WithScheme(scheme)
 			if tc.bundle != nil {

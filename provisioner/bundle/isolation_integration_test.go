@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -216,9 +218,14 @@ func TestIntegrationStuckSourcesDoNotBlockOthers(t *testing.T) {
 	e.start(class, 10*time.Minute, leader, replica)
 
 	addr := blackhole(t)
+	// RUKPAK_STUCK_PER_SOURCE scales the test up for measurements.
+	perSource := 4
+	if n, err := strconv.Atoi(os.Getenv("RUKPAK_STUCK_PER_SOURCE")); err == nil && n > 0 {
+		perSource = n
+	}
 	var stuck []string
 	for kind, src := range stuckSources(addr) {
-		for i := range 4 {
+		for i := range perSource {
 			name := fmt.Sprintf("stuck-%s-%d", kind, i)
 			e.create(newBundle(name, class, src))
 			stuck = append(stuck, name)
@@ -237,7 +244,10 @@ func TestIntegrationStuckSourcesDoNotBlockOthers(t *testing.T) {
 	good := goodConfigMapBundle(t, e, "good", class)
 	e.create(good)
 	took := waitFor(t, 30*time.Second, "the good Bundle to unpack", unpacked(e, "good"))
-	t.Logf("good Bundle Unpacked %s after creation, with %d stuck Bundles of its class", took.Round(time.Millisecond), len(stuck))
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	t.Logf("good Bundle Unpacked %s after creation, with %d stuck Bundles of its class (test process: heap in use %d MiB, %d goroutines)",
+		took.Round(time.Millisecond), len(stuck), ms.HeapInuse>>20, runtime.NumGoroutine())
 	if b := e.get("good"); !strings.HasPrefix(b.Status.ContentDigest, "sha256:") {
 		t.Errorf("status.contentDigest = %q", b.Status.ContentDigest)
 	}

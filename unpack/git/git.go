@@ -6,9 +6,23 @@
 // or allowReachableSHA1InWant), which also reaches commits no branch or tag
 // points to; otherwise every branch and tag is fetched and the hash, full or
 // abbreviated, is looked up among them. An abbreviated hash therefore names
-// only commits some branch or tag reaches (servers never match prefixes). Objects go to a temporary directory
-// under Config.BaseDir rather than memory, so memory stays bounded for large
-// repositories; it is removed as soon as the content is copied out.
+// only commits some branch or tag reaches (servers never match prefixes).
+//
+// Sources are untrusted, so every fetch is bounded (see unpack.Limits):
+//   - time: the whole unpack runs under FetchTimeout and the caller's
+//     context, and every transport's connection is closed when it ends
+//     (http(s) through a client of this package's, ssh and git:// through
+//     sessions this package dials and speaks itself, transport.go);
+//   - size: every byte read from the network counts against
+//     MaxFetchBytes (the ref advertisement against 16 MiB), and error
+//     bodies are read only as far as an unpack.Excerpt;
+//   - memory: the pack is spooled to a temporary directory under
+//     Config.BaseDir, its headers checked against MaxFileBytes before
+//     anything is inflated, and indexed by this package while streaming
+//     (pack.go): memory does not grow with object sizes, and blobs stream
+//     into the tree;
+//   - credentials: an auth Secret is used only for the hosts its
+//     core.rukpak.io/allowed-hosts annotation lists.
 package git
 
 import (

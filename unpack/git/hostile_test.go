@@ -95,6 +95,24 @@ func measure(f func()) (peak, allocated uint64, took time.Duration) {
 
 const mib = 1 << 20
 
+// peakRSS is the process's resident-set high-water mark (VmHWM), in MiB,
+// or -1 where /proc does not tell.
+func peakRSS() int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return -1
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			if err == nil {
+				return kb / 1024
+			}
+		}
+	}
+	return -1
+}
+
 // A commit holding a 2 GiB zero blob (2 MiB packed) outside the requested
 // directory took the heap to 3 GiB while go-git indexed the pack. Its
 // header is now refused before it is inflated.
@@ -117,8 +135,8 @@ func TestHugeZeroBlobOutsideDirectory(t *testing.T) {
 	if !unpack.IsTerminal(err) {
 		t.Fatalf("error %q is not terminal", err)
 	}
-	t.Logf("zero blob of %d MiB (%d KiB packed): peak heap %d MiB, allocated %d MiB, %s",
-		size/mib, srv.packBytes.Load()/1024, peak/mib, allocated/mib, took.Round(time.Millisecond))
+	t.Logf("zero blob of %d MiB (%d KiB packed): peak heap %d MiB, allocated %d MiB, %s; process peak RSS %d MiB",
+		size/mib, srv.packBytes.Load()/1024, peak/mib, allocated/mib, took.Round(time.Millisecond), peakRSS())
 	if peak > 64*mib {
 		t.Fatalf("peak heap %d MiB refusing a %d MiB blob, want < 64 MiB", peak/mib, size/mib)
 	}
@@ -150,7 +168,8 @@ func TestHugeErrorBody(t *testing.T) {
 	if !unpack.IsTerminal(err) {
 		t.Fatalf("error %q is not terminal", err)
 	}
-	t.Logf("404 body of %d MiB: peak heap %d MiB, allocated %d MiB, %s", size/mib, peak/mib, allocated/mib, took.Round(time.Millisecond))
+	t.Logf("404 body of %d MiB: peak heap %d MiB, allocated %d MiB, %s; process peak RSS %d MiB",
+		size/mib, peak/mib, allocated/mib, took.Round(time.Millisecond), peakRSS())
 	if allocated > 64*mib {
 		t.Fatalf("allocated %d MiB refusing a %d MiB error body, want < 64 MiB", allocated/mib, size/mib)
 	}
@@ -290,6 +309,7 @@ func TestNeverAnsweringServers(t *testing.T) {
 				if unpack.IsTerminal(err) {
 					t.Fatalf("error %q is terminal, want retryable", err)
 				}
+				t.Logf("returned after %s", took.Round(time.Millisecond))
 				if took > 3*time.Second {
 					t.Fatalf("Unpack took %s, want it to return within a few seconds of the deadline", took)
 				}
@@ -760,7 +780,7 @@ func TestLargestAcceptedPacks(t *testing.T) {
 			if res != nil {
 				_ = res.Close()
 			}
-			t.Logf("%s: peak heap %d MiB, allocated %d MiB, %s", tc.name, peak/mib, allocated/mib, took.Round(time.Millisecond))
+			t.Logf("%s: peak heap %d MiB, allocated %d MiB, %s; process peak RSS %d MiB", tc.name, peak/mib, allocated/mib, took.Round(time.Millisecond), peakRSS())
 			if peak > 256*mib {
 				t.Fatalf("peak heap %d MiB, want < 256 MiB", peak/mib)
 			}

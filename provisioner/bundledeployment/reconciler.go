@@ -215,7 +215,13 @@ func (r *Reconciler) reconcile(ctx context.Context, bd *rukpakv1alpha1.BundleDep
 			return ctrl.Result{}, err
 		}
 	}
-	return r.health(ctx, bd, stamped)
+	res, err := r.health(ctx, bd, stamped)
+	if len(taken) > 0 && res.RequeueAfter == 0 {
+		// Events on the taken objects go to their new owner: look again
+		// now and then, to restore them once that owner lets them go.
+		res.RequeueAfter = healthRecheck
+	}
+	return res, err
 }
 
 // healthRecheck is how often an unhealthy BundleDeployment is looked at

@@ -166,8 +166,10 @@ func (r *Reconciler) unpack(ctx context.Context, b *rukpakv1alpha1.Bundle) (ctrl
 	res, err, done := r.background().poll(ctx, r.Unpacker, b)
 	if !done {
 		// Queued again when the fetch finishes. A failure being retried
-		// stays on display until the retry has an outcome.
-		if b.Status.Phase != rukpakv1alpha1.PhaseFailing || b.Status.ObservedGeneration != b.Generation {
+		// stays on display until the retry has an outcome, and so does
+		// Unpacked while pinned content is unpacked again after storage was
+		// lost (a restart with an emptyDir): installs keep working meanwhile.
+		if b.Status.ObservedGeneration != b.Generation || (b.Status.Phase != rukpakv1alpha1.PhaseFailing && b.Status.Phase != rukpakv1alpha1.PhaseUnpacked) {
 			setPhase(b, rukpakv1alpha1.PhaseUnpacking, metav1.ConditionFalse, rukpakv1alpha1.ReasonUnpacking, "Fetching the bundle's source")
 		}
 		return ctrl.Result{}, nil

@@ -330,8 +330,10 @@ func TestIntegrationChunkedRecords(t *testing.T) {
 	t.Run("a record over the maximum is refused before anything is written", func(t *testing.T) {
 		small := *e.d
 		small.maxRecordBytes = 1 << 20
-		err := small.Create(recordKey("huge", 1), record("huge", 1, 2<<20, helmrelease.StatusPendingInstall))
-		if !errors.Is(err, ErrRecordTooLarge) || !strings.Contains(err.Error(), `release "huge" revision 1 is `) || !strings.HasSuffix(err.Error(), "bytes, more than the maximum of 1048576 bytes") {
+		huge := record("huge", 1, 2<<20, helmrelease.StatusPendingInstall)
+		err := small.Create(recordKey("huge", 1), huge)
+		want := fmt.Sprintf(`release record too large: release "huge" revision 1 has a %d-byte manifest, more than the maximum of 1048576 bytes`, len(huge.Manifest))
+		if !errors.Is(err, ErrRecordTooLarge) || err.Error() != want {
 			t.Errorf("got %v", err)
 		}
 		if c := e.chunks("huge"); len(c) != 0 {
@@ -522,7 +524,7 @@ func TestIntegrationChunkedHistoryPruning(t *testing.T) {
 			"data":     map[string]any{"blob": strings.Repeat("x", 100<<10)},
 		}}
 		_, err = small.Apply(ctx, "too-big", []*unstructured.Unstructured{cm}, nil)
-		if err == nil || !regexp.MustCompile(`^recording release "too-big": release record too large: release "too-big" revision 1 is \d+ bytes, more than the maximum of 65536 bytes$`).MatchString(err.Error()) {
+		if err == nil || !regexp.MustCompile(`^recording release "too-big": release record too large: release "too-big" revision 1 has a \d+-byte manifest, more than the maximum of 65536 bytes$`).MatchString(err.Error()) {
 			t.Errorf("got %v", err)
 		}
 		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: "default", Name: "too-big"}, &corev1.ConfigMap{}); !apierrors.IsNotFound(err) {

@@ -117,11 +117,23 @@ func TestDecodeBombIsBounded(t *testing.T) {
 	}
 }
 
-func TestEncodeRefusesTooLargeBeforeCopying(t *testing.T) {
+func TestEncodeRefusesTooLarge(t *testing.T) {
 	d := newChunkedSecrets(nil, nil, 1<<20)
-	rls := &helmrelease.Release{Name: "r", Version: 2, Manifest: strings.Repeat("a", 2<<20), Info: &helmrelease.Info{}}
-	_, err := d.encode(rls)
-	if !errors.Is(err, ErrRecordTooLarge) || err.Error() != `release record too large: release "r" revision 2 has a 2097152-byte manifest, more than the maximum of 1048576 bytes` {
-		t.Errorf("got %v", err)
+	for _, tc := range []struct {
+		name, manifest, want string
+	}{
+		{"a manifest over the maximum, before it is copied", strings.Repeat("a", 2<<20),
+			`release record too large: release "r" revision 2 has a 2097152-byte manifest, more than the maximum of 1048576 bytes`},
+		// JSON escapes every quote: 600 KiB of them encode to 1.2 MB.
+		{"a record over the maximum once encoded", strings.Repeat(`"`, 600<<10),
+			`release record too large: release "r" revision 2 is 1228900 bytes, more than the maximum of 1048576 bytes`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rls := &helmrelease.Release{Name: "r", Version: 2, Manifest: tc.manifest, Info: &helmrelease.Info{}}
+			_, err := d.encode(rls)
+			if !errors.Is(err, ErrRecordTooLarge) || err.Error() != tc.want {
+				t.Errorf("got %v", err)
+			}
+		})
 	}
 }

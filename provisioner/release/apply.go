@@ -291,7 +291,7 @@ func (m *Manager) Live(ctx context.Context, o *unstructured.Unstructured) (*meta
 	return live, nil
 }
 
-// deleteAttempts bounds the retries of a delete whose object changed
+// deleteAttempts bounds the retries of a delete whose object was replaced
 // between the ownership check and the delete.
 const deleteAttempts = 3
 
@@ -302,7 +302,10 @@ const deleteAttempts = 3
 // record lists what a release once applied, not what it still owns, and
 // Helm's own uninstall, trusting the record, deleted objects that another
 // release had installed since. The delete is conditional on the checked
-// resourceVersion, so an object taken over in between is not deleted.
+// object's UID, so an object deleted and re-created by someone else in
+// between is not deleted. (Not on its resourceVersion: status updates of
+// busy objects would fail most deletes; taking over an object in place is
+// what the release's own ownership check refuses.)
 func (m *Manager) DeleteIfOwned(ctx context.Context, o *unstructured.Unstructured, name string) (kept string, err error) {
 	for range deleteAttempts {
 		live, err := m.Live(ctx, o)
@@ -318,7 +321,7 @@ func (m *Manager) DeleteIfOwned(ctx context.Context, o *unstructured.Unstructure
 			return fmt.Sprintf("%s (no ownership metadata of release %s/%s)", describe(o), m.namespace, name), nil
 		}
 		err = m.client.Delete(ctx, live, client.PropagationPolicy(metav1.DeletePropagationBackground),
-			client.Preconditions{UID: &live.UID, ResourceVersion: &live.ResourceVersion})
+			client.Preconditions{UID: &live.UID})
 		switch {
 		case err == nil || apierrors.IsNotFound(err):
 			return "", nil
@@ -326,7 +329,7 @@ func (m *Manager) DeleteIfOwned(ctx context.Context, o *unstructured.Unstructure
 			return "", fmt.Errorf("deleting %s: %w", describe(o), err)
 		}
 	}
-	return "", fmt.Errorf("deleting %s: it kept changing between the ownership check and the delete", describe(o))
+	return "", fmt.Errorf("deleting %s: it kept being replaced between the ownership check and the delete", describe(o))
 }
 
 func key(o *unstructured.Unstructured) string {

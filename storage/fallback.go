@@ -140,6 +140,13 @@ func (l *FallbackLoader) urlFor(bundle *rukpakv1alpha1.Bundle) (string, error) {
 	return u + BundlesPath + name, nil
 }
 
+// CheckContentURL validates a content service base URL: https, a host, no
+// credentials, query or fragment.
+func CheckContentURL(base string) error {
+	_, err := contentBase(base)
+	return err
+}
+
 // contentBase validates a content service base URL and returns it without
 // a trailing slash.
 func contentBase(base string) (string, error) {

@@ -269,6 +269,9 @@ func classURLs(s string) (map[string]string, error) {
 		if !ok || class == "" {
 			return nil, fmt.Errorf("--class-content-urls: %q is not class=url", kv)
 		}
+		if err := storage.CheckContentURL(u); err != nil {
+			return nil, fmt.Errorf("--class-content-urls: %w", err)
+		}
 		out[class] = u
 	}
 	return out, nil

@@ -187,11 +187,11 @@ func TestIntegrationBigReleaseCRDs(t *testing.T) {
 	}
 	eventually(t, "the uninstall", func() error {
 		if err := h.c.Get(ctx, client.ObjectKey{Name: "crds"}, &rukpakv1alpha1.BundleDeployment{}); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("bundle deployment still there: %v", err)
+			return fmt.Errorf("bundle deployment still there: %w", err)
 		}
 		for _, n := range crds {
 			if err := h.c.Get(ctx, client.ObjectKey{Name: n}, &apiextensionsv1.CustomResourceDefinition{}); !apierrors.IsNotFound(err) {
-				return fmt.Errorf("CRD %s still there: %v", n, err)
+				return fmt.Errorf("CRD %s still there: %w", n, err)
 			}
 		}
 		if records, chunks := h.releaseState("crds"); len(records) != 0 || chunks != 0 {

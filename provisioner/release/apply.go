@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sort"
 	"strings"
 	"sync"
 
@@ -188,8 +189,37 @@ func parallel(objs []*unstructured.Unstructured, f func(*unstructured.Unstructur
 		})
 	}
 	wg.Wait()
-	return errors.Join(errs...)
+	if len(errs) == 0 {
+		return nil
+	}
+	sort.Slice(errs, func(i, j int) bool { return errs[i].Error() < errs[j].Error() })
+	return &manyErrors{errs}
 }
+
+// shownErrors bounds the errors a message lists: a bundle of 2,000
+// conflicting objects made a 344 KB message, cut short (mid-word) by the
+// status condition's limit.
+const shownErrors = 10
+
+// manyErrors is errors.Join with a bounded message, sorted so the message
+// is the same on every attempt; errors.Is and errors.As still see them all.
+type manyErrors struct{ errs []error }
+
+func (e *manyErrors) Error() string {
+	var b strings.Builder
+	for i, err := range e.errs[:min(len(e.errs), shownErrors)] {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		b.WriteString(err.Error())
+	}
+	if len(e.errs) > shownErrors {
+		fmt.Fprintf(&b, "\nand %d more", len(e.errs)-shownErrors)
+	}
+	return b.String()
+}
+
+func (e *manyErrors) Unwrap() []error { return e.errs }
 
 // listThreshold is how many objects of one kind in one namespace make a
 // metadata LIST cheaper than a GET each.

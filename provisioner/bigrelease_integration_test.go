@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"time"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -147,7 +148,9 @@ func TestIntegrationBigReleaseCRDs(t *testing.T) {
 	if err := h.c.Create(ctx, newBD("crds", h.pushBundle("crds-v1", v1))); err != nil {
 		t.Fatal(err)
 	}
+	start := time.Now()
 	h.waitBD("crds", rukpakv1alpha1.TypeInstalled, metav1.ConditionTrue, rukpakv1alpha1.ReasonInstallationSucceeded, "")
+	t.Logf("installed in %v", time.Since(start).Round(time.Millisecond))
 	labelled := func(version string) error {
 		for _, n := range crds {
 			crd := &apiextensionsv1.CustomResourceDefinition{}
@@ -170,6 +173,7 @@ func TestIntegrationBigReleaseCRDs(t *testing.T) {
 
 	v2, _ := crdBundle(t, "v2")
 	src := h.pushBundle("crds-v2", v2)
+	start = time.Now()
 	h.updateBD("crds", func(bd *rukpakv1alpha1.BundleDeployment) { bd.Spec.Template.Spec.Source = src })
 	eventually(t, "the pivot to v2", func() error {
 		if records, _ := h.releaseState("crds"); fmt.Sprint(records) != "map[1:superseded 2:deployed]" {
@@ -178,10 +182,12 @@ func TestIntegrationBigReleaseCRDs(t *testing.T) {
 		return labelled("v2")
 	})
 	h.waitBD("crds", rukpakv1alpha1.TypeInstalled, metav1.ConditionTrue, rukpakv1alpha1.ReasonInstallationSucceeded, "")
+	t.Logf("pivoted in %v", time.Since(start).Round(time.Millisecond))
 	if _, chunks := h.releaseState("crds"); chunks < 2 {
 		t.Errorf("after the pivot: %d chunks, want both revisions split", chunks)
 	}
 
+	start = time.Now()
 	if err := h.c.Delete(ctx, h.bd("crds")); err != nil {
 		t.Fatal(err)
 	}
@@ -199,6 +205,7 @@ func TestIntegrationBigReleaseCRDs(t *testing.T) {
 		}
 		return nil
 	})
+	t.Logf("uninstalled in %v", time.Since(start).Round(time.Millisecond))
 	for i := range 4 {
 		if _, err := h.getCM(fmt.Sprintf("crd-padding-%d", i)); !apierrors.IsNotFound(err) {
 			t.Errorf("padding ConfigMap %d left: %v", i, err)

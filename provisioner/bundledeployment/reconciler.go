@@ -328,7 +328,14 @@ func (r *Reconciler) set(bd *rukpakv1alpha1.BundleDeployment, typ string, status
 	conditions.Set(&bd.Status.Conditions, bd.Generation, typ, status, reason, msg)
 }
 
+// maxNote is the API server's limit on an event's note: a longer one is
+// rejected, and the event lost.
+const maxNote = 1024
+
 func (r *Reconciler) event(bd *rukpakv1alpha1.BundleDeployment, typ, reason, msg string) {
+	if len(msg) > maxNote {
+		msg = strings.ToValidUTF8(msg[:maxNote-3], "") + "..."
+	}
 	if r.Recorder != nil {
 		r.Recorder.Eventf(bd, nil, typ, reason, "Reconcile", "%s", msg)
 	}

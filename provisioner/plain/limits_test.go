@@ -8,6 +8,8 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
+	"reflect"
 	"runtime"
 	"runtime/metrics"
 	"slices"
@@ -442,4 +444,38 @@ func peakHeap(f func()) (uint64, time.Duration) {
 		return p - base, took
 	}
 	return 0, took
+}
+
+// Every manifest of the shared test data decodes exactly as before.
+func TestDecodeMatchesApimachineryOnCorpus(t *testing.T) {
+	root := "../../../shared/testdata"
+	if _, err := os.Stat(root); err != nil {
+		t.Skipf("shared test data not available: %v", err)
+	}
+	n := 0
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || filepath.Base(filepath.Dir(p)) != ManifestsDir {
+			return err
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		got, err := Decode(p, data)
+		if err != nil {
+			t.Errorf("%s: %v", p, err)
+			return nil
+		}
+		if want := apimachineryDecode(t, string(data)); !reflect.DeepEqual(objects(got), want) {
+			t.Errorf("%s: decodes differently", p)
+		}
+		n++
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n < 50 {
+		t.Fatalf("compared %d manifest files, want the corpus's (at least 50)", n)
+	}
 }

@@ -13,9 +13,10 @@
 //     context, and every transport's connection is closed when it ends
 //     (http(s) through a client of this package's, ssh and git:// through
 //     sessions this package dials and speaks itself, transport.go);
-//   - size: every byte read from the network counts against
-//     MaxFetchBytes (the ref advertisement against 16 MiB), and error
-//     bodies are read only as far as an unpack.Excerpt;
+//   - size: every byte the server sends (http bodies, the git://
+//     connection, the ssh session's output) counts against MaxFetchBytes,
+//     the ref advertisement against 16 MiB, and error bodies are read only
+//     as far as an unpack.Excerpt;
 //   - memory: the pack is spooled to a temporary directory under
 //     Config.BaseDir, its headers checked against MaxFileBytes before
 //     anything is inflated, and indexed by this package while streaming

@@ -205,7 +205,7 @@ func openSession(ctx context.Context, ep *transport.Endpoint, a *access, w *wire
 }
 
 // dial connects to addr and closes the connection as soon as ctx ends, which
-// interrupts whatever is blocked on it.
+// interrupts whatever is blocked on it. Reads count against w, if set.
 func dial(ctx context.Context, addr string, w *wire) (net.Conn, func(), error) {
 	conn, err := (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext(ctx, "tcp", addr)
 	if err != nil {
@@ -215,6 +215,9 @@ func dial(ctx context.Context, addr string, w *wire) (net.Conn, func(), error) {
 	release := func() {
 		stop()
 		_ = conn.Close()
+	}
+	if w == nil {
+		return conn, release, nil
 	}
 	return &countedConn{Conn: conn, wire: w}, release, nil
 }
@@ -228,7 +231,10 @@ func dialSSH(ctx context.Context, ep *transport.Endpoint, cfg *ssh.ClientConfig,
 		port = 22
 	}
 	addr := net.JoinHostPort(ep.Host, strconv.Itoa(port))
-	conn, release, err := dial(ctx, addr, w)
+	// The ssh library reads ahead of the session (up to its 2 MiB
+	// window), so what counts is what the session reads, not the
+	// connection.
+	conn, release, err := dial(ctx, addr, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -264,7 +270,7 @@ func dialSSH(ctx context.Context, ep *transport.Endpoint, cfg *ssh.ClientConfig,
 	}
 	return &streamSession{
 		stdin:  stdin,
-		stdout: bufio.NewReader(stdout),
+		stdout: bufio.NewReader(&countedReader{r: stdout, wire: w}),
 		stderr: firstLine(stderr),
 		close: func() {
 			_ = sess.Close()

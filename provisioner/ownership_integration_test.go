@@ -109,7 +109,7 @@ func TestIntegrationGeneratedBundleOwnership(t *testing.T) {
 		}
 		eventually(t, "v2 installed", func() error {
 			if cm, err := h.getCM("own-config"); err != nil || cm.Data["value"] != "v2" {
-				return fmt.Errorf("own-config %v %v", cm.Data, err)
+				return fmt.Errorf("own-config %v: %w", cm.Data, err)
 			}
 			return nil
 		})
@@ -200,7 +200,7 @@ func TestIntegrationObjectOwnership(t *testing.T) {
 		}
 		eventually(t, "first-only restored", func() error {
 			if cm, err := h.getCM("first-only"); err != nil || cm.Data["value"] != "first" {
-				return fmt.Errorf("first-only %v %v", cm.Data, err)
+				return fmt.Errorf("first-only %v: %w", cm.Data, err)
 			}
 			return nil
 		})

@@ -73,13 +73,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if bd.Spec.ProvisionerClassName != r.Class {
 		return ctrl.Result{}, nil
 	}
-	r.records.load(bd)
 	if !bd.DeletionTimestamp.IsZero() {
+		r.records.load(bd)
 		return ctrl.Result{}, r.finalize(ctx, bd)
 	}
 	if err := finalizer.Ensure(ctx, r.Client, bd, rukpakv1alpha1.FinalizerUninstall); err != nil {
 		return ctrl.Result{}, err
 	}
+	// After Ensure, whose patch answer replaces the status read so far.
+	r.records.load(bd)
 
 	before := bd.DeepCopy()
 	// flush writes the status, only if it changed since the last write.

@@ -31,6 +31,7 @@ import (
 	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
 	"github.com/rukpak-dev/rukpak/internal/selfsigned"
 	"github.com/rukpak-dev/rukpak/provisioner"
+	"github.com/rukpak-dev/rukpak/provisioner/plain"
 	"github.com/rukpak-dev/rukpak/provisioner/release"
 	"github.com/rukpak-dev/rukpak/storage"
 	"github.com/rukpak-dev/rukpak/unpack"
@@ -84,10 +85,15 @@ func main() {
 	flag.StringVar(&o.pprofAddr, "pprof-bind-address", "", "Address of the pprof endpoints (e.g. 127.0.0.1:6060); empty disables them.")
 	flag.StringVar(&o.leaderElectionID, "leader-election-id", "provisioner.core.rukpak.io", "Name of the leader election Lease.")
 	o.limits.BindFlags(flag.CommandLine)
+	decodeLimits := plain.DefaultLimits
+	decodeLimits.BindFlags(flag.CommandLine)
 	flag.Int64Var(&o.maxReleaseBytes, "max-release-bytes", release.DefaultMaxRecordBytes, "Largest release record (JSON, about the size of the installed manifests) of one BundleDeployment revision; records over 1 MiB are split across Secrets.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
+	// Validate, Files and Objects read the package defaults: every class and
+	// the loader decode with the same bounds.
+	plain.DefaultLimits = decodeLimits.OrDefault()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 
 	if err := run(ctrl.SetupSignalHandler(), o); err != nil {

@@ -119,7 +119,12 @@ subjects: [{kind: User, name: mallory, apiGroup: rbac.authorization.k8s.io}]
 	mctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(mctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	})
 
 	bd := newBD("victim", rukpakv1alpha1.BundleSource{Type: rukpakv1alpha1.SourceTypeImage,
 		Image: &rukpakv1alpha1.ImageSource{Ref: "registry.invalid/operator-bundle:v1"}})

@@ -36,6 +36,7 @@ type fetches struct {
 type fetch struct {
 	uid        types.UID
 	generation int64
+	started    time.Time
 	cancel     context.CancelFunc
 	done       bool
 	res        *unpack.Result
@@ -83,7 +84,7 @@ func (f *fetches) poll(ctx context.Context, u unpack.Unpacker, b *rukpakv1alpha1
 // its own deadline and cancel func.
 func (f *fetches) startLocked(ctx context.Context, u unpack.Unpacker, b *rukpakv1alpha1.Bundle) {
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), f.timeout)
-	cur := &fetch{uid: b.UID, generation: b.Generation, cancel: cancel}
+	cur := &fetch{uid: b.UID, generation: b.Generation, started: time.Now(), cancel: cancel}
 	f.running[b.Name] = cur
 	b = b.DeepCopy()
 	go func() {
@@ -120,6 +121,16 @@ func safeUnpack(ctx context.Context, u unpack.Unpacker, b *rukpakv1alpha1.Bundle
 		}
 	}()
 	return u.Unpack(ctx, b)
+}
+
+// age is how long name's fetch has been running (zero if none runs).
+func (f *fetches) age(name string) time.Duration {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if cur := f.running[name]; cur != nil && !cur.done {
+		return time.Since(cur.started)
+	}
+	return 0
 }
 
 // cancel stops and forgets name's fetch, if any.

@@ -162,9 +162,20 @@ func (r *Reconciler) recordDigest(ctx context.Context, b *rukpakv1alpha1.Bundle)
 	return r.updateStatus(ctx, before, b)
 }
 
+// unpackingGrace is how long a fetch runs before its Bundle is shown
+// Unpacking.
+const unpackingGrace = time.Second
+
 func (r *Reconciler) unpack(ctx context.Context, b *rukpakv1alpha1.Bundle) (ctrl.Result, error) {
 	res, err, done := r.background().poll(ctx, r.Unpacker, b)
 	if !done {
+		// Most fetches finish well within unpackingGrace: their Bundle goes
+		// straight to Unpacked, one status write (and one reconcile of its
+		// BundleDeployment) fewer per Bundle. A slower one is shown
+		// Unpacking once the grace has passed.
+		if age := r.background().age(b.Name); age < unpackingGrace {
+			return ctrl.Result{RequeueAfter: unpackingGrace - age}, nil
+		}
 		// Queued again when the fetch finishes. A failure being retried
 		// stays on display until the retry has an outcome, and so does
 		// Unpacked while pinned content is unpacked again after storage was

@@ -233,10 +233,10 @@ func (r *Reconciler) desiredBundle(ctx context.Context, bd *rukpakv1alpha1.Bundl
 		}
 		return nil, foreign(bd, b)
 	}
+	// The UID goes out with the reconcile's own status write: the intent is
+	// already stored, so a crash before that write is the window the
+	// intent covers.
 	r.record(bd, name, b.UID)
-	if err := flush(); err != nil {
-		return nil, fmt.Errorf("recording the creation of bundle %q: %w", name, err)
-	}
 	r.event(bd, "Normal", "BundleCreated", fmt.Sprintf("Created bundle %q", name))
 	return b, nil
 }

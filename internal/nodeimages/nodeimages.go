@@ -1,0 +1,300 @@
+// Package nodeimages builds, offline and without Docker, the container
+// images the real-node test cluster runs: a pause (sandbox) image and small
+// test operator images whose Go sources live under test/images/. Each image
+// is one static binary on a scratch base assembled in code (passwd, group,
+// /tmp), written as a docker-archive tarball that
+// `ctr -n k8s.io images import` (and `docker load`, `kind load
+// image-archive`) accept.
+//
+// The output is reproducible: binaries are built with -trimpath, no VCS
+// stamp and an empty build ID, and every timestamp is Options.Created.
+package nodeimages
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"debug/elf"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+)
+
+// Registry is the (never contacted) registry host of every test image. It
+// has a dot so containerd keeps it as the domain instead of docker.io.
+const Registry = "rukpak.test"
+
+// Tag of every test image. Not "latest", so kubelet's default pull policy
+// is IfNotPresent and the imported image is used.
+const Tag = "v1"
+
+// Spec describes one image: a Go main package run as the entrypoint.
+type Spec struct {
+	// Name is the image's repository name under Registry and the binary's
+	// path in the image (/<Name>).
+	Name string
+	// Package is the Go import path of the main package.
+	Package string
+	// UID and GID the image runs as (never 0).
+	UID, GID int
+	// Env and ExposedPorts (e.g. "8080/tcp") of the image config.
+	Env          []string
+	ExposedPorts []string
+}
+
+// Ref is the image reference the tarball is tagged with, e.g.
+// rukpak.test/pause:v1.
+func (s Spec) Ref() string { return Registry + "/" + s.Name + ":" + Tag }
+
+const modulePath = "github.com/rukpak-dev/rukpak"
+
+// Pause is the sandbox image: containerd's sandbox_image must name
+// Pause.Ref(). It runs as 65535, like the upstream pause image.
+var Pause = Spec{Name: "pause", Package: modulePath + "/test/images/pause", UID: 65535, GID: 65535}
+
+// All are the images BuildAll writes.
+var All = []Spec{Pause}
+
+// Options apply to every build.
+type Options struct {
+	// Dir is the directory `go build` runs in; it must be inside this
+	// module (default: the working directory).
+	Dir string
+	// Arch of the binaries and the image; default runtime.GOARCH. The OS is
+	// always linux.
+	Arch string
+	// Created is the image's creation time and every file's mtime (default
+	// the Unix epoch).
+	Created time.Time
+}
+
+func (o Options) arch() string {
+	if o.Arch == "" {
+		return runtime.GOARCH
+	}
+	return o.Arch
+}
+
+// Binary compiles spec's package into a static linux binary and returns
+// its bytes.
+func Binary(ctx context.Context, spec Spec, o Options) ([]byte, error) {
+	tmp, err := os.MkdirTemp("", "nodeimages-")
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = os.RemoveAll(tmp) }()
+	out := filepath.Join(tmp, spec.Name)
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w -buildid=", "-o", out, spec.Package)
+	cmd.Dir = o.Dir
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+o.arch())
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("go build %s: %w\n%s", spec.Package, err, b)
+	}
+	data, err := os.ReadFile(out)
+	if err != nil {
+		return nil, err
+	}
+	if err := CheckStatic(data); err != nil {
+		return nil, fmt.Errorf("%s: %w", spec.Package, err)
+	}
+	return data, nil
+}
+
+// CheckStatic returns an error unless data is a statically linked ELF
+// executable (no program interpreter, no dynamic section).
+func CheckStatic(data []byte) error {
+	f, err := elf.NewFile(bytes.NewReader(data))
+	if err != nil {
+		return fmt.Errorf("not an ELF binary: %w", err)
+	}
+	for _, p := range f.Progs {
+		switch p.Type {
+		case elf.PT_INTERP:
+			return fmt.Errorf("dynamically linked (has a program interpreter); build with CGO_ENABLED=0")
+		case elf.PT_DYNAMIC:
+			return fmt.Errorf("has a dynamic section; build with CGO_ENABLED=0")
+		}
+	}
+	return nil
+}
+
+// Build compiles spec's binary and assembles its image.
+func Build(ctx context.Context, spec Spec, o Options) (v1.Image, error) {
+	if spec.UID == 0 || spec.GID == 0 {
+		return nil, fmt.Errorf("image %s: must not run as root", spec.Name)
+	}
+	bin, err := Binary(ctx, spec, o)
+	if err != nil {
+		return nil, err
+	}
+	return Assemble(spec, bin, o)
+}
+
+// Assemble builds spec's image around an already built binary.
+func Assemble(spec Spec, bin []byte, o Options) (v1.Image, error) {
+	created := o.Created.UTC()
+	if o.Created.IsZero() {
+		created = time.Unix(0, 0).UTC()
+	}
+	layerBytes, err := rootfs(spec, bin, created)
+	if err != nil {
+		return nil, err
+	}
+	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
+		return io.NopCloser(bytes.NewReader(layerBytes)), nil
+	}, tarball.WithMediaType(types.OCILayer))
+	if err != nil {
+		return nil, err
+	}
+	base := mutate.MediaType(empty.Image, types.OCIManifestSchema1)
+	base = mutate.ConfigMediaType(base, types.OCIConfigJSON)
+	img, err := mutate.Append(base, mutate.Addendum{
+		Layer: layer,
+		History: v1.History{
+			Created:   v1.Time{Time: created},
+			CreatedBy: "internal/nodeimages: /" + spec.Name + " from " + spec.Package,
+			Comment:   "rukpak test image",
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		return nil, err
+	}
+	cf = cf.DeepCopy()
+	cf.OS, cf.Architecture = "linux", o.arch()
+	cf.Created = v1.Time{Time: created}
+	cf.Author = ""
+	cf.Config = v1.Config{
+		Entrypoint: []string{"/" + spec.Name},
+		User:       fmt.Sprintf("%d:%d", spec.UID, spec.GID),
+		WorkingDir: "/",
+		Env:        append([]string{"PATH=/"}, spec.Env...),
+		Labels: map[string]string{
+			"org.opencontainers.image.title":  "rukpak-test-" + spec.Name,
+			"org.opencontainers.image.source": "https://" + modulePath,
+		},
+	}
+	if len(spec.ExposedPorts) > 0 {
+		cf.Config.ExposedPorts = map[string]struct{}{}
+		for _, p := range spec.ExposedPorts {
+			cf.Config.ExposedPorts[p] = struct{}{}
+		}
+	}
+	return mutate.ConfigFile(img, cf)
+}
+
+type entry struct {
+	name     string
+	dir      bool
+	mode     int64
+	uid, gid int
+	data     []byte
+}
+
+// rootfs writes the single layer: a deterministic tar (sorted names, fixed
+// mtimes, numeric owners only).
+func rootfs(spec Spec, bin []byte, mtime time.Time) ([]byte, error) {
+	user := "nonroot"
+	if spec.UID == 65535 {
+		user = "pause"
+	}
+	passwd := fmt.Sprintf("root:x:0:0:root:/root:/sbin/nologin\nnobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin\n%s:x:%d:%d:%s:/tmp:/sbin/nologin\n", user, spec.UID, spec.GID, user)
+	group := fmt.Sprintf("root:x:0:\nnobody:x:65534:\n%s:x:%d:\n", user, spec.GID)
+	entries := []entry{
+		{name: "etc", dir: true, mode: 0o755},
+		{name: "etc/passwd", mode: 0o644, data: []byte(passwd)},
+		{name: "etc/group", mode: 0o644, data: []byte(group)},
+		{name: "tmp", dir: true, mode: 0o1777},
+		{name: spec.Name, mode: 0o755, data: bin},
+	}
+	sort.Slice(entries, func(i, j int) bool { return entries[i].name < entries[j].name })
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, e := range entries {
+		h := &tar.Header{Typeflag: tar.TypeReg, Name: e.name, Mode: e.mode, Uid: e.uid, Gid: e.gid, Size: int64(len(e.data)), ModTime: mtime, Format: tar.FormatPAX}
+		if e.dir {
+			h.Typeflag, h.Name, h.Size = tar.TypeDir, e.name+"/", 0
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			return nil, err
+		}
+		if _, err := tw.Write(e.data); err != nil {
+			return nil, err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// WriteTarball writes img as a docker-archive tarball tagged ref, the
+// format `ctr -n k8s.io images import FILE` imports.
+func WriteTarball(path, ref string, img v1.Image) error {
+	tag, err := name.NewTag(ref, name.StrictValidation)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	return tarball.WriteToFile(path, tag, img)
+}
+
+// Tarball is one written image.
+type Tarball struct {
+	Spec Spec
+	Path string
+	// ID is the config digest: the image ID containerd and crictl show
+	// after the import (the manifest digest changes when containerd
+	// converts the docker archive).
+	ID v1.Hash
+}
+
+// BuildTarball builds spec and writes it to dir/<Name>.tar.
+func BuildTarball(ctx context.Context, spec Spec, dir string, o Options) (Tarball, error) {
+	img, err := Build(ctx, spec, o)
+	if err != nil {
+		return Tarball{}, err
+	}
+	id, err := img.ConfigName()
+	if err != nil {
+		return Tarball{}, err
+	}
+	p := filepath.Join(dir, spec.Name+".tar")
+	if err := WriteTarball(p, spec.Ref(), img); err != nil {
+		return Tarball{}, err
+	}
+	return Tarball{Spec: spec, Path: p, ID: id}, nil
+}
+
+// BuildAll writes every image of specs (All when empty) into dir.
+func BuildAll(ctx context.Context, dir string, o Options, specs ...Spec) ([]Tarball, error) {
+	if len(specs) == 0 {
+		specs = All
+	}
+	var out []Tarball
+	for _, s := range specs {
+		t, err := BuildTarball(ctx, s, dir, o)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, t)
+	}
+	return out, nil
+}

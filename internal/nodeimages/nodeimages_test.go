@@ -1,0 +1,240 @@
+package nodeimages
+
+import (
+	"archive/tar"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+)
+
+type layerFile struct {
+	hdr  *tar.Header
+	data []byte
+}
+
+// layerFiles reads the image's single layer.
+func layerFiles(t *testing.T, img v1.Image) map[string]layerFile {
+	t.Helper()
+	layers, err := img.Layers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(layers) != 1 {
+		t.Fatalf("want one layer, got %d", len(layers))
+	}
+	rc, err := layers[0].Uncompressed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = rc.Close() }()
+	out := map[string]layerFile{}
+	tr := tar.NewReader(rc)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := io.ReadAll(tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[h.Name] = layerFile{hdr: h, data: data}
+	}
+	return out
+}
+
+// TestImages builds every image into a docker-archive tarball and checks
+// what containerd and kubelet rely on: the tag, linux/GOARCH, a non-root
+// user, the entrypoint, and a static executable at that path.
+func TestImages(t *testing.T) {
+	dir := t.TempDir()
+	for _, spec := range All {
+		t.Run(spec.Name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			tb, err := BuildTarball(ctx, spec, dir, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkManifestJSON(t, tb.Path, spec.Ref())
+			tag, err := name.NewTag(spec.Ref())
+			if err != nil {
+				t.Fatal(err)
+			}
+			img, err := tarball.ImageFromPath(tb.Path, &tag)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if id, err := img.ConfigName(); err != nil || id != tb.ID {
+				t.Errorf("image ID read back %v (%v), built %v", id, err, tb.ID)
+			}
+			cf, err := img.ConfigFile()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cf.OS != "linux" || cf.Architecture != runtime.GOARCH {
+				t.Errorf("platform %s/%s, want linux/%s", cf.OS, cf.Architecture, runtime.GOARCH)
+			}
+			want := []string{"/" + spec.Name}
+			if strings.Join(cf.Config.Entrypoint, " ") != want[0] || len(cf.Config.Cmd) != 0 {
+				t.Errorf("entrypoint %q cmd %q, want %q", cf.Config.Entrypoint, cf.Config.Cmd, want)
+			}
+			if u := cf.Config.User; u == "" || u == "0" || strings.HasPrefix(u, "0:") || strings.HasPrefix(u, "root") {
+				t.Errorf("user %q: must be numeric non-root", u)
+			}
+			files := layerFiles(t, img)
+			bin, ok := files[spec.Name]
+			if !ok {
+				t.Fatalf("no /%s in the layer", spec.Name)
+			}
+			if bin.hdr.Mode != 0o755 || bin.hdr.Typeflag != tar.TypeReg {
+				t.Errorf("/%s: mode %o type %c", spec.Name, bin.hdr.Mode, bin.hdr.Typeflag)
+			}
+			if err := CheckStatic(bin.data); err != nil {
+				t.Errorf("/%s: %v", spec.Name, err)
+			}
+			for _, f := range []string{"etc/passwd", "etc/group", "tmp/"} {
+				if _, ok := files[f]; !ok {
+					t.Errorf("no /%s in the layer", f)
+				}
+			}
+			if !strings.Contains(string(files["etc/passwd"].data), ":"+strings.Split(cf.Config.User, ":")[0]+":") {
+				t.Errorf("/etc/passwd has no entry for user %s", cf.Config.User)
+			}
+			for _, f := range files {
+				if !f.hdr.ModTime.Equal(time.Unix(0, 0)) {
+					t.Errorf("%s: mtime %v, want the epoch", f.hdr.Name, f.hdr.ModTime)
+				}
+			}
+		})
+	}
+}
+
+// checkManifestJSON checks the docker-archive index that ctr import reads:
+// one image with the config, its layers and the full tag.
+func checkManifestJSON(t *testing.T, path, ref string) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = f.Close() }()
+	tr := tar.NewReader(f)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			t.Fatal("no manifest.json in the tarball")
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.Name != "manifest.json" {
+			continue
+		}
+		var m []struct {
+			Config   string
+			RepoTags []string
+			Layers   []string
+		}
+		if err := json.NewDecoder(tr).Decode(&m); err != nil {
+			t.Fatal(err)
+		}
+		if len(m) != 1 || len(m[0].RepoTags) != 1 || m[0].RepoTags[0] != ref || m[0].Config == "" || len(m[0].Layers) != 1 {
+			t.Errorf("manifest.json %+v, want one image tagged %s with one layer", m, ref)
+		}
+		return
+	}
+}
+
+// TestReproducible builds the pause image twice: same digest.
+func TestReproducible(t *testing.T) {
+	ctx := context.Background()
+	var digests []v1.Hash
+	for range 2 {
+		img, err := Build(ctx, Pause, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := img.Digest()
+		if err != nil {
+			t.Fatal(err)
+		}
+		digests = append(digests, d)
+	}
+	if digests[0] != digests[1] {
+		t.Errorf("two builds: %v and %v", digests[0], digests[1])
+	}
+}
+
+// TestPauseRuns runs the pause binary on this host (Linux only): it keeps
+// running, reaps nothing it should not, and exits 0 on SIGTERM.
+func TestPauseRuns(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the pause binary is a linux binary; this host is " + runtime.GOOS)
+	}
+	bin, err := Binary(context.Background(), Pause, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), "pause")
+	if err := os.WriteFile(p, bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(p)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		t.Fatalf("pause exited on its own: %v", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("pause after SIGTERM: %v, want exit 0", err)
+		}
+	case <-time.After(5 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatal("pause still running 5s after SIGTERM")
+	}
+}
+
+// TestCheckStatic refuses a dynamically linked binary of the host.
+func TestCheckStatic(t *testing.T) {
+	if err := CheckStatic([]byte("#!/bin/sh\n")); err == nil {
+		t.Error("a shell script passed as a static ELF binary")
+	}
+	for _, p := range []string{"/bin/sh", "/usr/bin/env"} {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		if err := CheckStatic(data); err == nil {
+			t.Errorf("%s passed as static", p)
+		}
+		return
+	}
+	t.Log("no dynamically linked host binary to check against")
+}

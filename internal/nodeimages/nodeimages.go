@@ -64,8 +64,17 @@ const modulePath = "github.com/rukpak-dev/rukpak"
 // Pause.Ref(). It runs as 65535, like the upstream pause image.
 var Pause = Spec{Name: "pause", Package: modulePath + "/test/images/pause", UID: 65535, GID: 65535}
 
+// Ready is a Deployment-style HTTP server that becomes Ready: /readyz
+// answers 200 once $READY_AFTER (default 0) has passed, 503 before or after
+// a POST /unready; /healthz always answers 200. It listens on $PORT (8080).
+var Ready = Spec{Name: "ready", Package: modulePath + "/test/images/ready", UID: 65532, GID: 65532, Env: []string{"PORT=8080"}, ExposedPorts: []string{"8080/tcp"}}
+
+// CrashLoop exits with $EXIT_CODE (1) after $CRASH_AFTER (1s), writing the
+// reason to /dev/termination-log, so its pods go to CrashLoopBackOff.
+var CrashLoop = Spec{Name: "crashloop", Package: modulePath + "/test/images/crashloop", UID: 65532, GID: 65532}
+
 // All are the images BuildAll writes.
-var All = []Spec{Pause}
+var All = []Spec{Pause, Ready, CrashLoop}
 
 // Options apply to every build.
 type Options struct {

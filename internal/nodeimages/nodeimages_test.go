@@ -5,7 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -237,4 +240,80 @@ func TestCheckStatic(t *testing.T) {
 		return
 	}
 	t.Log("no dynamically linked host binary to check against")
+}
+
+// hostBinary builds spec's binary for this host (Linux only).
+func hostBinary(t *testing.T, spec Spec) string {
+	t.Helper()
+	if runtime.GOOS != "linux" {
+		t.Skip("the image binaries are linux binaries; this host is " + runtime.GOOS)
+	}
+	bin, err := Binary(context.Background(), spec, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), spec.Name)
+	if err := os.WriteFile(p, bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestCrashLoopRuns: the crashloop binary fails with its exit code and says why.
+func TestCrashLoopRuns(t *testing.T) {
+	cmd := exec.Command(hostBinary(t, CrashLoop))
+	cmd.Env = append(os.Environ(), "CRASH_AFTER=0s", "EXIT_CODE=3")
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 3 {
+		t.Fatalf("crashloop: %v, want exit code 3", err)
+	}
+	if !strings.Contains(string(out), "failing on purpose with exit code 3") {
+		t.Errorf("crashloop output %q", out)
+	}
+}
+
+// TestReadyRuns: the ready server answers /readyz and stops cleanly on SIGTERM.
+func TestReadyRuns(t *testing.T) {
+	bin := hostBinary(t, Ready)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	_ = ln.Close()
+	cmd := exec.Command(bin)
+	cmd.Env = append(os.Environ(), fmt.Sprintf("PORT=%d", port))
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	defer func() { _ = cmd.Process.Kill() }()
+	url := fmt.Sprintf("http://127.0.0.1:%d/readyz", port)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		resp, err := http.Get(url)
+		if err == nil {
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("GET %s: %v", url, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("ready after SIGTERM: %v, want exit 0", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("ready still running 5s after SIGTERM")
+	}
 }

@@ -4,6 +4,12 @@
 # the Go module proxy, once per machine, into a cache outside the checkout,
 # keyed by version. Prints the assets directory on stdout; progress on stderr.
 #
+#   hack/testbin.sh          all of the above
+#   hack/testbin.sh envtest  etcd and kube-apiserver only
+#   hack/testbin.sh node     kubelet and kube-proxy, built with version ldflags
+#                            (they report v${K8S_VERSION}) into their own
+#                            directory, which is printed instead
+#
 # There is no prebuilt download here on purpose: the machines this project is
 # tested on reach only package registries.
 set -euo pipefail
@@ -30,7 +36,47 @@ build_k8s() {
   local dest="${CACHE_ROOT}/k8s-${K8S_VERSION}/${bin}"
   [[ -x "${dest}" ]] && return 0
   log "building ${bin} v${K8S_VERSION} (first run only, ~${minutes} min)..."
-  local src="${CACHE_ROOT}/src/k8s-${K8S_VERSION}"
+  prepare_k8s_src
+  mkdir -p "$(dirname "${dest}")"
+  (cd "${src}" && go build -mod=mod -o "${dest}.tmp" "k8s.io/kubernetes/cmd/${bin}")
+  mv "${dest}.tmp" "${dest}"
+}
+
+# The node binaries (kubelet, kube-proxy) carry the version the release build
+# would stamp into them, so they report v${K8S_VERSION} and not v0.0.0-master.
+# They live under their own directory: the control-plane binaries above keep
+# their cache path and build until a later change rebuilds them all at once.
+K8S_VERSION_LDFLAGS=""
+k8s_version_ldflags() {
+  local major="${K8S_VERSION%%.*}" minor="${K8S_VERSION#*.}"
+  minor="${minor%%.*}"
+  local pkg flags=""
+  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    flags+=" -X ${pkg}.gitVersion=v${K8S_VERSION}"
+    flags+=" -X ${pkg}.gitMajor=${major}"
+    flags+=" -X ${pkg}.gitMinor=${minor}"
+    flags+=" -X ${pkg}.gitTreeState=clean"
+    flags+=" -X ${pkg}.buildDate=1970-01-01T00:00:00Z"
+  done
+  K8S_VERSION_LDFLAGS="${flags# }"
+}
+
+NODE_DIR="${CACHE_ROOT}/node-k8s${K8S_VERSION}"
+build_k8s_node() {
+  local bin="$1" minutes="$2"
+  local dest="${NODE_DIR}/${bin}"
+  [[ -x "${dest}" ]] && return 0
+  log "building ${bin} v${K8S_VERSION} (first run only, ~${minutes} min)..."
+  prepare_k8s_src
+  k8s_version_ldflags
+  mkdir -p "${NODE_DIR}"
+  (cd "${src}" && go build -mod=mod -ldflags "${K8S_VERSION_LDFLAGS}" -o "${dest}.tmp" "k8s.io/kubernetes/cmd/${bin}")
+  mv "${dest}.tmp" "${dest}"
+}
+
+# Sets src to a module that requires k8s.io/kubernetes at K8S_VERSION.
+prepare_k8s_src() {
+  src="${CACHE_ROOT}/src/k8s-${K8S_VERSION}"
   if [[ ! -f "${src}/go.sum.done" ]]; then
     mkdir -p "${src}"
     local kmod
@@ -51,9 +97,6 @@ build_k8s() {
     echo 'package tools' >"${src}/tools.go"
     touch "${src}/go.sum.done"
   fi
-  mkdir -p "$(dirname "${dest}")"
-  (cd "${src}" && go build -mod=mod -o "${dest}.tmp" "k8s.io/kubernetes/cmd/${bin}")
-  mv "${dest}.tmp" "${dest}"
 }
 
 build_etcd() {
@@ -79,6 +122,12 @@ build_kwok() {
 }
 
 want="${1:-all}"
+if [[ "${want}" == "node" ]]; then
+  build_k8s_node kubelet 5
+  build_k8s_node kube-proxy 4
+  echo "${NODE_DIR}"
+  exit 0
+fi
 build_etcd
 build_k8s kube-apiserver 7
 if [[ "${want}" == "all" ]]; then

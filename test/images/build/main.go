@@ -1,0 +1,51 @@
+// Command build writes the real-node test images (internal/nodeimages) as
+// docker-archive tarballs, offline and without Docker:
+//
+//	go run ./test/images/build --out bin/node-images            # all
+//	go run ./test/images/build --out bin/node-images pause ready
+//
+// Import them into a node's containerd with
+// `ctr -n k8s.io images import bin/node-images/NAME.tar`.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+
+	"github.com/rukpak-dev/rukpak/internal/nodeimages"
+)
+
+func main() {
+	out := flag.String("out", "bin/node-images", "Directory the tarballs are written to (NAME.tar).")
+	flag.Parse()
+	specs, err := pick(flag.Args())
+	if err == nil {
+		var tbs []nodeimages.Tarball
+		tbs, err = nodeimages.BuildAll(context.Background(), *out, nodeimages.Options{}, specs...)
+		for _, t := range tbs {
+			fmt.Printf("%s\t%s\t%s\n", t.Path, t.Spec.Ref(), t.ID)
+		}
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "build:", err)
+		os.Exit(1)
+	}
+}
+
+func pick(names []string) ([]nodeimages.Spec, error) {
+	var specs []nodeimages.Spec
+	for _, n := range names {
+		found := false
+		for _, s := range nodeimages.All {
+			if s.Name == n {
+				specs, found = append(specs, s), true
+			}
+		}
+		if !found {
+			return nil, fmt.Errorf("no image %q", n)
+		}
+	}
+	return specs, nil
+}

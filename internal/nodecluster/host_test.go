@@ -1,0 +1,52 @@
+package nodecluster
+
+import (
+	"reflect"
+	"testing"
+)
+
+func TestHostStateDiff(t *testing.T) {
+	before := HostState{
+		Links:    []string{"lo", "eth0"},
+		Iptables: []string{"iptables-save -A INPUT -j ACCEPT"},
+		Mounts:   []string{"/", "/proc"},
+		Sysctls:  map[string]string{"net/ipv4/ip_forward": "0", "kernel/panic": "0"},
+	}
+	if d := before.Diff(before); len(d) != 0 {
+		t.Fatalf("a state differs from itself: %v", d)
+	}
+	after := HostState{
+		Links:   []string{"eth0", "lo", "cni0"},
+		Netns:   []string{"cni-1234"},
+		Mounts:  []string{"/proc", "/"},
+		Cgroups: []string{"memory/kubepods"},
+		Paths:   []string{"/var/lib/kubelet"},
+		Sysctls: map[string]string{"net/ipv4/ip_forward": "1", "kernel/panic": "0", "vm/overcommit_memory": "1"},
+	}
+	want := []string{
+		"link added: cni0",
+		"netns added: cni-1234",
+		"iptables removed: iptables-save -A INPUT -j ACCEPT",
+		"cgroup added: memory/kubepods",
+		"path added: /var/lib/kubelet",
+		`sysctl net/ipv4/ip_forward: "1", was "0"`,
+		`sysctl vm/overcommit_memory: "1", was ""`,
+	}
+	if got := before.Diff(after); !reflect.DeepEqual(got, want) {
+		t.Fatalf("Diff:\n got %q\nwant %q", got, want)
+	}
+}
+
+func TestUnescapeMount(t *testing.T) {
+	for in, want := range map[string]string{
+		`/a/b`:         "/a/b",
+		`/a\040b`:      "/a b",
+		`/x\011y\134z`: "/x\ty\\z",
+		`/trailing\04`: `/trailing\04`,
+		`/not\9octal`:  `/not\9octal`,
+	} {
+		if got := unescapeMount(in); got != want {
+			t.Errorf("unescapeMount(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

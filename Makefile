@@ -44,6 +44,12 @@ test-e2e: build ## End-to-end suite against a local kwok cluster driven by the b
 	  KUBEBUILDER_ASSETS="$$(hack/testbin.sh)" RUKPAK_BIN_DIR=$(BIN_DIR) $(GO) test $(GO_TEST_FLAGS) -timeout 30m ./test/e2e/...; \
 	fi
 
+.PHONY: test-node-cluster
+test-node-cluster: ## Real-node cluster pieces (containerd so far; root, installs runtime packages with apt-get when missing).
+	hack/node-deps.sh
+	@hack/testbin.sh node >/dev/null
+	RUKPAK_NODE_E2E=1 $(GO) test $(GO_TEST_FLAGS) -v -timeout 10m ./internal/nodecluster/...
+
 .PHONY: bench
 bench: ## Benchmarks (Go benchmarks, then the end-to-end harness in test/bench); see docs/benchmarks.md.
 	KUBEBUILDER_ASSETS="$$(hack/testbin.sh envtest)" $(GO) test -run '^$$' -bench . -benchmem $$(grep -rl --include='*_test.go' '^func Benchmark' . | xargs -n1 dirname | sort -u)

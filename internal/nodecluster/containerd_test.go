@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -67,6 +68,14 @@ func TestContainerdRunsImportedPause(t *testing.T) {
 		}
 	}()
 
+	// The CRI plugin (kubelet's endpoint) loaded our configuration.
+	plugins, err := c.Ctr(ctx, "plugins", "ls")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`(?m)^io\.containerd\.grpc\.v1\s+cri\s+\S+\s+ok\s*$`).MatchString(plugins) {
+		t.Fatalf("CRI plugin not loaded:\n%s\n%s", plugins, c.Logs())
+	}
 	if err := c.ImportImage(ctx, pause.Path); err != nil {
 		t.Fatal(err)
 	}

@@ -73,8 +73,15 @@ var Ready = Spec{Name: "ready", Package: modulePath + "/test/images/ready", UID:
 // reason to /dev/termination-log, so its pods go to CrashLoopBackOff.
 var CrashLoop = Spec{Name: "crashloop", Package: modulePath + "/test/images/crashloop", UID: 65532, GID: 65532}
 
+// Webhook serves a mutating and a validating admission webhook (/mutate,
+// /validate) and a CRD conversion webhook (/convert) over TLS on $PORT
+// (9443) with the certificate in /tmp/k8s-webhook-server/serving-certs
+// (tls.crt, tls.key; re-read when they change), and plain-HTTP probes
+// /healthz, /readyz on $HEALTH_PORT (8081). See test/images/webhook.
+var Webhook = Spec{Name: "webhook", Package: modulePath + "/test/images/webhook", UID: 65532, GID: 65532, Env: []string{"PORT=9443", "HEALTH_PORT=8081"}, ExposedPorts: []string{"9443/tcp", "8081/tcp"}}
+
 // All are the images BuildAll writes.
-var All = []Spec{Pause, Ready, CrashLoop}
+var All = []Spec{Pause, Ready, CrashLoop, Webhook}
 
 // Options apply to every build.
 type Options struct {

@@ -21,6 +21,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
+	"github.com/rukpak-dev/rukpak/internal/selfsigned"
 )
 
 type layerFile struct {
@@ -284,13 +286,48 @@ func TestReadyRuns(t *testing.T) {
 	_ = ln.Close()
 	cmd := exec.Command(bin)
 	cmd.Env = append(os.Environ(), fmt.Sprintf("PORT=%d", port))
+	runUntilReady(t, cmd, fmt.Sprintf("http://127.0.0.1:%d/readyz", port))
+}
+
+// TestWebhookRuns: the webhook server loads its certificate from CERT_DIR,
+// answers /readyz and stops cleanly on SIGTERM.
+func TestWebhookRuns(t *testing.T) {
+	bin := hostBinary(t, Webhook)
+	dir := t.TempDir()
+	p, err := selfsigned.New([]string{"127.0.0.1"}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "tls.crt"), p.CertPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "tls.key"), p.KeyPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var ports []int
+	for range 2 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
+		_ = ln.Close()
+	}
+	cmd := exec.Command(bin)
+	cmd.Env = append(os.Environ(), "CERT_DIR="+dir, fmt.Sprintf("PORT=%d", ports[0]), fmt.Sprintf("HEALTH_PORT=%d", ports[1]))
+	runUntilReady(t, cmd, fmt.Sprintf("http://127.0.0.1:%d/readyz", ports[1]))
+}
+
+// runUntilReady starts cmd, waits for url to answer 200, then sends SIGTERM
+// and expects exit 0.
+func runUntilReady(t *testing.T, cmd *exec.Cmd, url string) {
+	t.Helper()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	defer func() { _ = cmd.Process.Kill() }()
-	url := fmt.Sprintf("http://127.0.0.1:%d/readyz", port)
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		resp, err := http.Get(url)
@@ -311,9 +348,9 @@ func TestReadyRuns(t *testing.T) {
 	select {
 	case err := <-done:
 		if err != nil {
-			t.Errorf("ready after SIGTERM: %v, want exit 0", err)
+			t.Errorf("%s after SIGTERM: %v, want exit 0", cmd.Path, err)
 		}
 	case <-time.After(5 * time.Second):
-		t.Fatal("ready still running 5s after SIGTERM")
+		t.Fatalf("%s still running 5s after SIGTERM", cmd.Path)
 	}
 }

@@ -259,12 +259,29 @@ func (c *Containerd) Stop() error {
 	}
 	errs = append(errs, UnmountUnder(c.Dir))
 	if !c.runDirExisted {
-		errs = append(errs, os.RemoveAll(hostRunDir))
+		removeEmptyDirs(hostRunDir)
 	}
 	if c.log != nil {
 		_ = c.log.Close()
 	}
 	return errors.Join(errs...)
+}
+
+// removeEmptyDirs removes dir and the directories under it, deepest first,
+// as long as they are empty: what another containerd put there meanwhile
+// (a socket, a FIFO) is kept, and so are the directories holding it.
+func removeEmptyDirs(dir string) {
+	var dirs []string
+	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			dirs = append(dirs, p)
+		}
+		return nil
+	})
+	sort.Slice(dirs, func(i, j int) bool { return len(dirs[i]) > len(dirs[j]) })
+	for _, p := range dirs {
+		_ = os.Remove(p) // fails, as it should, when not empty
+	}
 }
 
 // killShims kills the containerd-shim processes serving the containerd on

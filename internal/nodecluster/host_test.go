@@ -1,6 +1,8 @@
 package nodecluster
 
 import (
+	"os"
+	"path/filepath"
 	"reflect"
 	"testing"
 )
@@ -48,5 +50,39 @@ func TestUnescapeMount(t *testing.T) {
 		if got := unescapeMount(in); got != want {
 			t.Errorf("unescapeMount(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+func TestRemoveEmptyDirsKeepsOthersFiles(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "containerd")
+	for _, d := range []string{"s", "fifo", "runc/k8s.io", "runc/other"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Another containerd's socket: it and the directories above it stay.
+	if err := os.WriteFile(filepath.Join(root, "runc/other/state"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	removeEmptyDirs(root)
+	for p, want := range map[string]bool{
+		"":                 true,
+		"runc/other":       true,
+		"runc/other/state": true,
+		"s":                false,
+		"fifo":             false,
+		"runc/k8s.io":      false,
+	} {
+		_, err := os.Stat(filepath.Join(root, p))
+		if got := err == nil; got != want {
+			t.Errorf("%s exists: %v, want %v", p, got, want)
+		}
+	}
+	if err := os.Remove(filepath.Join(root, "runc/other/state")); err != nil {
+		t.Fatal(err)
+	}
+	removeEmptyDirs(root)
+	if _, err := os.Stat(root); !os.IsNotExist(err) {
+		t.Fatalf("empty tree not removed: %v", err)
 	}
 }

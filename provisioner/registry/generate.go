@@ -20,6 +20,11 @@ const AnnotationCreatedNamespace = "core.rukpak.io/created-namespace"
 // comma-separated watched namespaces ("" for all), as OLM does.
 const AnnotationTargetNamespaces = "olm.targetNamespaces"
 
+// AnnotationOperatorNamespace is set on every operator pod template to the
+// install namespace, as OLM does; operators read it through the downward API
+// (metadata.annotations['olm.operatorNamespace']).
+const AnnotationOperatorNamespace = "olm.operatorNamespace"
+
 // systemNamespaces always exist and are never emitted as objects to install.
 var systemNamespaces = []string{"default", "kube-system", "kube-public", "kube-node-lease"}
 
@@ -214,6 +219,7 @@ func (g *generator) deployment(d strategyDeployment) (*unstructured.Unstructured
 		annotations[k] = v
 	}
 	annotations[AnnotationTargetNamespaces] = strings.Join(g.t.watchNamespaces, ",")
+	annotations[AnnotationOperatorNamespace] = g.t.installNamespace
 	if err := unstructured.SetNestedMap(spec, annotations, "template", "metadata", "annotations"); err != nil {
 		return nil, fmt.Errorf("deployment %q: spec.template.metadata: %w", d.Name, err)
 	}

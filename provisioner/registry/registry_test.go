@@ -222,7 +222,7 @@ func TestInstallModeMatrix(t *testing.T) {
 				}
 				dep := find(t, out, "Deployment", ns, "op")
 				ann, _, _ := unstructured.NestedStringMap(dep.Object, "spec", "template", "metadata", "annotations")
-				want := map[string]string{"csv": "from-csv", "pod": "from-pod", "shared": "from-pod", AnnotationTargetNamespaces: res.targets}
+				want := map[string]string{"csv": "from-csv", "pod": "from-pod", "shared": "from-pod", AnnotationTargetNamespaces: res.targets, AnnotationOperatorNamespace: ns}
 				if fmt.Sprint(ann) != fmt.Sprint(want) {
 					t.Fatalf("pod annotations = %v, want %v", ann, want)
 				}

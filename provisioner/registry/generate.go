@@ -223,6 +223,9 @@ func (g *generator) deployment(d strategyDeployment) (*unstructured.Unstructured
 	if err := unstructured.SetNestedMap(spec, annotations, "template", "metadata", "annotations"); err != nil {
 		return nil, fmt.Errorf("deployment %q: spec.template.metadata: %w", d.Name, err)
 	}
+	// OLM (v0 and v1) keeps one old ReplicaSet per operator Deployment,
+	// whatever the CSV asks for.
+	spec["revisionHistoryLimit"] = int64(1)
 
 	return object("apps/v1", "Deployment", d.Name, g.t.installNamespace, func(m map[string]interface{}) {
 		if len(d.Label) > 0 {

@@ -28,3 +28,16 @@ func TestCorpusOperatorNamespaceAnnotation(t *testing.T) {
 		t.Fatalf("pod template annotation %s = %q, want %q", AnnotationTargetNamespaces, got, "apps")
 	}
 }
+
+// OLM (v0 and v1) sets revisionHistoryLimit: 1 on every operator Deployment.
+func TestCorpusRevisionHistoryLimit(t *testing.T) {
+	out, err := Convert(corpusBundle(t, "konveyor-operator-0.3.1"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dep := find(t, out, "Deployment", "konveyor-tackle", "tackle-operator")
+	got, found, err := unstructured.NestedInt64(dep.Object, "spec", "revisionHistoryLimit")
+	if err != nil || !found || got != 1 {
+		t.Fatalf("spec.revisionHistoryLimit = %d (found %v, err %v), want 1", got, found, err)
+	}
+}

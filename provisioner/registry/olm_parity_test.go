@@ -1,6 +1,8 @@
 package registry
 
 import (
+	"io/fs"
+	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -39,5 +41,49 @@ func TestCorpusRevisionHistoryLimit(t *testing.T) {
 	got, found, err := unstructured.NestedInt64(dep.Object, "spec", "revisionHistoryLimit")
 	if err != nil || !found || got != 1 {
 		t.Fatalf("spec.revisionHistoryLimit = %d (found %v, err %v), want 1", got, found, err)
+	}
+}
+
+// patchedCorpusBundle is a real bundle read into memory with one exact
+// substitution in the file at path (the shared test data stays untouched).
+func patchedCorpusBundle(t *testing.T, name, path, old, new string) fs.FS {
+	t.Helper()
+	mem := fstestCopy(t, corpusBundle(t, name))
+	f, ok := mem[path]
+	if !ok {
+		t.Fatalf("%s has no %s", name, path)
+	}
+	if n := strings.Count(string(f.Data), old); n != 1 {
+		t.Fatalf("%s/%s holds %q %d times, want once", name, path, old, n)
+	}
+	f.Data = []byte(strings.Replace(string(f.Data), old, new, 1))
+	return mem
+}
+
+// Watching several namespaces that include the install namespace needs
+// OwnNamespace as well as MultiNamespace; OLM refuses it otherwise.
+// konveyor-operator 0.3.1 supports OwnNamespace, SingleNamespace and
+// MultiNamespace; with OwnNamespace turned off it is the shape OLM refuses.
+func TestCorpusMultiNamespaceWithInstallNamespaceNeedsOwnNamespace(t *testing.T) {
+	const csvPath = "manifests/konveyor-operator.clusterserviceversion.yaml"
+	opts := Options{WatchNamespaces: []string{"team-a", "konveyor-tackle"}}
+
+	// As shipped (OwnNamespace supported) it installs.
+	out, err := Convert(corpusBundle(t, "konveyor-operator-0.3.1"), opts)
+	if err != nil {
+		t.Fatalf("Convert: %v", err)
+	}
+	find(t, out, "Deployment", "konveyor-tackle", "tackle-operator")
+
+	src := patchedCorpusBundle(t, "konveyor-operator-0.3.1", csvPath,
+		"- supported: true\n    type: OwnNamespace\n", "- supported: false\n    type: OwnNamespace\n")
+	_, err = Convert(src, opts)
+	want := `ClusterServiceVersion "konveyor-operator.v0.3.1" does not support install mode OwnNamespace, which watch namespaces ["team-a" "konveyor-tackle"] need because they include the install namespace "konveyor-tackle": OwnNamespace InstallModeType not supported, cannot configure to watch own namespace (supported install modes: SingleNamespace, MultiNamespace)`
+	if err == nil || err.Error() != want {
+		t.Fatalf("got error %v\nwant %s", err, want)
+	}
+	// Without the install namespace the same CSV installs in MultiNamespace.
+	if _, err := Convert(src, Options{WatchNamespaces: []string{"team-a", "team-b"}}); err != nil {
+		t.Fatalf("Convert without the install namespace: %v", err)
 	}
 }

@@ -137,11 +137,17 @@ func resolveTarget(b *bundle, opts Options) (target, error) {
 		t.mode = InstallModeMultiNamespace
 	}
 	t.watchNamespaces = slices.Clone(watch)
-	if slices.Contains(supported, t.mode) {
-		return t, nil
+	if !slices.Contains(supported, t.mode) {
+		return target{}, fmt.Errorf("ClusterServiceVersion %q does not support install mode %s (install namespace %q, watch namespaces %q); supported install modes: %s",
+			b.csv.Metadata.Name, t.mode, t.installNamespace, watch, list)
 	}
-	return target{}, fmt.Errorf("ClusterServiceVersion %q does not support install mode %s (install namespace %q, watch namespaces %q); supported install modes: %s",
-		b.csv.Metadata.Name, t.mode, t.installNamespace, watch, list)
+	// Watching the install namespace among others needs OwnNamespace too;
+	// OLM refuses it with this message (InstallModeSet.Supports).
+	if t.mode == InstallModeMultiNamespace && slices.Contains(watch, t.installNamespace) && !slices.Contains(supported, InstallModeOwnNamespace) {
+		return target{}, fmt.Errorf("ClusterServiceVersion %q does not support install mode OwnNamespace, which watch namespaces %q need because they include the install namespace %q: OwnNamespace InstallModeType not supported, cannot configure to watch own namespace (supported install modes: %s)",
+			b.csv.Metadata.Name, watch, t.installNamespace, list)
+	}
+	return t, nil
 }
 
 func supportedModes(csv *clusterServiceVersion) []string {

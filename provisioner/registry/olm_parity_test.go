@@ -87,3 +87,22 @@ func TestCorpusMultiNamespaceWithInstallNamespaceNeedsOwnNamespace(t *testing.T)
 		t.Fatalf("Convert without the install namespace: %v", err)
 	}
 }
+
+// A typo in an install mode type drops that mode; the message names the
+// unknown type so the author sees the cause. prometheus-0.47.0 supports
+// OwnNamespace and SingleNamespace; with the OwnNamespace entry misspelt (a
+// typo found in a real catalog) no default mode remains.
+func TestCorpusUnknownInstallModeTypeIsNamed(t *testing.T) {
+	src := patchedCorpusBundle(t, "prometheus-0.47.0", "manifests/prometheusoperator.0.47.0.clusterserviceversion.yaml",
+		"type: OwnNamespace\n", "type: OwnNamespacejl\n")
+	_, err := Convert(src, Options{})
+	want := `ClusterServiceVersion "prometheusoperator.0.47.0" supports neither AllNamespaces nor OwnNamespace, so it has no default install mode (supported install modes: SingleNamespace; spec.installModes lists unknown types, ignored: "OwnNamespacejl"): set spec.config.watchNamespaces to the namespaces the operator should watch`
+	if err == nil || err.Error() != want {
+		t.Fatalf("got error %v\nwant %s", err, want)
+	}
+	_, err = Convert(src, Options{WatchNamespaces: []string{"prometheus-system"}})
+	want = `ClusterServiceVersion "prometheusoperator.0.47.0" does not support install mode OwnNamespace (install namespace "prometheus-system", watch namespaces ["prometheus-system"]); supported install modes: SingleNamespace; spec.installModes lists unknown types, ignored: "OwnNamespacejl"`
+	if err == nil || err.Error() != want {
+		t.Fatalf("got error %v\nwant %s", err, want)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -91,6 +92,11 @@ func resolveTarget(b *bundle, opts Options) (target, error) {
 	if len(supported) > 0 {
 		list = strings.Join(supported, ", ")
 	}
+	// A typo in a type (e.g. "OwnNamespacejl") silently drops that mode:
+	// name such types in every install-mode message so the author sees why.
+	if unknown := unknownModes(b.csv); len(unknown) > 0 {
+		list += fmt.Sprintf("; spec.installModes lists unknown types, ignored: %s", strings.Join(unknown, ", "))
+	}
 
 	watch := opts.WatchNamespaces
 	if len(watch) == 0 {
@@ -157,6 +163,18 @@ func supportedModes(csv *clusterServiceVersion) []string {
 			if im.Type == m && im.Supported && !slices.Contains(out, m) {
 				out = append(out, m)
 			}
+		}
+	}
+	return out
+}
+
+// unknownModes lists, quoted and in the CSV's order, the install mode types
+// that are not one of the four OLM knows.
+func unknownModes(csv *clusterServiceVersion) []string {
+	var out []string
+	for _, im := range csv.Spec.InstallModes {
+		if q := strconv.Quote(im.Type); !slices.Contains(installModeOrder, im.Type) && !slices.Contains(out, q) {
+			out = append(out, q)
 		}
 	}
 	return out

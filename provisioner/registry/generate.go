@@ -69,8 +69,14 @@ func generate(b *bundle, t target) ([]*unstructured.Unstructured, error) {
 			g.clusterRBAC(p.ServiceAccountName, p.ServiceAccountName, rules)
 			continue
 		}
+		// As OLM v0, the operator also gets its permissions in its own
+		// (install) namespace, where operators take their leader-election
+		// lock, then in each watched namespace.
+		g.namespacedRBAC(p.ServiceAccountName, t.installNamespace, p.Rules)
 		for _, ns := range t.watchNamespaces {
-			g.namespacedRBAC(p.ServiceAccountName, ns, p.Rules)
+			if ns != t.installNamespace {
+				g.namespacedRBAC(p.ServiceAccountName, ns, p.Rules)
+			}
 		}
 	}
 	for _, p := range install.ClusterPermissions {

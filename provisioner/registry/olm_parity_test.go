@@ -2,6 +2,8 @@ package registry
 
 import (
 	"io/fs"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -104,5 +106,54 @@ func TestCorpusUnknownInstallModeTypeIsNamed(t *testing.T) {
 	want = `ClusterServiceVersion "prometheusoperator.0.47.0" does not support install mode OwnNamespace (install namespace "prometheus-system", watch namespaces ["prometheus-system"]); supported install modes: SingleNamespace; spec.installModes lists unknown types, ignored: "OwnNamespacejl"`
 	if err == nil || err.Error() != want {
 		t.Fatalf("got error %v\nwant %s", err, want)
+	}
+}
+
+// In SingleNamespace and MultiNamespace modes the CSV's permissions become a
+// Role and RoleBinding in the install namespace too (as OLM v0 grants them),
+// where the operator takes its leader-election lock, then in each watched
+// namespace.
+func TestCorpusPermissionsInInstallNamespace(t *testing.T) {
+	const role = "prometheusoperator.0.47.0-prometheus-operator"
+	out, err := Convert(corpusBundle(t, "prometheus-0.47.0"), Options{InstallNamespace: "monitoring", WatchNamespaces: []string{"apps"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rbac []string
+	for _, s := range summary(t, out) {
+		if (strings.HasPrefix(s, "Role ") || strings.HasPrefix(s, "RoleBinding ")) && strings.HasSuffix(s, "/"+role) {
+			rbac = append(rbac, s)
+		}
+	}
+	want := []string{"Role monitoring/" + role, "RoleBinding monitoring/" + role, "Role apps/" + role, "RoleBinding apps/" + role}
+	if !slices.Equal(rbac, want) {
+		t.Fatalf("namespaced RBAC:\n got %q\nwant %q", rbac, want)
+	}
+	inInstall := find(t, out, "Role", "monitoring", role)
+	inWatched := find(t, out, "Role", "apps", role)
+	if !reflect.DeepEqual(inInstall.Object["rules"], inWatched.Object["rules"]) {
+		t.Fatal("the install namespace's Role has other rules than the watched namespace's")
+	}
+	binding := find(t, out, "RoleBinding", "monitoring", role)
+	subjects, _, _ := unstructured.NestedSlice(binding.Object, "subjects")
+	wantSubjects := []interface{}{map[string]interface{}{"kind": "ServiceAccount", "name": "prometheus-operator", "namespace": "monitoring"}}
+	if !reflect.DeepEqual(subjects, wantSubjects) {
+		t.Fatalf("RoleBinding subjects = %v, want %v", subjects, wantSubjects)
+	}
+
+	// MultiNamespace including the install namespace: one Role there, not two.
+	out, err = Convert(corpusBundle(t, "konveyor-operator-0.3.1"), Options{WatchNamespaces: []string{"team-a", "konveyor-tackle"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var roles []string
+	for _, s := range summary(t, out) {
+		if strings.HasPrefix(s, "Role ") && strings.HasSuffix(s, "-tackle-operator") {
+			roles = append(roles, s)
+		}
+	}
+	want = []string{"Role konveyor-tackle/konveyor-operator.v0.3.1-tackle-operator", "Role team-a/konveyor-operator.v0.3.1-tackle-operator"}
+	if !slices.Equal(roles, want) {
+		t.Fatalf("Roles:\n got %q\nwant %q", roles, want)
 	}
 }

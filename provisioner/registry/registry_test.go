@@ -154,11 +154,13 @@ func TestInstallModeMatrix(t *testing.T) {
 			targets: ns,
 		},
 		InstallModeSingleNamespace: {
-			want:    build("Role apps/op.v1.0.0-op-sa", "RoleBinding apps/op.v1.0.0-op-sa"),
+			want: build("Role op-system/op.v1.0.0-op-sa", "RoleBinding op-system/op.v1.0.0-op-sa",
+				"Role apps/op.v1.0.0-op-sa", "RoleBinding apps/op.v1.0.0-op-sa"),
 			targets: "apps",
 		},
 		InstallModeMultiNamespace: {
-			want: build("Role b/op.v1.0.0-op-sa", "RoleBinding b/op.v1.0.0-op-sa",
+			want: build("Role op-system/op.v1.0.0-op-sa", "RoleBinding op-system/op.v1.0.0-op-sa",
+				"Role b/op.v1.0.0-op-sa", "RoleBinding b/op.v1.0.0-op-sa",
 				"Role a/op.v1.0.0-op-sa", "RoleBinding a/op.v1.0.0-op-sa"),
 			targets: "b,a",
 		},

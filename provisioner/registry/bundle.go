@@ -30,17 +30,26 @@ const (
 )
 
 // supportedKinds are the optional objects a registry+v1 bundle may carry
-// besides its CSV and CRDs (OLM documentation, "Supported optional object
-// types"), mapped to whether the kind is namespaced.
+// besides its CSV and CRDs, mapped to whether the kind is namespaced.
+//
+// Source: operator-framework/operator-registry pkg/lib/bundle/
+// supported_resources.go (supportedResources, behind IsSupported), which
+// OLM v0 and v1 use: NetworkPolicy was added by operator-registry#1675
+// (v1.55.0), PodMonitor by operator-registry#1795; ConsolePlugin is in the
+// same list. We keep the same kinds; VerticalPodAutoscaler stays namespaced
+// here (operator-registry marks it cluster-scoped, but the API is namespaced).
 var supportedKinds = map[string]bool{
 	"ClusterRole":           false,
 	"ClusterRoleBinding":    false,
 	"ConfigMap":             true,
 	"ConsoleCLIDownload":    false,
 	"ConsoleLink":           false,
+	"ConsolePlugin":         false,
 	"ConsoleQuickStart":     false,
 	"ConsoleYAMLSample":     false,
+	"NetworkPolicy":         true,
 	"PodDisruptionBudget":   true,
+	"PodMonitor":            true,
 	"PriorityClass":         false,
 	"PrometheusRule":        true,
 	"Role":                  true,

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"testing/fstest"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
@@ -155,5 +156,40 @@ func TestCorpusPermissionsInInstallNamespace(t *testing.T) {
 	want = []string{"Role konveyor-tackle/konveyor-operator.v0.3.1-tackle-operator", "Role team-a/konveyor-operator.v0.3.1-tackle-operator"}
 	if !slices.Equal(roles, want) {
 		t.Fatalf("Roles:\n got %q\nwant %q", roles, want)
+	}
+}
+
+// A bundle with a NetworkPolicy is accepted (operator-registry supports the
+// kind) and the policy is installed in the install namespace. The bundle is
+// l5-operator-0.0.2 read into memory with a NetworkPolicy added.
+func TestCorpusNetworkPolicyAccepted(t *testing.T) {
+	mem := fstestCopy(t, corpusBundle(t, "l5-operator-0.0.2"))
+	mem["manifests/l5-operator-allow-metrics_networking.k8s.io_v1_networkpolicy.yaml"] = &fstest.MapFile{Data: []byte(`apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata:
+  name: l5-operator-allow-metrics
+spec:
+  podSelector:
+    matchLabels:
+      control-plane: controller-manager
+  policyTypes:
+  - Ingress
+  ingress:
+  - ports:
+    - port: 8443
+      protocol: TCP
+`), Mode: 0o644}
+	out, err := Convert(mem, Options{})
+	if err != nil {
+		t.Fatalf("Convert: %v", err)
+	}
+	np := find(t, out, "NetworkPolicy", "l5-operator-system", "l5-operator-allow-metrics")
+	if got, _, _ := unstructured.NestedStringSlice(np.Object, "spec", "policyTypes"); !slices.Equal(got, []string{"Ingress"}) {
+		t.Fatalf("spec.policyTypes = %q, want [Ingress]", got)
+	}
+	// It sits among the bundle's other objects, before the Deployments.
+	got := summary(t, out)
+	if i, j := slices.Index(got, "NetworkPolicy l5-operator-system/l5-operator-allow-metrics"), slices.Index(got, "Deployment l5-operator-system/l5-operator-controller-manager"); i < 0 || j < 0 || i > j {
+		t.Fatalf("NetworkPolicy at %d, Deployment at %d in %q", i, j, got)
 	}
 }

@@ -386,7 +386,7 @@ func TestValidationFailures(t *testing.T) {
 			mutate: func(f fstest.MapFS) {
 				f["manifests/dep.yaml"] = &fstest.MapFile{Data: []byte("apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: extra}\n")}
 			},
-			want: `manifests/dep.yaml: object Deployment "extra" is of a kind registry+v1 bundles cannot contain; supported kinds are ClusterServiceVersion, CustomResourceDefinition, ClusterRole, ClusterRoleBinding, ConfigMap, ConsoleCLIDownload, ConsoleLink, ConsoleQuickStart, ConsoleYAMLSample, PodDisruptionBudget, PriorityClass, PrometheusRule, Role, RoleBinding, Secret, Service, ServiceAccount, ServiceMonitor, VerticalPodAutoscaler`,
+			want: `manifests/dep.yaml: object Deployment "extra" is of a kind registry+v1 bundles cannot contain; supported kinds are ClusterServiceVersion, CustomResourceDefinition, ClusterRole, ClusterRoleBinding, ConfigMap, ConsoleCLIDownload, ConsoleLink, ConsolePlugin, ConsoleQuickStart, ConsoleYAMLSample, NetworkPolicy, PodDisruptionBudget, PodMonitor, PriorityClass, PrometheusRule, Role, RoleBinding, Secret, Service, ServiceAccount, ServiceMonitor, VerticalPodAutoscaler`,
 		},
 		{
 			name:   "malformed manifest",

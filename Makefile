@@ -45,7 +45,7 @@ test-e2e: build ## End-to-end suite against a local kwok cluster driven by the b
 	fi
 
 .PHONY: test-node-cluster
-test-node-cluster: ## Real-node cluster pieces (containerd so far; root, installs runtime packages with apt-get when missing).
+test-node-cluster: ## Real-node cluster (containerd, then control plane + kubelet + kube-proxy running a Ready pod; root, installs runtime packages with apt-get when missing).
 	hack/node-deps.sh
 	@hack/testbin.sh node >/dev/null
 	RUKPAK_NODE_E2E=1 $(GO) test $(GO_TEST_FLAGS) -v -timeout 10m ./internal/nodecluster/...

@@ -1,8 +1,9 @@
 // Package nodecluster runs the pieces of a real single-node Kubernetes
-// cluster on this machine, started and stopped by PID: so far containerd
-// with its own configuration, root, state and socket (nothing of a system
-// containerd is used or touched). The kubelet, kube-proxy, CNI bridge and
-// control plane join it in later changes (issue 12).
+// cluster on this machine, started and stopped by PID (issue 12): a
+// containerd with its own configuration, root, state and socket (nothing of
+// a system containerd is used or touched), and Cluster: etcd, the control
+// plane, that containerd with a CNI bridge, a kubelet and kube-proxy, torn
+// down with the host restored.
 //
 // The runtime comes from Debian packages (hack/node-deps.sh installs them);
 // the kubelet and kube-proxy from hack/testbin.sh node. Nothing is pulled:

@@ -75,6 +75,7 @@ func SnapshotHost(ctx context.Context) (HostState, error) {
 		if err != nil {
 			continue
 		}
+		var table []string
 		for _, line := range strings.Split(out, "\n") {
 			// Comments carry timestamps; chain lines carry counters.
 			if line == "" || strings.HasPrefix(line, "#") {
@@ -85,8 +86,15 @@ func SnapshotHost(ctx context.Context) (HostState, error) {
 					line = line[:i]
 				}
 			}
-			s.Iptables = append(s.Iptables, tool+" "+line)
+			table = append(table, tool+" "+line)
+			if line == "COMMIT" {
+				if !emptyTable(table) {
+					s.Iptables = append(s.Iptables, table...)
+				}
+				table = nil
+			}
 		}
+		s.Iptables = append(s.Iptables, table...)
 	}
 	if s.Mounts, err = mountPoints(); err != nil {
 		return s, err
@@ -105,6 +113,20 @@ func SnapshotHost(ctx context.Context) (HostState, error) {
 		}
 	}
 	return s, nil
+}
+
+// emptyTable reports whether an iptables-save table (its lines, tool
+// prefixed) has no rules and only built-in chains with an ACCEPT policy:
+// the same as no table. With the nf_tables backend iptables cannot delete
+// a table once a tool created it (that needs nft).
+func emptyTable(lines []string) bool {
+	for _, l := range lines {
+		_, l, _ = strings.Cut(l, " ")
+		if strings.HasPrefix(l, "-A ") || (strings.HasPrefix(l, ":") && !strings.HasSuffix(l, " ACCEPT")) {
+			return false
+		}
+	}
+	return true
 }
 
 // Diff describes how after differs from s, one line per difference; empty

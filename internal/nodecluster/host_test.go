@@ -86,3 +86,15 @@ func TestRemoveEmptyDirsKeepsOthersFiles(t *testing.T) {
 		t.Fatalf("empty tree not removed: %v", err)
 	}
 }
+
+func TestEmptyTable(t *testing.T) {
+	empty := []string{"iptables-save *filter", "iptables-save :INPUT ACCEPT", "iptables-save :FORWARD ACCEPT", "iptables-save COMMIT"}
+	if !emptyTable(empty) {
+		t.Error("a table of built-in ACCEPT chains with no rules is empty")
+	}
+	for _, extra := range []string{"iptables-save :KUBE-FORWARD -", "iptables-save -A INPUT -j DROP", "iptables-save :FORWARD DROP"} {
+		if emptyTable(append(append([]string{}, empty[:3]...), extra, "iptables-save COMMIT")) {
+			t.Errorf("table with %q is not empty", extra)
+		}
+	}
+}

@@ -1,0 +1,128 @@
+package nodecluster
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rukpak-dev/rukpak/internal/nodeimages"
+	"github.com/rukpak-dev/rukpak/internal/testenv"
+)
+
+// testbin runs hack/testbin.sh mode and returns the directory it prints.
+func testbin(t *testing.T, mode string) string {
+	t.Helper()
+	cmd := exec.Command("bash", filepath.Join(testenv.RepoRoot(), "hack", "testbin.sh"), mode)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, os.Stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("hack/testbin.sh %s: %v", mode, err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	return lines[len(lines)-1]
+}
+
+const readyPod = `apiVersion: v1
+kind: Pod
+metadata:
+  name: ready
+  namespace: default
+spec:
+  containers:
+  - name: ready
+    image: rukpak.test/ready:v1
+    imagePullPolicy: Never
+    ports: [{containerPort: 8080}]
+    readinessProbe:
+      httpGet: {path: /readyz, port: 8080}
+      periodSeconds: 1
+`
+
+// TestClusterRunsReadyPod brings up the whole node cluster, runs a pod
+// with a readiness probe to Ready, tears down and checks the host is as
+// it was found.
+func TestClusterRunsReadyPod(t *testing.T) {
+	requireNode(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	assets := testbin(t, "envtest")
+	nodeBin := testbin(t, "node")
+
+	imgDir := t.TempDir()
+	tars, err := nodeimages.BuildAll(ctx, imgDir, nodeimages.Options{}, nodeimages.Pause, nodeimages.Ready)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var images []string
+	for _, tb := range tars {
+		images = append(images, tb.Path)
+	}
+	dir, err := os.MkdirTemp("", "rukpak-nc-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, err := SnapshotHost(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	start := time.Now()
+	c, err := Start(ctx, dir, Options{Assets: assets, NodeBin: nodeBin, Images: images, SandboxImage: nodeimages.Pause.Ref()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopped := false
+	defer func() {
+		if !stopped {
+			_ = c.Stop()
+		}
+	}()
+	t.Logf("node Ready after %s", time.Since(start).Round(time.Millisecond))
+	for _, tm := range c.Timings {
+		t.Logf("  %-22s %s", tm.Phase, tm.At)
+	}
+
+	podStart := time.Now()
+	// The default ServiceAccount appears shortly after the controller
+	// manager starts; retry until the pod is admitted.
+	deadline := time.Now().Add(time.Minute)
+	for {
+		cmd := exec.CommandContext(ctx, filepath.Join(assets, "kubectl"), "--kubeconfig", c.Kubeconfig, "apply", "-f", "-")
+		cmd.Stdin = strings.NewReader(readyPod)
+		out, err := cmd.CombinedOutput()
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("creating pod: %v\n%s", err, out)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	if out, err := c.Kubectl(ctx, "wait", "--for=condition=Ready", "pod/ready", "--timeout=90s"); err != nil {
+		desc, _ := c.Kubectl(ctx, "describe", "pod", "ready")
+		t.Fatalf("%v\n%s\n%s\n%s", err, out, desc, c.Logs("kubelet"))
+	}
+	t.Logf("pod Ready %s after it was created; whole bring-up %s", time.Since(podStart).Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
+
+	stopStart := time.Now()
+	stopped = true
+	if err := c.Stop(); err != nil {
+		t.Errorf("stop: %v", err)
+	}
+	t.Logf("teardown %s", time.Since(stopStart).Round(time.Millisecond))
+	if err := os.RemoveAll(dir); err != nil {
+		t.Errorf("removing %s: %v", dir, err)
+	}
+	after, err := SnapshotHost(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := before.Diff(after); len(d) > 0 {
+		t.Errorf("host not restored:\n%s", strings.Join(d, "\n"))
+	}
+}

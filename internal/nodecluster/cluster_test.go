@@ -109,6 +109,20 @@ func TestClusterRunsReadyPod(t *testing.T) {
 	}
 	t.Logf("pod Ready %s after it was created; whole bring-up %s", time.Since(podStart).Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
 
+	// kube-proxy programmed the kubernetes Service: its ClusterIP reaches
+	// the API server at the advertised host address.
+	ca, err := os.ReadFile(filepath.Join(dir, "pki", "ca.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.waitHTTPS(ctx, "https://"+kubeSvcIP+"/readyz", ca); err != nil {
+		t.Errorf("kubernetes Service: %v", err)
+	}
+	// The API server reaches the kubelet (logs).
+	if out, err := c.Kubectl(ctx, "logs", "ready"); err != nil {
+		t.Errorf("kubectl logs: %v\n%s", err, out)
+	}
+
 	stopStart := time.Now()
 	stopped = true
 	if err := c.Stop(); err != nil {

@@ -13,6 +13,8 @@ package nodecluster
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -305,10 +307,27 @@ func killShims(socket string) error {
 		if len(args) == 0 || !strings.HasPrefix(filepath.Base(args[0]), "containerd-shim") {
 			continue
 		}
+		var address, ns, id string
 		for i := 0; i+1 < len(args); i++ {
-			if args[i] == "-address" && args[i+1] == socket {
-				_ = syscall.Kill(pid, syscall.SIGKILL)
+			switch args[i] {
+			case "-address":
+				address = args[i+1]
+			case "-namespace":
+				ns = args[i+1]
+			case "-id":
+				id = args[i+1]
 			}
+		}
+		if address != socket {
+			continue
+		}
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+		// A killed shim leaves its socket, which containerd 1.6 names
+		// /run/containerd/s/<sha256(address/namespace/id)> whatever its
+		// state directory is.
+		if ns != "" && id != "" {
+			sum := sha256.Sum256([]byte(filepath.Join(address, ns, id)))
+			_ = os.Remove(filepath.Join(hostRunDir, "s", hex.EncodeToString(sum[:])))
 		}
 	}
 	return nil

@@ -7,14 +7,12 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"runtime"
-	"runtime/metrics"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/klauspost/compress/gzip"
 
+	"github.com/rukpak-dev/rukpak/internal/heapwatch"
 	"github.com/rukpak-dev/rukpak/unpack"
 )
 
@@ -41,7 +39,7 @@ func TestMeasureLoad(t *testing.T) {
 		b := bundle(fmt.Sprintf("b%d", i))
 		writeZeros(t, filepath.Join(dir, b.Name+".tgz"), tc.files)
 		var err error
-		peak, took := peakHeap(func() { _, err = tc.s.Load(ctx, b) })
+		peak, _, took := heapwatch.Measure(func() { _, err = tc.s.Load(ctx, b) })
 		t.Logf("%s: err=%v; peak heap +%.1f MiB, %v", tc.name, err, float64(peak)/(1<<20), took.Round(time.Millisecond))
 	}
 }
@@ -81,39 +79,4 @@ type zeros struct{}
 func (zeros) Read(p []byte) (int, error) {
 	clear(p)
 	return len(p), nil
-}
-
-// peakHeap runs f and returns the most the heap's live objects grew
-// meanwhile, sampled every 100µs, and how long f took.
-func peakHeap(f func()) (uint64, time.Duration) {
-	runtime.GC()
-	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
-	metrics.Read(sample)
-	base := sample[0].Value.Uint64()
-	var peak atomic.Uint64
-	done, stopped := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(stopped)
-		s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
-		for {
-			select {
-			case <-done:
-				return
-			case <-time.After(100 * time.Microsecond):
-			}
-			metrics.Read(s)
-			if v := s[0].Value.Uint64(); v > peak.Load() {
-				peak.Store(v)
-			}
-		}
-	}()
-	start := time.Now()
-	f()
-	took := time.Since(start)
-	close(done)
-	<-stopped
-	if p := peak.Load(); p > base {
-		return p - base, took
-	}
-	return 0, took
 }

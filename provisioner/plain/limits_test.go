@@ -11,10 +11,8 @@ import (
 	"path/filepath"
 	"reflect"
 	"runtime"
-	"runtime/metrics"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"testing/fstest"
 	"time"
@@ -22,6 +20,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+
+	"github.com/rukpak-dev/rukpak/internal/heapwatch"
 )
 
 // repeat reads prefix, then pattern repeated until n bytes in all, then
@@ -383,7 +383,7 @@ func TestMeasureHostile(t *testing.T) {
 	}
 	for _, tc := range cases {
 		var err error
-		peak, took := peakHeap(func() { err = Validate(tc.fsys) })
+		peak, _, took := heapwatch.Measure(func() { err = Validate(tc.fsys) })
 		t.Logf("%s: %v; peak heap +%.1f MiB, %v", tc.name, err, float64(peak)/(1<<20), took.Round(time.Millisecond))
 	}
 }
@@ -408,42 +408,6 @@ func (m multiFS) ReadDir(name string) ([]fs.DirEntry, error) {
 	}
 	slices.SortFunc(out, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
 	return out, nil
-}
-
-// peakHeap runs f and returns the most the heap's live objects grew
-// meanwhile, sampled, and how long f took.
-func peakHeap(f func()) (uint64, time.Duration) {
-	runtime.GC()
-	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
-	metrics.Read(sample)
-	base := sample[0].Value.Uint64()
-	var peak atomic.Uint64
-	done := make(chan struct{})
-	stopped := make(chan struct{})
-	go func() {
-		defer close(stopped)
-		s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
-		for {
-			select {
-			case <-done:
-				return
-			case <-time.After(100 * time.Microsecond):
-			}
-			metrics.Read(s)
-			if v := s[0].Value.Uint64(); v > peak.Load() {
-				peak.Store(v)
-			}
-		}
-	}()
-	start := time.Now()
-	f()
-	took := time.Since(start)
-	close(done)
-	<-stopped
-	if p := peak.Load(); p > base {
-		return p - base, took
-	}
-	return 0, took
 }
 
 // Every manifest of the shared test data decodes exactly as before.

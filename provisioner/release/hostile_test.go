@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"runtime"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,34 +13,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/rukpak-dev/rukpak/internal/heapwatch"
 	"github.com/rukpak-dev/rukpak/internal/testenv"
 )
-
-// peakHeap samples the in-use heap every few milliseconds until stop.
-func peakHeap() (stop func() uint64) {
-	var (
-		wg   sync.WaitGroup
-		peak uint64
-		done = make(chan struct{})
-	)
-	wg.Go(func() {
-		var ms runtime.MemStats
-		for {
-			runtime.ReadMemStats(&ms)
-			peak = max(peak, ms.HeapInuse)
-			select {
-			case <-done:
-				return
-			case <-time.After(5 * time.Millisecond):
-			}
-		}
-	})
-	return func() uint64 {
-		close(done)
-		wg.Wait()
-		return peak
-	}
-}
 
 // TestHostileOwnership10x measures, against a real API server, the
 // ownership checks under records listing many objects the release does not
@@ -82,13 +56,13 @@ func TestHostileOwnership10x(t *testing.T) {
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)
 		base := ms.HeapInuse
-		stop := peakHeap()
+		stop := heapwatch.Start()
 		start := time.Now()
 		outcome := f()
 		took := time.Since(start)
 		peak := stop()
 		t.Logf("%s: %s; heap in use peaked %.1f MiB above the %.1f MiB before; %s", name, outcome,
-			float64(int64(peak)-int64(base))/(1<<20), float64(base)/(1<<20), took.Round(time.Millisecond))
+			float64(peak)/(1<<20), float64(base)/(1<<20), took.Round(time.Millisecond))
 	}
 	measure(fmt.Sprintf("upgrade over a forged record listing %d objects of another release", n), func() string {
 		_, err := m.Apply(ctx, "victim", objs, nil)

@@ -6,7 +6,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,41 +16,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
+	"github.com/rukpak-dev/rukpak/internal/heapwatch"
 	"github.com/rukpak-dev/rukpak/internal/testenv"
 	"github.com/rukpak-dev/rukpak/unpack"
 	"github.com/rukpak-dev/rukpak/unpack/configmaps"
 )
-
-// peakHeap samples the in-use heap every few milliseconds until stop.
-func peakHeap() (stop func() uint64) {
-	var (
-		mu   sync.Mutex
-		peak uint64
-		done = make(chan struct{})
-		wg   sync.WaitGroup
-	)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		var ms runtime.MemStats
-		for {
-			runtime.ReadMemStats(&ms)
-			mu.Lock()
-			peak = max(peak, ms.HeapInuse)
-			mu.Unlock()
-			select {
-			case <-done:
-				return
-			case <-time.After(5 * time.Millisecond):
-			}
-		}
-	}()
-	return func() uint64 {
-		close(done)
-		wg.Wait()
-		return peak
-	}
-}
 
 func heapInuse() uint64 {
 	runtime.GC()
@@ -95,7 +64,7 @@ func TestHostileConfigMaps10x(t *testing.T) {
 		s.ConfigMaps = s.ConfigMaps[:tc.count]
 		u := configmaps.New(unpack.Config{Reader: reader, Namespace: namespace, BaseDir: t.TempDir(), Limits: unpack.Limits{MaxBytes: 200 << 20}})
 		base := heapInuse()
-		stop := peakHeap()
+		stop := heapwatch.Start()
 		start := time.Now()
 		res, err := u.Unpack(ctx, bundle(*s))
 		took := time.Since(start)
@@ -107,7 +76,7 @@ func TestHostileConfigMaps10x(t *testing.T) {
 			_ = res.Close()
 		}
 		t.Logf("%s: %s; heap in use peaked %.1f MiB above the %.1f MiB before; %s", tc.name, msg,
-			float64(int64(peak)-int64(base))/(1<<20), float64(base)/(1<<20), took.Round(time.Millisecond))
+			float64(peak)/(1<<20), float64(base)/(1<<20), took.Round(time.Millisecond))
 	}
 
 	for _, strip := range []bool{false, true} {

@@ -14,8 +14,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
-	"runtime"
-	"runtime/metrics"
 	"strconv"
 	"strings"
 	"sync"
@@ -30,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
+	"github.com/rukpak-dev/rukpak/internal/heapwatch"
 	"github.com/rukpak-dev/rukpak/internal/testgit"
 	"github.com/rukpak-dev/rukpak/unpack"
 	"github.com/rukpak-dev/rukpak/unpack/git"
@@ -55,42 +54,6 @@ func scale(t *testing.T) int64 {
 func unpacker(t *testing.T, limits unpack.Limits) unpack.Unpacker {
 	t.Helper()
 	return git.New(unpack.Config{Reader: fake.NewClientBuilder().Build(), Namespace: namespace, BaseDir: t.TempDir(), Limits: limits})
-}
-
-// measure runs f and returns the peak of live heap objects while it ran
-// (sampled every millisecond, without stopping the world), the bytes it
-// allocated, and the time it took.
-func measure(f func()) (peak, allocated uint64, took time.Duration) {
-	runtime.GC()
-	samples := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}, {Name: "/gc/heap/allocs:bytes"}}
-	metrics.Read(samples)
-	allocStart := samples[1].Value.Uint64()
-	var max atomic.Uint64
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
-		for {
-			metrics.Read(s)
-			if v := s[0].Value.Uint64(); v > max.Load() {
-				max.Store(v)
-			}
-			select {
-			case <-stop:
-				return
-			case <-time.After(time.Millisecond):
-			}
-		}
-	}()
-	start := time.Now()
-	f()
-	took = time.Since(start)
-	close(stop)
-	wg.Wait()
-	metrics.Read(samples)
-	return max.Load(), samples[1].Value.Uint64() - allocStart, took
 }
 
 const mib = 1 << 20
@@ -126,7 +89,7 @@ func TestHugeZeroBlobOutsideDirectory(t *testing.T) {
 	u := unpacker(t, unpack.Limits{})
 	src := rukpakv1alpha1.GitSource{Repository: srv.URL + "/org/big", Directory: "manifests", Ref: rukpakv1alpha1.GitRef{Branch: "main"}}
 	var err error
-	peak, allocated, took := measure(func() { _, err = u.Unpack(context.Background(), bundle(src)) })
+	peak, allocated, took := heapwatch.Measure(func() { _, err = u.Unpack(context.Background(), bundle(src)) })
 	want := fmt.Sprintf(`fetching repository %q: an object of %d bytes exceeds the limit of %d bytes per file (--max-file-bytes)`,
 		src.Repository, size, unpack.DefaultLimits.MaxFileBytes)
 	if err == nil || err.Error() != want {
@@ -157,7 +120,7 @@ func TestHugeErrorBody(t *testing.T) {
 	u := unpacker(t, unpack.Limits{})
 	src := rukpakv1alpha1.GitSource{Repository: srv.URL + "/org/missing", Ref: rukpakv1alpha1.GitRef{Branch: "main"}}
 	var err error
-	peak, allocated, took := measure(func() { _, err = u.Unpack(context.Background(), bundle(src)) })
+	peak, allocated, took := heapwatch.Measure(func() { _, err = u.Unpack(context.Background(), bundle(src)) })
 	// What an excerpt reads of the body.
 	head := "Not Found\n\x1b[31m" + strings.Repeat("A", unpack.MaxExcerpt+1-14)
 	want := fmt.Sprintf("repository %q not found: %s", src.Repository,
@@ -258,7 +221,7 @@ func TestFetchBytesLimit(t *testing.T) {
 	t.Cleanup(refs.Close)
 	src = rukpakv1alpha1.GitSource{Repository: refs.URL + "/org/refs", Ref: rukpakv1alpha1.GitRef{Branch: "main"}}
 	var gotErr error
-	peak, _, _ := measure(func() { _, gotErr = unpacker(t, unpack.Limits{}).Unpack(context.Background(), bundle(src)) })
+	peak, _, _ := heapwatch.Measure(func() { _, gotErr = unpacker(t, unpack.Limits{}).Unpack(context.Background(), bundle(src)) })
 	want := fmt.Sprintf("fetching repository %q: the server's ref advertisement exceeds the limit of 16777216 bytes", src.Repository)
 	if gotErr == nil || gotErr.Error() != want || !unpack.IsTerminal(gotErr) {
 		t.Fatalf("error = %v, want terminal %q", gotErr, want)
@@ -787,7 +750,7 @@ func TestLargestAcceptedPacks(t *testing.T) {
 			src := rukpakv1alpha1.GitSource{Repository: srv.URL + "/org/large", Directory: "manifests", Ref: rukpakv1alpha1.GitRef{Branch: "main"}}
 			var err error
 			var res *unpack.Result
-			peak, allocated, took := measure(func() { res, err = u.Unpack(context.Background(), bundle(src)) })
+			peak, allocated, took := heapwatch.Measure(func() { res, err = u.Unpack(context.Background(), bundle(src)) })
 			if err != nil {
 				t.Fatalf("Unpack: %v", err)
 			}

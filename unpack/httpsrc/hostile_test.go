@@ -11,13 +11,12 @@ import (
 	"net/http"
 	"os"
 	"runtime"
-	"runtime/metrics"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/rukpak-dev/rukpak/internal/heapwatch"
 	"github.com/rukpak-dev/rukpak/unpack"
 )
 
@@ -103,36 +102,6 @@ func manyLongNames(w http.ResponseWriter, _ *http.Request) {
 	_ = zw.Close()
 }
 
-// peakHeap polls the live heap until the returned func is called, which
-// returns the largest growth over the starting point.
-func peakHeap() func() uint64 {
-	s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
-	read := func() uint64 { metrics.Read(s); return s[0].Value.Uint64() }
-	base := read()
-	var peak uint64
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		t := time.NewTicker(2 * time.Millisecond)
-		defer t.Stop()
-		for {
-			if v := read(); v > base {
-				peak = max(peak, v-base)
-			}
-			select {
-			case <-done:
-				return
-			case <-t.C:
-			}
-		}
-	})
-	return func() uint64 {
-		close(done)
-		wg.Wait()
-		return peak
-	}
-}
-
 // TestHostileArchives10x measures what the hostile http sources and
 // archives of issue 11 cost, scaled ten times, for docs/security.md. The
 // archive checks are the unpack tree's, shared by every source. Opt in:
@@ -203,7 +172,7 @@ func TestHostileArchives10x(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			u := newUnpacker(t, tc.limits)
 			runtime.GC()
-			stop := peakHeap()
+			stop := heapwatch.Start()
 			var ms0, ms1 runtime.MemStats
 			runtime.ReadMemStats(&ms0)
 			start := time.Now()

@@ -4,16 +4,14 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"runtime/metrics"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
+	"github.com/rukpak-dev/rukpak/internal/heapwatch"
 	"github.com/rukpak-dev/rukpak/internal/testregistry"
 	"github.com/rukpak-dev/rukpak/unpack"
 )
@@ -91,7 +89,7 @@ func measure(b *testing.B, bytes int64, op func(dir string) error) {
 	for range b.N {
 		b.StopTimer()
 		dir := b.TempDir()
-		stop := sampleHeap()
+		stop := heapwatch.Start()
 		b.StartTimer()
 		if err := op(dir); err != nil {
 			b.Fatal(err)
@@ -104,41 +102,4 @@ func measure(b *testing.B, bytes int64, op func(dir string) error) {
 		b.StartTimer()
 	}
 	b.ReportMetric(float64(peak)/(1<<20), "peak-heap-MiB")
-}
-
-// sampleHeap polls the live heap until the returned func is called, which
-// returns the largest growth over the starting point.
-func sampleHeap() func() uint64 {
-	s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
-	read := func() uint64 { metrics.Read(s); return s[0].Value.Uint64() }
-	base := read()
-	var (
-		mu   sync.Mutex
-		peak uint64
-		done = make(chan struct{})
-		wg   sync.WaitGroup
-	)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		t := time.NewTicker(2 * time.Millisecond)
-		defer t.Stop()
-		for {
-			if v := read(); v > base {
-				mu.Lock()
-				peak = max(peak, v-base)
-				mu.Unlock()
-			}
-			select {
-			case <-done:
-				return
-			case <-t.C:
-			}
-		}
-	}()
-	return func() uint64 {
-		close(done)
-		wg.Wait()
-		return peak
-	}
 }

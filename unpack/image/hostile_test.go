@@ -20,6 +20,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
+	"github.com/rukpak-dev/rukpak/internal/heapwatch"
 	"github.com/rukpak-dev/rukpak/internal/testregistry"
 	"github.com/rukpak-dev/rukpak/unpack"
 )
@@ -124,7 +125,7 @@ func TestHostileImages10x(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			u := newUnpacker(t, tc.limits)
 			runtime.GC()
-			stop := sampleHeap()
+			stop := heapwatch.Start()
 			start := time.Now()
 			var ms0, ms1 runtime.MemStats
 			runtime.ReadMemStats(&ms0)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io/fs"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -30,6 +29,7 @@ import (
 	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
 	"github.com/rukpak-dev/rukpak/internal/testenv"
 	"github.com/rukpak-dev/rukpak/internal/testgit"
+	"github.com/rukpak-dev/rukpak/internal/testnet"
 	"github.com/rukpak-dev/rukpak/provisioner/bundle"
 	"github.com/rukpak-dev/rukpak/provisioner/conditions"
 	"github.com/rukpak-dev/rukpak/storage"
@@ -136,38 +136,6 @@ func newBundle(name, class string, src rukpakv1alpha1.BundleSource) *rukpakv1alp
 	}
 }
 
-// blackhole accepts TCP connections and never answers, like a hung
-// server or a firewall that swallows packets after the handshake.
-func blackhole(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var conns []net.Conn
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		_ = l.Close()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			_ = c.Close()
-		}
-	})
-	return l.Addr().String()
-}
-
 func stuckSources(addr string) map[string]rukpakv1alpha1.BundleSource {
 	return map[string]rukpakv1alpha1.BundleSource{
 		"git": {Type: rukpakv1alpha1.SourceTypeGit, Git: &rukpakv1alpha1.GitSource{
@@ -217,7 +185,7 @@ func TestIntegrationStuckSourcesDoNotBlockOthers(t *testing.T) {
 	replica := &storage.LocalDirectory{RootDirectory: t.TempDir(), BaseURL: "https://content.test"}
 	e.start(class, 10*time.Minute, leader, replica)
 
-	addr := blackhole(t)
+	addr := testnet.Blackhole(t)
 	// RUKPAK_STUCK_PER_SOURCE scales the test up for measurements.
 	perSource := 4
 	if n, err := strconv.Atoi(os.Getenv("RUKPAK_STUCK_PER_SOURCE")); err == nil && n > 0 {
@@ -306,7 +274,7 @@ func TestIntegrationFetchDeadline(t *testing.T) {
 	e := newEnv(t)
 	const class = "deadline"
 	e.start(class, 2*time.Second, &storage.LocalDirectory{RootDirectory: t.TempDir(), BaseURL: "https://content.test"}, nil)
-	addr := blackhole(t)
+	addr := testnet.Blackhole(t)
 	for kind, src := range stuckSources(addr) {
 		t.Run(kind, func(t *testing.T) {
 			name := "deadline-" + kind

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
 	"runtime"
@@ -17,6 +16,7 @@ import (
 	"time"
 
 	"github.com/rukpak-dev/rukpak/internal/heapwatch"
+	"github.com/rukpak-dev/rukpak/internal/testnet"
 	"github.com/rukpak-dev/rukpak/unpack"
 )
 
@@ -112,26 +112,7 @@ func TestHostileArchives10x(t *testing.T) {
 		t.Skip("set RUKPAK_HOSTILE_10X=1 to measure")
 	}
 	const body = 2560 << 20 // 2.5 GiB
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		var held []net.Conn
-		defer func() {
-			for _, c := range held {
-				_ = c.Close()
-			}
-		}()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			held = append(held, c)
-		}
-	}()
+	blackhole := testnet.Blackhole(t)
 	deep1x := paxNameTar(strings.Repeat("a/", 63_999) + "a")
 	deep10x := paxNameTar(strings.Repeat("a/", 639_999) + "a")
 	mux := http.NewServeMux()
@@ -167,7 +148,7 @@ func TestHostileArchives10x(t *testing.T) {
 		{name: "2.5 GiB body, chunked archive of 32 MiB files", url: srv.URL + "/body.tgz"},
 		{name: "2.5 GiB body, chunked, content limits raised to 4 GiB", url: srv.URL + "/body.tgz", limits: big},
 		{name: "small archive followed by 2.5 GiB", url: srv.URL + "/padded.tgz"},
-		{name: "server accepting and never answering (fetch timeout 5s)", url: "http://" + ln.Addr().String() + "/x.tgz", limits: unpack.Limits{FetchTimeout: 5 * time.Second}},
+		{name: "server accepting and never answering (fetch timeout 5s)", url: "http://" + blackhole + "/x.tgz", limits: unpack.Limits{FetchTimeout: 5 * time.Second}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			u := newUnpacker(t, tc.limits)

@@ -4,7 +4,6 @@ import (
 	"archive/tar"
 	"compress/gzip"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
@@ -15,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rukpak-dev/rukpak/internal/testnet"
 	"github.com/rukpak-dev/rukpak/unpack"
 )
 
@@ -91,31 +91,7 @@ func TestUnpackBoundsResponses(t *testing.T) {
 
 // A server that never answers, or stops half way, costs one fetch timeout.
 func TestUnpackFetchTimeout(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	var mu sync.Mutex
-	var held []net.Conn
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			held = append(held, c) // read nothing, answer nothing
-			mu.Unlock()
-		}
-	}()
-	defer func() {
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range held {
-			_ = c.Close()
-		}
-	}()
+	blackhole := testnet.Blackhole(t)
 	stall := make(chan struct{})
 	defer close(stall)
 	stalling := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -130,7 +106,7 @@ func TestUnpackFetchTimeout(t *testing.T) {
 	}))
 	defer stalling.Close()
 
-	for _, url := range []string{"http://" + ln.Addr().String() + "/bundle.tgz", stalling.URL + "/bundle.tgz"} {
+	for _, url := range []string{"http://" + blackhole + "/bundle.tgz", stalling.URL + "/bundle.tgz"} {
 		t.Run(url, func(t *testing.T) {
 			start := time.Now()
 			_, err := newUnpacker(t, unpack.Limits{FetchTimeout: 300 * time.Millisecond}).Unpack(t.Context(), bundleFor(url, "", false))

@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -21,6 +20,7 @@ import (
 
 	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
 	"github.com/rukpak-dev/rukpak/internal/heapwatch"
+	"github.com/rukpak-dev/rukpak/internal/testnet"
 	"github.com/rukpak-dev/rukpak/internal/testregistry"
 	"github.com/rukpak-dev/rukpak/unpack"
 )
@@ -79,26 +79,7 @@ func TestHostileImages10x(t *testing.T) {
 	layers5k, _ := pushLayers(t, reg, "layers:5000", 5_000)
 	layers50k, _ := pushLayers(t, reg, "layers:50000", 50_000)
 
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		var held []net.Conn
-		defer func() {
-			for _, c := range held {
-				_ = c.Close()
-			}
-		}()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			held = append(held, c)
-		}
-	}()
+	blackhole := testnet.Blackhole(t)
 	// A /v2/ answering an endless error page.
 	page := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusBadRequest)
@@ -119,7 +100,7 @@ func TestHostileImages10x(t *testing.T) {
 		{name: "zstd layer declaring a 5 GiB window (10x)", ref: reg.Ref("zstd:5g")},
 		{name: "5,000 empty layers (1x)", ref: layers5k},
 		{name: "50,000 empty layers (10x)", ref: layers50k},
-		{name: "registry accepting and never answering (fetch timeout 5s)", ref: ln.Addr().String() + "/bundle:v1", limits: unpack.Limits{FetchTimeout: 5 * time.Second}},
+		{name: "registry accepting and never answering (fetch timeout 5s)", ref: blackhole + "/bundle:v1", limits: unpack.Limits{FetchTimeout: 5 * time.Second}},
 		{name: "registry whose /v2/ answers an endless error page", ref: strings.TrimPrefix(page.URL, "https://") + "/bundle:v1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
@@ -23,6 +22,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
+	"github.com/rukpak-dev/rukpak/internal/testnet"
 	"github.com/rukpak-dev/rukpak/internal/testregistry"
 	"github.com/rukpak-dev/rukpak/unpack"
 )
@@ -193,30 +193,11 @@ func TestUnpackBoundsRegistryResponses(t *testing.T) {
 // A registry that accepts connections and never answers costs one fetch
 // timeout, not a worker for ever.
 func TestUnpackFetchTimeout(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		var held []net.Conn
-		defer func() {
-			for _, c := range held {
-				_ = c.Close()
-			}
-		}()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			held = append(held, c) // read nothing, answer nothing
-		}
-	}()
-	ref := ln.Addr().String() + "/bundle:v1"
+	blackhole := testnet.Blackhole(t)
+	ref := blackhole + "/bundle:v1"
 	u := newUnpacker(t, unpack.Limits{FetchTimeout: 300 * time.Millisecond})
 	start := time.Now()
-	_, err = u.Unpack(t.Context(), bundleFor(rukpakv1alpha1.ImageSource{Ref: ref, InsecureSkipTLSVerify: true}))
+	_, err := u.Unpack(t.Context(), bundleFor(rukpakv1alpha1.ImageSource{Ref: ref, InsecureSkipTLSVerify: true}))
 	elapsed := time.Since(start)
 	want := `pulling image "` + ref + `": not done within the fetch timeout of 300ms: `
 	if err == nil || !strings.HasPrefix(err.Error(), want) {

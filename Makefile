@@ -22,7 +22,7 @@ run: build testbin ## Start a local cluster with the CRDs, provisioners and webh
 	$(BIN_DIR)/rukpak-dev --assets "$$(hack/testbin.sh)" --bin-dir $(BIN_DIR) --state-dir $(CURDIR)/.run
 
 .PHONY: test
-test: testbin verify lint test-go test-e2e ## Run every test: unit, envtest integration and local end-to-end.
+test: testbin verify lint test-go test-e2e test-e2e-node ## Run every test: unit, envtest integration, local end-to-end and (Linux, root) the real-node suite.
 
 ##@ Tests
 
@@ -42,6 +42,16 @@ test-go: ## Unit and envtest integration tests against a real kube-apiserver and
 test-e2e: build ## End-to-end suite against a local kwok cluster driven by the built binaries.
 	@if [ -d test/e2e ]; then \
 	  KUBEBUILDER_ASSETS="$$(hack/testbin.sh)" RUKPAK_BIN_DIR=$(BIN_DIR) $(GO) test $(GO_TEST_FLAGS) -timeout 30m ./test/e2e/...; \
+	fi
+
+.PHONY: test-e2e-node
+test-e2e-node: ## The end-to-end suite on a real-node cluster (containerd, kubelet) running the make image image as real pods; Linux and root, else a SKIP line.
+	@if [ "$$(uname -s)" != Linux ] || [ "$$(id -u)" != 0 ]; then \
+	  echo "SKIP test-e2e-node: needs Linux and root (it runs containerd and a kubelet on this host); run make test-e2e-node as root, or make kind-e2e with Docker"; \
+	else \
+	  hack/node-deps.sh && hack/testbin.sh node >/dev/null && \
+	  $(MAKE) --no-print-directory image && \
+	  E2E_NODE=1 RUKPAK_IMAGE_TAR=$(BIN_DIR)/rukpak-image.tar $(GO) test $(GO_TEST_FLAGS) -timeout 30m ./test/e2e/...; \
 	fi
 
 .PHONY: test-node-cluster

@@ -79,6 +79,8 @@ type Timing struct {
 
 type proc struct {
 	name string
+	bin  string
+	args []string
 	cmd  *exec.Cmd
 	done chan struct{}
 	log  *os.File
@@ -306,7 +308,8 @@ func (c *Cluster) exited() error {
 }
 
 func (c *Cluster) start(name, bin string, args ...string) error {
-	log, err := os.Create(filepath.Join(c.Dir, name+".log"))
+	// Appended to: a restarted component keeps its earlier log.
+	log, err := os.OpenFile(filepath.Join(c.Dir, name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
 	}
@@ -318,10 +321,28 @@ func (c *Cluster) start(name, bin string, args ...string) error {
 		_ = log.Close()
 		return fmt.Errorf("starting %s: %w", name, err)
 	}
-	p := &proc{name: name, cmd: cmd, done: make(chan struct{}), log: log}
+	p := &proc{name: name, bin: bin, args: args, cmd: cmd, done: make(chan struct{}), log: log}
 	go func() { _ = cmd.Wait(); close(p.done) }()
 	c.procs = append(c.procs, p)
 	return nil
+}
+
+// RestartKubelet stops the kubelet (SIGTERM, as a service manager would)
+// and starts it again with the same flags; containers keep running, as on
+// a real node. It returns once the node is Ready again.
+func (c *Cluster) RestartKubelet(ctx context.Context) error {
+	for i, p := range c.procs {
+		if p.name != "kubelet" {
+			continue
+		}
+		stopProc(p)
+		c.procs = append(c.procs[:i], c.procs[i+1:]...)
+		if err := c.start(p.name, p.bin, p.args...); err != nil {
+			return err
+		}
+		return c.waitKubectl(ctx, 2*time.Minute, "wait", "--for=condition=Ready", "node/"+NodeName, "--timeout=5s")
+	}
+	return errors.New("no kubelet is running")
 }
 
 // Logs returns the last lines of a component's log.

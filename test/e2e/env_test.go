@@ -28,6 +28,13 @@ var suite struct {
 	local *devenv.Env
 	// contentCA trusts the content server.
 	contentCA []byte
+	// node is set in the real-node mode (E2E_NODE=1).
+	node *nodeSuite
+	// realPods is set when workloads run as real containers (the real-node
+	// mode, or E2E_REAL_PODS=1 for another cluster that imported the test
+	// images): bundles then use the locally built test images, and the
+	// tests that only real pods can show run.
+	realPods bool
 }
 
 func TestMain(m *testing.M) {
@@ -39,6 +46,10 @@ func run(m *testing.M) int {
 	if testing.Short() {
 		fmt.Println("e2e: skipped in -short mode")
 		return m.Run()
+	}
+	suite.realPods = os.Getenv("E2E_REAL_PODS") == "1"
+	if os.Getenv("E2E_NODE") == "1" {
+		return runNode(m)
 	}
 	if kc := os.Getenv("E2E_KUBECONFIG"); kc != "" {
 		suite.kubeconfig = kc
@@ -101,6 +112,43 @@ func run(m *testing.M) int {
 	env.Down()
 	if code == 0 {
 		_ = os.RemoveAll(state)
+	}
+	return code
+}
+
+// runNode runs the suite on a real-node cluster that it starts, with rukpak
+// installed as the README says, and proves the host is restored after.
+func runNode(m *testing.M) int {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	s, err := startNode(ctx, testenv.RepoRoot())
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e-node:", err)
+		return 1
+	}
+	suite.node, suite.realPods = s, true
+	suite.kubeconfig = s.cluster.Kubeconfig
+	// Pods reach the suite's registry and git server at the host's address.
+	if os.Getenv("E2E_FIXTURE_HOST") == "" {
+		_ = os.Setenv("E2E_FIXTURE_HOST", s.cluster.HostIP)
+	}
+	code := m.Run()
+	if code != 0 {
+		dctx, dcancel := context.WithTimeout(context.Background(), time.Minute)
+		s.dumpRukpak(dctx)
+		dcancel()
+	}
+	stopStart := time.Now()
+	if err := s.stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e-node: teardown:", err)
+		return 1
+	}
+	fmt.Printf("e2e-node: torn down in %s; the host is as it was found\n", time.Since(stopStart).Round(time.Millisecond))
+	if code == 0 {
+		_ = os.RemoveAll(s.dir)
+	} else {
+		s.keepLogsOnly()
+		fmt.Printf("e2e-node: logs kept in %s\n", s.dir)
 	}
 	return code
 }

@@ -30,6 +30,34 @@ type fixtures struct {
 	gitURL  string // of the combo repository
 	comboV2 string // image ref of the combo bundle
 	etcd    string // image ref of the etcd registry+v1 bundle
+	// operator is the image ref of a registry+v1 bundle whose operator
+	// image is the local test image rukpak.test/ready:v1.
+	operator string
+}
+
+// comboImage is the combo operator's image: published on quay.io, so it
+// never runs offline.
+const comboImage = `        image: quay.io/operator-framework/combo-operator:latest
+        imagePullPolicy: IfNotPresent
+        command:
+        - /bin/combo
+        - run
+`
+
+// runnableCombo swaps the combo operator's image for the local test image
+// rukpak.test/ready:v1 (which serves /readyz on 8080), so the Deployment
+// runs as real pods offline; everything else of the bundle is unchanged.
+func runnableCombo(t *testing.T, deployment string) string {
+	t.Helper()
+	if !strings.Contains(deployment, comboImage) {
+		t.Fatalf("combo's Deployment no longer names its image as expected:\n%s", deployment)
+	}
+	return strings.Replace(deployment, comboImage, `        image: rukpak.test/ready:v1
+        imagePullPolicy: IfNotPresent
+        readinessProbe:
+          httpGet: {path: /readyz, port: 8080}
+          periodSeconds: 2
+`, 1)
 }
 
 func newFixtures(t *testing.T) *fixtures {
@@ -41,11 +69,12 @@ func newFixtures(t *testing.T) *fixtures {
 	}
 	reg := testregistry.New(t, regOpts...)
 	f := &fixtures{reg: reg}
-	f.comboV2 = reg.MustPush(t, reg.Ref("combo:v0.0.2"), testregistry.Image(t, testregistry.LayerFromDir(t, filepath.Join(root, "test/testdata/bundles/plain/combo-v0.0.2"), "")))
 	f.etcd = reg.MustPush(t, reg.Ref("etcd-bundle:v0.9.4"), testregistry.Image(t, testregistry.LayerFromDir(t, filepath.Join(root, "test/testdata/bundles/registry-v1/etcd-0.9.4"), "")))
+	f.operator = reg.MustPush(t, reg.Ref("ready-operator-bundle:v1.0.0"), testregistry.Image(t, testregistry.LayerFromDir(t, filepath.Join(root, "test/testdata/bundles/registry-v1/ready-operator-1.0.0"), "")))
 
 	// A repository shaped like operator-framework/combo: tag v0.0.2 holds
-	// the combo manifests, v0.0.3 the same with two replicas.
+	// the combo manifests, v0.0.3 the same with two replicas. The image
+	// bundle combo:v0.0.2 holds the same files.
 	gitRoot := testgit.NewRoot(t)
 	repo := gitRoot.NewRepo("combo")
 	files := map[string]string{}
@@ -61,6 +90,10 @@ func newFixtures(t *testing.T) *fixtures {
 		}
 		files["manifests/"+e.Name()] = string(data)
 	}
+	if suite.realPods {
+		files["manifests/06_deployment.yaml"] = runnableCombo(t, files["manifests/06_deployment.yaml"])
+	}
+	f.comboV2 = reg.MustPush(t, reg.Ref("combo:v0.0.2"), testregistry.Image(t, testregistry.Layer(t, files)))
 	repo.WriteFiles(files)
 	repo.Tag("v0.0.2", repo.Commit("combo v0.0.2"))
 	files["manifests/06_deployment.yaml"] = strings.Replace(files["manifests/06_deployment.yaml"], "replicas: 1", "replicas: 2", 1)
@@ -240,6 +273,9 @@ spec:
 	})
 
 	t.Run("a registry+v1 bundle installs through the plain class", func(t *testing.T) {
+		if suite.realPods {
+			t.Skip("etcd-operator's images are pinned by digest on quay.io and never run offline; the ready-operator bundle covers registry+v1 on real pods")
+		}
 		mustKubectl(t, fmt.Sprintf(`apiVersion: core.rukpak.io/v1alpha1
 kind: BundleDeployment
 metadata:
@@ -257,6 +293,36 @@ spec:
 		waitFor(t, "deployment/etcd-operator", "condition=Available", time.Minute, "-n", "etcd-system")
 		mustKubectl(t, "", "get", "crd", "etcdclusters.etcd.database.coreos.com")
 		mustKubectl(t, "", "get", "serviceaccount", "etcd-operator", "-n", "etcd-system")
+	})
+
+	t.Run("a registry+v1 operator runs and its namespace reaches it", func(t *testing.T) {
+		mustKubectl(t, fmt.Sprintf(`apiVersion: core.rukpak.io/v1alpha1
+kind: BundleDeployment
+metadata:
+  name: ready-operator
+spec:
+  provisionerClassName: core-rukpak-io-plain
+  template:
+    spec:
+      source:
+        %s
+      provisionerClassName: core-rukpak-io-registry
+`, f.imageSource(f.operator)), "apply", "-f", "-")
+		waitFor(t, "bd/ready-operator", "condition=Installed", 2*time.Minute)
+		waitFor(t, "bd/ready-operator", "condition=Healthy", 2*time.Minute)
+		waitFor(t, "deployment/ready-operator", "condition=Available", time.Minute, "-n", "ready-operator-system")
+		mustKubectl(t, "", "get", "crd", "widgets.ready.rukpak.test")
+		if suite.realPods {
+			// The downward API resolved OLM's annotation in a real container.
+			pod := strings.Fields(jsonpath(t, "pods -n ready-operator-system -l app=ready-operator", "{.items[*].metadata.name}"))
+			if len(pod) == 0 {
+				t.Fatal("no ready-operator pod")
+			}
+			env := mustKubectl(t, "", "get", "pod", pod[0], "-n", "ready-operator-system", "-o", "jsonpath={.metadata.annotations.olm\\.operatorNamespace}")
+			if env != "ready-operator-system" {
+				t.Errorf("olm.operatorNamespace = %q", env)
+			}
+		}
 	})
 
 	t.Run("a provisioner killed mid-install converges after restart", func(t *testing.T) {

@@ -1,0 +1,412 @@
+// Package crdupgrade decides whether replacing a CRD on the cluster with a
+// new version of it is safe for the custom resources already stored: a
+// static comparison of the two CRDs names each change (scope, versions,
+// required fields, removed fields, types, enums, defaults, bounds, and
+// anything else as an "unknown change"), and every existing object is then
+// validated against the new schema of each served version with the API
+// server's own validation libraries (OpenAPI schema, list types, embedded
+// resources, CEL rules), read in pages so memory stays bounded however many
+// objects there are.
+//
+// Only scope changes and removed stored versions fail outright (the API
+// server refuses both). Every other change fails only if it breaks an
+// object that exists: a new required field that every object already sets,
+// or an unknown change no object notices, passes.
+package crdupgrade
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// Check names one kind of CRD change.
+type Check string
+
+// The checks, in the order findings are reported.
+const (
+	CheckScopeChanged         Check = "ScopeChanged"
+	CheckStoredVersionRemoved Check = "StoredVersionRemoved"
+	CheckServedVersionRemoved Check = "ServedVersionRemoved"
+	CheckRequiredFieldAdded   Check = "RequiredFieldAdded"
+	CheckFieldRemoved         Check = "FieldRemoved"
+	CheckTypeChanged          Check = "TypeChanged"
+	CheckEnumNarrowed         Check = "EnumNarrowed"
+	CheckDefaultChanged       Check = "DefaultChanged"
+	CheckBoundsChanged        Check = "BoundsChanged"
+	CheckUnknown              Check = "UnknownChange"
+)
+
+// Lister lists a CRD's objects at one version, one page at a time (Limit
+// and Continue). The dynamic client's List is one.
+type Lister interface {
+	List(ctx context.Context, gvr schema.GroupVersionResource, opts metav1.ListOptions) (*unstructured.UnstructuredList, error)
+}
+
+// Options bound a check.
+type Options struct {
+	// PageSize is the number of objects listed per request (default 500).
+	PageSize int64
+	// MaxListed is how many offending objects a finding keeps by name
+	// (default 100); the rest are only counted.
+	MaxListed int
+}
+
+func (o Options) pageSize() int64 {
+	if o.PageSize <= 0 {
+		return 500
+	}
+	return o.PageSize
+}
+
+func (o Options) maxListed() int {
+	if o.MaxListed <= 0 {
+		return 100
+	}
+	return o.MaxListed
+}
+
+// Finding is one change and its verdict.
+type Finding struct {
+	Check Check
+	// Version is the CRD version the change is in ("" for the CRD as a
+	// whole).
+	Version string
+	// Path is the field the change is at (nil when not about a field).
+	Path   Path
+	Detail string
+	// Fails is true when the change breaks the upgrade.
+	Fails bool
+	// Objects are the first offending objects; Count counts them all.
+	Objects []Object
+	Count   int
+}
+
+// Object is an existing custom resource a change breaks.
+type Object struct {
+	Namespace, Name string
+	// Reason is what breaks ("" when the whole object is: a version it is
+	// read at goes away).
+	Reason string
+}
+
+func (o Object) String() string {
+	s := o.Name
+	if o.Namespace != "" {
+		s = o.Namespace + "/" + s
+	}
+	if o.Reason != "" {
+		s += " (" + o.Reason + ")"
+	}
+	return s
+}
+
+// Report is the verdict on one CRD.
+type Report struct {
+	CRD      string
+	Findings []*Finding
+}
+
+// Failed returns the failing findings.
+func (r *Report) Failed() []*Finding {
+	var out []*Finding
+	for _, f := range r.Findings {
+		if f.Fails {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// Compare compares the CRD on the cluster (old) with the one an upgrade
+// would apply (new), validating every existing object through l.
+func Compare(ctx context.Context, l Lister, old, new *apiextensionsv1.CustomResourceDefinition, opts Options) (*Report, error) {
+	r := &Report{CRD: new.Name}
+	if old.Spec.Scope != new.Spec.Scope {
+		r.Findings = append(r.Findings, &Finding{Check: CheckScopeChanged, Fails: true,
+			Detail: fmt.Sprintf("scope changed from %s to %s", old.Spec.Scope, new.Spec.Scope)})
+	}
+	for _, v := range old.Status.StoredVersions {
+		if newVersion(new, v) == nil {
+			r.Findings = append(r.Findings, &Finding{Check: CheckStoredVersionRemoved, Version: v, Fails: true,
+				Detail: fmt.Sprintf("version %s removed while status.storedVersions lists it (objects may still be stored in it)", v)})
+		}
+	}
+	if len(r.Findings) > 0 {
+		// The API server refuses the update: no need to look further.
+		return r, nil
+	}
+
+	var removedServed []*Finding
+	for _, v := range old.Spec.Versions {
+		if nv := newVersion(new, v.Name); v.Served && (nv == nil || !nv.Served) {
+			f := &Finding{Check: CheckServedVersionRemoved, Version: v.Name, Detail: fmt.Sprintf("version %s no longer served", v.Name)}
+			removedServed = append(removedServed, f)
+			r.Findings = append(r.Findings, f)
+		}
+	}
+
+	// One pass over the objects per version the new CRD serves.
+	var passes []*pass
+	for _, nv := range new.Spec.Versions {
+		if !nv.Served {
+			continue
+		}
+		src := sourceVersion(old, new, nv.Name)
+		if src == "" {
+			continue
+		}
+		p, err := newPass(old, new, src, nv.Name)
+		if err != nil {
+			return nil, fmt.Errorf("CRD %s: %w", new.Name, err)
+		}
+		for _, c := range p.changes {
+			f := &Finding{Check: c.Check, Version: nv.Name, Path: c.Path, Detail: c.Detail}
+			p.findings = append(p.findings, f)
+			r.Findings = append(r.Findings, f)
+		}
+		if len(p.changes) > 0 {
+			passes = append(passes, p)
+		}
+	}
+	if len(removedServed) > 0 {
+		if len(passes) == 0 {
+			// Nothing else to validate: one pass only to find the objects.
+			p := &pass{listVersion: servedVersion(old)}
+			if p.listVersion != "" {
+				passes = append(passes, p)
+			}
+		}
+		passes[0].everyObject = removedServed
+	}
+	for _, p := range passes {
+		if err := p.run(ctx, l, old, opts); err != nil {
+			return nil, fmt.Errorf("checking the objects of CRD %s at version %s: %w", new.Name, p.listVersion, err)
+		}
+		r.Findings = append(r.Findings, p.unattributed...)
+	}
+	for _, f := range r.Findings {
+		f.Fails = f.Fails || f.Count > 0
+	}
+	slices.SortStableFunc(r.Findings, func(a, b *Finding) int { return checkRank(a.Check) - checkRank(b.Check) })
+	return r, nil
+}
+
+func checkRank(c Check) int {
+	return slices.Index([]Check{CheckScopeChanged, CheckStoredVersionRemoved, CheckServedVersionRemoved, CheckRequiredFieldAdded,
+		CheckFieldRemoved, CheckTypeChanged, CheckEnumNarrowed, CheckDefaultChanged, CheckBoundsChanged, CheckUnknown}, c)
+}
+
+func newVersion(crd *apiextensionsv1.CustomResourceDefinition, name string) *apiextensionsv1.CustomResourceDefinitionVersion {
+	for i := range crd.Spec.Versions {
+		if crd.Spec.Versions[i].Name == name {
+			return &crd.Spec.Versions[i]
+		}
+	}
+	return nil
+}
+
+// servedVersion is the version objects are read at when a version is new:
+// the storage version if served, else the first served one.
+func servedVersion(crd *apiextensionsv1.CustomResourceDefinition) string {
+	first := ""
+	for _, v := range crd.Spec.Versions {
+		if v.Served && v.Storage {
+			return v.Name
+		}
+		if v.Served && first == "" {
+			first = v.Name
+		}
+	}
+	return first
+}
+
+// sourceVersion is the version of the old CRD whose objects become the new
+// CRD's version: itself if the old CRD serves it, else (a new version,
+// converted without a webhook: only apiVersion changes) the old served
+// version. A new version converted by a webhook cannot be checked before
+// the webhook runs: "".
+func sourceVersion(old, new *apiextensionsv1.CustomResourceDefinition, version string) string {
+	if v := newVersion(old, version); v != nil && v.Served {
+		return version
+	}
+	if new.Spec.Conversion != nil && new.Spec.Conversion.Strategy == apiextensionsv1.WebhookConverter {
+		return ""
+	}
+	return servedVersion(old)
+}
+
+// pass reads the objects of one version and judges the changes of one new
+// version against them.
+type pass struct {
+	listVersion, newVersion string
+	oldSchema, newSchema    *versionSchema
+	changes                 []Change
+	findings                []*Finding // one per change, same order
+	// everyObject are findings every object fails (removed served versions).
+	everyObject  []*Finding
+	unattributed []*Finding
+}
+
+func newPass(old, new *apiextensionsv1.CustomResourceDefinition, src, version string) (*pass, error) {
+	p := &pass{listVersion: src, newVersion: version}
+	var err error
+	if p.oldSchema, err = compileVersion(old, src); err != nil {
+		return nil, fmt.Errorf("the CRD on the cluster: %w", err)
+	}
+	if p.newSchema, err = compileVersion(new, version); err != nil {
+		return nil, fmt.Errorf("the new CRD: %w", err)
+	}
+	p.changes = diffSchemas(schemaOf(old, src), schemaOf(new, version))
+	return p, nil
+}
+
+func schemaOf(crd *apiextensionsv1.CustomResourceDefinition, version string) *apiextensionsv1.JSONSchemaProps {
+	v := newVersion(crd, version)
+	if v == nil || v.Schema == nil {
+		return nil
+	}
+	return v.Schema.OpenAPIV3Schema
+}
+
+func (p *pass) run(ctx context.Context, l Lister, old *apiextensionsv1.CustomResourceDefinition, opts Options) error {
+	gvr := schema.GroupVersionResource{Group: old.Spec.Group, Version: p.listVersion, Resource: old.Spec.Names.Plural}
+	cont := ""
+	for {
+		list, err := l.List(ctx, gvr, metav1.ListOptions{Limit: opts.pageSize(), Continue: cont})
+		if err != nil {
+			return err
+		}
+		for i := range list.Items {
+			p.judge(ctx, &list.Items[i], opts)
+		}
+		cont = list.GetContinue()
+		if cont == "" {
+			return nil
+		}
+		if err := ctx.Err(); err != nil {
+			return errors.Join(err, context.Cause(ctx))
+		}
+	}
+}
+
+// judge records which changes obj is affected by.
+func (p *pass) judge(ctx context.Context, obj *unstructured.Unstructured, opts Options) {
+	name := Object{Namespace: obj.GetNamespace(), Name: obj.GetName()}
+	for _, f := range p.everyObject {
+		f.add(name, "", opts)
+	}
+	if p.newSchema == nil {
+		return
+	}
+	content := obj.UnstructuredContent()
+	if p.newVersion != p.listVersion {
+		content = obj.DeepCopy().UnstructuredContent()
+		content["apiVersion"] = obj.GroupVersionKind().Group + "/" + p.newVersion
+	}
+	hit := map[*Finding]bool{}
+	if errs := p.newSchema.validate(ctx, content); len(errs) > 0 {
+		before := map[string]bool{}
+		if p.oldSchema != nil {
+			for _, e := range p.oldSchema.validate(ctx, obj.UnstructuredContent()) {
+				before[e.Error()] = true
+			}
+		}
+		for _, e := range errs {
+			if !before[e.Error()] {
+				p.attribute(parseFieldPath(e.Field), name, e.Error(), nil, hit, opts)
+			}
+		}
+	}
+	for _, path := range p.newSchema.pruned(content) {
+		p.attribute(parseFieldPath(path), name, path+": field would be dropped", nil, hit, opts)
+	}
+	var added []Path
+	addedPaths(content, p.newSchema.defaulted(content), nil, &added)
+	for _, path := range added {
+		// Only a changed default counts: others are not this upgrade's.
+		p.attribute(path, name, path.String()+": would be defaulted", []Check{CheckDefaultChanged}, hit, opts)
+	}
+}
+
+// attribute charges an object's problem at path to the change with the
+// longest path covering it (of the given checks, when any), or else to an
+// unknown change at path itself. Each finding counts an object once.
+func (p *pass) attribute(path Path, obj Object, reason string, only []Check, hit map[*Finding]bool, opts Options) {
+	var best *Finding
+	for i, c := range p.changes {
+		if (len(only) > 0 && !slices.Contains(only, c.Check)) || !c.Path.covers(path) {
+			continue
+		}
+		if best == nil || len(c.Path) > len(best.Path) {
+			best = p.findings[i]
+		}
+	}
+	if best == nil {
+		if len(only) > 0 {
+			return
+		}
+		for _, f := range p.unattributed {
+			if slices.Equal(f.Path, path) {
+				best = f
+			}
+		}
+		if best == nil {
+			best = &Finding{Check: CheckUnknown, Version: p.newVersion, Path: path, Detail: "objects fail validation where no schema change was found"}
+			p.unattributed = append(p.unattributed, best)
+		}
+	}
+	if !hit[best] {
+		hit[best] = true
+		best.add(obj, reason, opts)
+	}
+}
+
+func (f *Finding) add(obj Object, reason string, opts Options) {
+	f.Count++
+	if len(f.Objects) < opts.maxListed() {
+		obj.Reason = truncate(reason, maxReason)
+		f.Objects = append(f.Objects, obj)
+	}
+}
+
+// addedPaths lists the fields present in after but not in before (both
+// decoded JSON), as paths with list indexes and map keys kept as
+// written... except that "*" stands for indexes, to match change paths.
+func addedPaths(before, after any, p Path, out *[]Path) {
+	switch a := after.(type) {
+	case map[string]any:
+		b, _ := before.(map[string]any)
+		for k, v := range a {
+			bv, ok := b[k]
+			if !ok {
+				*out = append(*out, p.child(k))
+				continue
+			}
+			addedPaths(bv, v, p.child(k), out)
+		}
+	case []any:
+		b, _ := before.([]any)
+		for i, v := range a {
+			if i < len(b) {
+				addedPaths(b[i], v, p.child("*"), out)
+			}
+		}
+	}
+}
+
+const maxReason = 200
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n-3], "") + "..."
+}

@@ -24,6 +24,11 @@ const (
 // credentials may go.
 const AnnotationAllowedHosts = "core.rukpak.io/allowed-hosts"
 
+// AnnotationSkipCRDUpgradePreflight set to "true" on a BundleDeployment
+// applies its Bundles' CRDs without the CRD upgrade preflight (for admins
+// who know an upgrade is safe, or will fix the objects it breaks).
+const AnnotationSkipCRDUpgradePreflight = "core.rukpak.io/skip-crd-upgrade-preflight"
+
 // FinalizerDeleteCachedBundle guards a Bundle until its stored content has
 // been removed.
 const FinalizerDeleteCachedBundle = "core.rukpak.io/delete-cached-bundle"
@@ -55,6 +60,10 @@ const (
 	ReasonUnhealthy             = "Unhealthy"
 	ReasonCreateBundleFailed    = "CreateBundleFailed"
 	ReasonTooManyBundles        = "TooManyBundles"
+	// ReasonUpgradePreflightFailed: the new Bundle's CRDs would break
+	// custom resources already stored, so nothing of it was applied and the
+	// active Bundle stays installed.
+	ReasonUpgradePreflightFailed = "UpgradePreflightFailed"
 )
 
 // Bundle phases.

@@ -115,8 +115,8 @@ func (t *Tracker) Watch(objs []*unstructured.Unstructured) error {
 func (t *Tracker) Get(ctx context.Context, obj *unstructured.Unstructured) error {
 	gvk := obj.GroupVersionKind()
 	o := t.object(gvk)
-	if u, ok := o.(*unstructured.Unstructured); ok {
-		return t.cache.Get(ctx, client.ObjectKeyFromObject(obj), u)
+	if _, ok := o.(*unstructured.Unstructured); ok {
+		return t.cache.Get(ctx, client.ObjectKeyFromObject(obj), obj)
 	}
 	if err := t.cache.Get(ctx, client.ObjectKeyFromObject(obj), o); err != nil {
 		return err

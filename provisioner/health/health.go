@@ -1,0 +1,95 @@
+// Package health judges whether an installed object is ready by the
+// Kubernetes status conventions, through kstatus (Flux's maintained fork of
+// sigs.k8s.io/cli-utils): built-in workloads by their rollout status, and any
+// custom resource by its observedGeneration and its Ready, Reconciling and
+// Stalled conditions. A kind with no readiness notion is ready once it
+// exists.
+package health
+
+import (
+	"strings"
+
+	"github.com/fluxcd/cli-utils/pkg/kstatus/status"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// Result is the judgement of one object. Reason and Message are empty when
+// Ready; they come from the object's own status otherwise, so they are
+// bounded (maxMessage).
+type Result struct {
+	Ready bool
+	// Reason is a CamelCase word: the object's own condition reason where
+	// it gave one (Ready=False, Stalled=True), else kstatus's.
+	Reason  string
+	Message string
+}
+
+// String is "Reason: Message", or whichever of them is set.
+func (r Result) String() string {
+	switch {
+	case r.Reason == "":
+		return r.Message
+	case r.Message == "":
+		return r.Reason
+	}
+	return r.Reason + ": " + r.Message
+}
+
+// maxMessage bounds what one object's status contributes to a condition
+// message: a custom resource's author chooses it.
+const maxMessage = 512
+
+// Check judges u, a live object as read from the API server.
+func Check(u *unstructured.Unstructured) Result {
+	res, err := status.Compute(u)
+	if err != nil {
+		// Malformed status (conditions that are not a list, say): the
+		// object's author broke the conventions, which is worth showing.
+		return notReady("StatusUnreadable", err.Error())
+	}
+	if res.Status != status.CurrentStatus {
+		reason := string(res.Status)
+		for _, c := range res.Conditions {
+			if c.Reason != "" {
+				reason = c.Reason
+				break
+			}
+		}
+		return notReady(reason, res.Message)
+	}
+	// kstatus has no rule for APIServices and finds no Ready condition on
+	// them: an aggregated API is ready when the aggregator says Available.
+	if u.GroupVersionKind().GroupKind().String() == "APIService.apiregistration.k8s.io" {
+		if c := condition(u, "Available"); c["status"] != "True" {
+			reason, _ := c["reason"].(string)
+			msg, _ := c["message"].(string)
+			if reason == "" {
+				reason = "NotAvailable"
+			}
+			return notReady(reason, msg)
+		}
+	}
+	return Result{Ready: true}
+}
+
+func notReady(reason, msg string) Result {
+	return Result{Reason: bound(reason), Message: bound(msg)}
+}
+
+func bound(s string) string {
+	if len(s) <= maxMessage {
+		return s
+	}
+	return strings.ToValidUTF8(s[:maxMessage-3], "") + "..."
+}
+
+// condition returns u's status condition of type typ (nil if none).
+func condition(u *unstructured.Unstructured, typ string) map[string]any {
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, c := range conds {
+		if m, ok := c.(map[string]any); ok && m["type"] == typ {
+			return m
+		}
+	}
+	return nil
+}

@@ -24,6 +24,11 @@ type BundleDeploymentSpec struct {
 	// +kubebuilder:validation:Schemaless
 	// +kubebuilder:validation:Type=object
 	Config *apiextensionsv1.JSON `json:"config,omitempty"`
+	// paused stops installs, upgrades, pivots and drift correction while
+	// true (the Paused condition says since when); setting it back to false
+	// resumes them. Deleting a paused BundleDeployment still uninstalls it.
+	// +optional
+	Paused bool `json:"paused,omitempty"`
 }
 
 // BundleTemplate is the template of a generated Bundle.
@@ -52,7 +57,13 @@ type BundleDeploymentStatus struct {
 	// observedGeneration is the generation last processed.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-	// conditions: HasValidBundle, Installed, Healthy.
+	// lastHandledReconcileAt is the value of the
+	// core.rukpak.io/reconcile-requested-at annotation last acted on.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	LastHandledReconcileAt string `json:"lastHandledReconcileAt,omitempty"`
+	// conditions: HasValidBundle, Installed, Healthy, and Paused while
+	// spec.paused is true.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -88,6 +99,7 @@ type GeneratedBundle struct {
 // +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="Active Bundle",type=string,JSONPath=`.status.activeBundle`
 // +kubebuilder:printcolumn:name="Install State",type=string,JSONPath=`.status.conditions[?(.type=="Installed")].reason`
+// +kubebuilder:printcolumn:name="Paused",type=string,JSONPath=`.status.conditions[?(.type=="Paused")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:printcolumn:name="Provisioner",type=string,JSONPath=`.spec.provisionerClassName`,priority=1
 // +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 45",message="metadata.name must be at most 45 characters"

@@ -29,6 +29,12 @@ const AnnotationAllowedHosts = "core.rukpak.io/allowed-hosts"
 // who know an upgrade is safe, or will fix the objects it breaks).
 const AnnotationSkipCRDUpgradePreflight = "core.rukpak.io/skip-crd-upgrade-preflight"
 
+// AnnotationReconcileRequestedAt on a BundleDeployment asks for a
+// reconcile now: any change of its value (a timestamp, by convention)
+// triggers one, and status.lastHandledReconcileAt records the value acted
+// on (as Flux's reconcile.fluxcd.io/requestedAt).
+const AnnotationReconcileRequestedAt = "core.rukpak.io/reconcile-requested-at"
+
 // FinalizerDeleteCachedBundle guards a Bundle until its stored content has
 // been removed.
 const FinalizerDeleteCachedBundle = "core.rukpak.io/delete-cached-bundle"
@@ -43,6 +49,8 @@ const (
 	TypeHasValidBundle = "HasValidBundle"
 	TypeInstalled      = "Installed"
 	TypeHealthy        = "Healthy"
+	// TypePaused is True while a BundleDeployment's spec.paused is set.
+	TypePaused = "Paused"
 )
 
 // Condition reasons.
@@ -60,6 +68,7 @@ const (
 	ReasonUnhealthy             = "Unhealthy"
 	ReasonCreateBundleFailed    = "CreateBundleFailed"
 	ReasonTooManyBundles        = "TooManyBundles"
+	ReasonPaused                = "Paused"
 	// ReasonUpgradePreflightFailed: the new Bundle's CRDs would break
 	// custom resources already stored, so nothing of it was applied and the
 	// active Bundle stays installed.

@@ -12,12 +12,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
 	"github.com/rukpak-dev/rukpak/provisioner/bundle"
 	"github.com/rukpak-dev/rukpak/provisioner/bundledeployment"
+	"github.com/rukpak-dev/rukpak/provisioner/crdupgrade"
 	"github.com/rukpak-dev/rukpak/provisioner/plain"
 	"github.com/rukpak-dev/rukpak/provisioner/registry"
 	"github.com/rukpak-dev/rukpak/provisioner/release"
@@ -55,6 +57,11 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	if err != nil {
 		return err
 	}
+	dyn, err := dynamic.NewForConfig(mgr.GetConfig())
+	if err != nil {
+		return fmt.Errorf("creating dynamic client: %w", err)
+	}
+	preflight := &crdupgrade.Preflight{CRDs: mgr.GetAPIReader(), Objects: crdupgrade.DynamicLister{Client: dyn}}
 	for _, class := range opts.Classes {
 		h, err := HandlerFor(class)
 		if err != nil {
@@ -77,12 +84,13 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 			return fmt.Errorf("setting up bundle replica cache for %s: %w", class, err)
 		}
 		if err := (&bundledeployment.Reconciler{
-			Client:   mgr.GetClient(),
-			Class:    class,
-			Loader:   opts.Loader,
-			Objects:  (&objects{reader: mgr.GetAPIReader()}).forDeployment,
-			Releases: releases,
-			Explain:  explainDependencies,
+			Client:    mgr.GetClient(),
+			Class:     class,
+			Loader:    opts.Loader,
+			Objects:   (&objects{reader: mgr.GetAPIReader()}).forDeployment,
+			Releases:  releases,
+			Explain:   explainDependencies,
+			Preflight: preflight,
 		}).SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("setting up bundle deployment controller for %s: %w", class, err)
 		}

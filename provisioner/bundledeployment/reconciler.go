@@ -31,6 +31,7 @@ import (
 
 	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
 	"github.com/rukpak-dev/rukpak/provisioner/conditions"
+	"github.com/rukpak-dev/rukpak/provisioner/crdupgrade"
 	"github.com/rukpak-dev/rukpak/provisioner/finalizer"
 	"github.com/rukpak-dev/rukpak/provisioner/release"
 	"github.com/rukpak-dev/rukpak/storage"
@@ -58,6 +59,9 @@ type Reconciler struct {
 	// missing from the cluster (for example a bundle's declared
 	// dependencies).
 	Explain func(fsys fs.FS) string
+	// Preflight, when set, checks a new Bundle's CRDs against the custom
+	// resources already stored before anything of the Bundle is applied.
+	Preflight *crdupgrade.Preflight
 
 	tracker *Tracker
 	records records
@@ -156,6 +160,13 @@ func (r *Reconciler) reconcile(ctx context.Context, bd *rukpakv1alpha1.BundleDep
 	r.set(bd, rukpakv1alpha1.TypeHasValidBundle, metav1.ConditionTrue, rukpakv1alpha1.ReasonUnpackSuccessful,
 		fmt.Sprintf("Successfully unpacked bundle %q", b.Name))
 
+	if ok, err := r.preflight(ctx, bd, b, objs); err != nil {
+		return ctrl.Result{}, err
+	} else if !ok {
+		// Stored objects may be fixed without an event for this
+		// BundleDeployment: look again now and then.
+		return ctrl.Result{RequeueAfter: healthRecheck}, nil
+	}
 	stamp := ownerStamper(bd)
 	result, err := r.Releases.Apply(ctx, bd.Name, objs, stamp)
 	if err != nil {
@@ -364,7 +375,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			// Status writes (the reconciler's own) and metadata edits change
 			// nothing to do; spec changes and deletion bump the generation.
 			// A full reconcile of a 1,000-object bundle costs ~0.2 s of CPU.
-			predicate.GenerationChangedPredicate{})).
+			predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, skipPreflightChanged))).
 		Watches(&rukpakv1alpha1.Bundle{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 			return ownerRequest(context.TODO(), o)
 		})).

@@ -110,8 +110,10 @@ func (o Object) String() string {
 
 // Report is the verdict on one CRD.
 type Report struct {
-	CRD      string
-	Findings []*Finding
+	CRD string
+	// APIVersion and Kind of the CRD's objects, as they are served now.
+	APIVersion, Kind string
+	Findings         []*Finding
 }
 
 // Failed returns the failing findings.
@@ -128,7 +130,8 @@ func (r *Report) Failed() []*Finding {
 // Compare compares the CRD on the cluster (old) with the one an upgrade
 // would apply (new), validating every existing object through l.
 func Compare(ctx context.Context, l Lister, old, new *apiextensionsv1.CustomResourceDefinition, opts Options) (*Report, error) {
-	r := &Report{CRD: new.Name}
+	r := &Report{CRD: new.Name, Kind: old.Spec.Names.Kind,
+		APIVersion: schema.GroupVersion{Group: old.Spec.Group, Version: servedVersion(old)}.String()}
 	if old.Spec.Scope != new.Spec.Scope {
 		r.Findings = append(r.Findings, &Finding{Check: CheckScopeChanged, Fails: true,
 			Detail: fmt.Sprintf("scope changed from %s to %s", old.Spec.Scope, new.Spec.Scope)})
@@ -257,6 +260,12 @@ type pass struct {
 
 func newPass(old, new *apiextensionsv1.CustomResourceDefinition, src, version string) (*pass, error) {
 	p := &pass{listVersion: src, newVersion: version}
+	p.changes = diffSchemas(schemaOf(old, src), schemaOf(new, version))
+	if len(p.changes) == 0 {
+		// The usual case (a reconcile of an installed bundle): nothing to
+		// validate, and compiling CEL rules is not free.
+		return p, nil
+	}
 	var err error
 	if p.oldSchema, err = compileVersion(old, src); err != nil {
 		return nil, fmt.Errorf("the CRD on the cluster: %w", err)
@@ -264,7 +273,6 @@ func newPass(old, new *apiextensionsv1.CustomResourceDefinition, src, version st
 	if p.newSchema, err = compileVersion(new, version); err != nil {
 		return nil, fmt.Errorf("the new CRD: %w", err)
 	}
-	p.changes = diffSchemas(schemaOf(old, src), schemaOf(new, version))
 	return p, nil
 }
 

@@ -77,8 +77,9 @@ func Message(reports []*Report) string {
 
 // Offender is an object some failing findings break, with all of them.
 type Offender struct {
-	CRD    string
-	Object Object
+	CRD              string
+	APIVersion, Kind string
+	Object           Object
 	// Findings describe the failing checks, one line each.
 	Findings []string
 }
@@ -113,7 +114,7 @@ func Offenders(reports []*Report, limit int) (list []*Offender, unlisted int) {
 					unlisted++
 					continue
 				}
-				off := &Offender{CRD: r.CRD, Object: Object{Namespace: o.Namespace, Name: o.Name}, Findings: []string{line}}
+				off := &Offender{CRD: r.CRD, APIVersion: r.APIVersion, Kind: r.Kind, Object: Object{Namespace: o.Namespace, Name: o.Name}, Findings: []string{line}}
 				seen[key] = off
 				list = append(list, off)
 			}

@@ -1,0 +1,90 @@
+package bundledeployment
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
+	"github.com/rukpak-dev/rukpak/provisioner/conditions"
+	"github.com/rukpak-dev/rukpak/provisioner/crdupgrade"
+)
+
+// maxOffenderEvents bounds the events naming offending objects one failed
+// preflight emits (one event per object: events of one reason and action
+// about one object are merged into a series that keeps only the first
+// note, so each names its object as the related one).
+const maxOffenderEvents = 100
+
+// preflight runs the CRD upgrade preflight on objs, the new Bundle's
+// objects, and reports whether they may be applied. When they may not, the
+// Installed condition says why and the active Bundle stays as it is: its
+// objects are left installed and it is not deleted.
+func (r *Reconciler) preflight(ctx context.Context, bd *rukpakv1alpha1.BundleDeployment, b *rukpakv1alpha1.Bundle, objs []*unstructured.Unstructured) (bool, error) {
+	if r.Preflight == nil || bd.Annotations[rukpakv1alpha1.AnnotationSkipCRDUpgradePreflight] == "true" {
+		return true, nil
+	}
+	reports, err := r.Preflight.Run(ctx, objs)
+	if err != nil {
+		r.set(bd, rukpakv1alpha1.TypeInstalled, metav1.ConditionFalse, rukpakv1alpha1.ReasonUpgradePreflightFailed,
+			fmt.Sprintf("CRD upgrade preflight for bundle %q could not run: %v", b.Name, err))
+		return false, fmt.Errorf("CRD upgrade preflight for bundle %q: %w", b.Name, err)
+	}
+	msg := crdupgrade.Message(reports)
+	if msg == "" {
+		return true, nil
+	}
+	msg += fmt.Sprintf(". Bundle %q was not installed", b.Name)
+	if c := conditions.Get(bd.Status.Conditions, rukpakv1alpha1.TypeInstalled); c == nil || c.Message != msg {
+		r.offenderEvents(bd, reports, msg)
+	}
+	r.set(bd, rukpakv1alpha1.TypeInstalled, metav1.ConditionFalse, rukpakv1alpha1.ReasonUpgradePreflightFailed, msg)
+	return false, nil
+}
+
+// offenderEvents records the preflight's verdict once, then one event per
+// offending object (the full list, up to maxOffenderEvents), related to
+// that object so `kubectl events` shows each.
+func (r *Reconciler) offenderEvents(bd *rukpakv1alpha1.BundleDeployment, reports []*crdupgrade.Report, msg string) {
+	offenders, unlisted := crdupgrade.Offenders(reports, maxOffenderEvents)
+	summary := fmt.Sprintf("%d offending objects in related events", len(offenders))
+	if unlisted > 0 {
+		summary += fmt.Sprintf(", %d more not listed", unlisted)
+	}
+	r.event(bd, "Warning", rukpakv1alpha1.ReasonUpgradePreflightFailed, summary+": "+msg)
+	if r.Recorder == nil {
+		return
+	}
+	for _, o := range offenders {
+		related := &unstructured.Unstructured{}
+		related.SetAPIVersion(o.APIVersion)
+		related.SetKind(o.Kind)
+		related.SetNamespace(o.Object.Namespace)
+		related.SetName(o.Object.Name)
+		note := fmt.Sprintf("CRD %s upgrade would break %s: %s", o.CRD, o.Object, strings.Join(o.Findings, "; "))
+		if len(note) > maxNote {
+			note = strings.ToValidUTF8(note[:maxNote-3], "") + "..."
+		}
+		r.Recorder.Eventf(bd, related, "Warning", rukpakv1alpha1.ReasonUpgradePreflightFailed, "CheckCRDUpgrade", "%s", note)
+	}
+}
+
+// skipPreflightChanged lets a change of the opt-out annotation through the
+// generation filter: it changes what a reconcile does.
+var skipPreflightChanged = predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		if e.ObjectOld == nil || e.ObjectNew == nil {
+			return false
+		}
+		key := rukpakv1alpha1.AnnotationSkipCRDUpgradePreflight
+		return e.ObjectOld.GetAnnotations()[key] != e.ObjectNew.GetAnnotations()[key]
+	},
+	CreateFunc:  func(event.CreateEvent) bool { return false },
+	DeleteFunc:  func(event.DeleteEvent) bool { return false },
+	GenericFunc: func(event.GenericEvent) bool { return false },
+}

@@ -1,0 +1,169 @@
+// Package metrics defines the provisioner's Prometheus metrics, registered
+// with controller-runtime's registry (served on the manager's metrics
+// endpoint beside controller-runtime's own). Series labelled with an object's
+// name are deleted with the object (Forget), so the number of series follows
+// the objects that exist, not every object that ever did.
+package metrics
+
+import (
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+// Metric names, as documented in docs/operations.md.
+const (
+	NameCondition         = "rukpak_condition"
+	NameReconcileDuration = "rukpak_reconcile_duration_seconds"
+	NameUnpackDuration    = "rukpak_unpack_duration_seconds"
+	NameUnpackedBytes     = "rukpak_unpacked_bytes_total"
+	NameObjectsApplied    = "rukpak_objects_applied_total"
+	NameDriftCorrections  = "rukpak_drift_corrections_total"
+	NameReleaseSize       = "rukpak_release_size_bytes"
+	NameReleaseObjects    = "rukpak_release_objects"
+)
+
+// Controller names for the reconcile duration's controller label.
+const (
+	ControllerBundle           = "bundle"
+	ControllerBundleDeployment = "bundledeployment"
+)
+
+// Outcomes of an unpack, for the unpack duration's result label.
+const (
+	ResultSuccess = "success"
+	ResultFailure = "failure"
+)
+
+var (
+	condition = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: NameCondition,
+		Help: "Status of each condition of each Bundle and BundleDeployment: 1 for the condition's current status, 0 for the other two.",
+	}, []string{"kind", "name", "type", "status"})
+	reconcileDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    NameReconcileDuration,
+		Help:    "Duration of one reconcile, by controller and provisioner class.",
+		Buckets: []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60},
+	}, []string{"controller", "class"})
+	unpackDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    NameUnpackDuration,
+		Help:    "Duration of fetching and unpacking one Bundle's source, by class, source type and result.",
+		Buckets: []float64{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300},
+	}, []string{"class", "source_type", "result"})
+	unpackedBytes = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: NameUnpackedBytes,
+		Help: "Bytes of regular files in unpacked Bundle sources, by class and source type.",
+	}, []string{"class", "source_type"})
+	objectsApplied = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: NameObjectsApplied,
+		Help: "Objects applied by installs and upgrades of a release, by class.",
+	}, []string{"class"})
+	driftCorrections = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: NameDriftCorrections,
+		Help: "Installed objects restored after they were edited or deleted, by class and BundleDeployment.",
+	}, []string{"class", "name"})
+	releaseSize = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: NameReleaseSize,
+		Help: "Size of the manifest of a BundleDeployment's installed release revision.",
+	}, []string{"name"})
+	releaseObjects = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: NameReleaseObjects,
+		Help: "Objects in a BundleDeployment's installed release revision.",
+	}, []string{"name"})
+)
+
+func init() {
+	ctrlmetrics.Registry.MustRegister(condition, reconcileDuration, unpackDuration, unpackedBytes,
+		objectsApplied, driftCorrections, releaseSize, releaseObjects)
+}
+
+// statuses are the values of a condition's status label.
+var statuses = []metav1.ConditionStatus{metav1.ConditionTrue, metav1.ConditionFalse, metav1.ConditionUnknown}
+
+// shown remembers the condition types each object has series for, so a
+// condition that goes away (Paused, say) loses its series.
+var shown = struct {
+	sync.Mutex
+	types map[objectKey][]string
+}{types: map[objectKey][]string{}}
+
+type objectKey struct{ kind, name string }
+
+// RecordConditions sets the condition series of one object to its
+// conditions.
+func RecordConditions(kind, name string, conds []metav1.Condition) {
+	key := objectKey{kind, name}
+	shown.Lock()
+	defer shown.Unlock()
+	types := make([]string, 0, len(conds))
+	for _, c := range conds {
+		types = append(types, c.Type)
+		for _, s := range statuses {
+			v := 0.0
+			if c.Status == s {
+				v = 1
+			}
+			condition.WithLabelValues(kind, name, c.Type, string(s)).Set(v)
+		}
+	}
+	for _, old := range shown.types[key] {
+		if !slices.Contains(types, old) {
+			condition.DeletePartialMatch(prometheus.Labels{"kind": kind, "name": name, "type": old})
+		}
+	}
+	shown.types[key] = types
+}
+
+// Forget deletes every series of a deleted object.
+func Forget(kind, name string) {
+	shown.Lock()
+	delete(shown.types, objectKey{kind, name})
+	shown.Unlock()
+	condition.DeletePartialMatch(prometheus.Labels{"kind": kind, "name": name})
+	if kind == "BundleDeployment" {
+		driftCorrections.DeletePartialMatch(prometheus.Labels{"name": name})
+		releaseSize.DeleteLabelValues(name)
+		releaseObjects.DeleteLabelValues(name)
+	}
+}
+
+// ObserveReconcile records a reconcile that started at start.
+func ObserveReconcile(controller, class string, start time.Time) {
+	reconcileDuration.WithLabelValues(controller, class).Observe(time.Since(start).Seconds())
+}
+
+// ObserveUnpack records one finished fetch of a Bundle's source, and on
+// success the bytes it unpacked.
+func ObserveUnpack(class, sourceType string, d time.Duration, bytes int64, err error) {
+	result := ResultSuccess
+	if err != nil {
+		result = ResultFailure
+	}
+	unpackDuration.WithLabelValues(class, sourceType, result).Observe(d.Seconds())
+	if err == nil {
+		unpackedBytes.WithLabelValues(class, sourceType).Add(float64(bytes))
+	}
+}
+
+// ObjectsApplied counts the objects an install or upgrade applied.
+func ObjectsApplied(class string, n int) {
+	objectsApplied.WithLabelValues(class).Add(float64(n))
+}
+
+// DriftCorrected counts objects of a BundleDeployment restored by drift
+// correction.
+func DriftCorrected(class, name string, n int) {
+	if n > 0 {
+		driftCorrections.WithLabelValues(class, name).Add(float64(n))
+	}
+}
+
+// Release records the size of a BundleDeployment's installed release.
+func Release(name string, manifestBytes, objects int) {
+	releaseSize.WithLabelValues(name).Set(float64(manifestBytes))
+	releaseObjects.WithLabelValues(name).Set(float64(objects))
+}

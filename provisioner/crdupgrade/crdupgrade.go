@@ -11,14 +11,22 @@
 // Only scope changes and removed stored versions fail outright (the API
 // server refuses both). Every other change fails only if it breaks an
 // object that exists: a new required field that every object already sets,
-// or an unknown change no object notices, passes.
+// or an unknown change no object notices, passes. An object breaks when it
+// fails the new schema where it passed the old one, when the new schema
+// would prune a field it holds, when a version it is read at stops being
+// served, or, for a changed or removed default, when it holds the old
+// default (which the API server may have written into it). An added
+// default never fails: objects without the field read it from then on,
+// which is what adding it means.
 package crdupgrade
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -336,11 +344,16 @@ func (p *pass) judge(ctx context.Context, obj *unstructured.Unstructured, opts O
 	for _, path := range p.newSchema.pruned(content) {
 		p.attribute(parseFieldPath(path), name, path+": field would be dropped", nil, hit, opts)
 	}
-	var added []Path
-	addedPaths(content, p.newSchema.defaulted(content), nil, &added)
-	for _, path := range added {
-		// Only a changed default counts: others are not this upgrade's.
-		p.attribute(path, name, path.String()+": would be defaulted", []Check{CheckDefaultChanged}, hit, opts)
+	for i, c := range p.changes {
+		if c.oldDefault == "" {
+			continue
+		}
+		for _, at := range holding(content, c.Path, nil, c.oldDefault) {
+			if !hit[p.findings[i]] {
+				hit[p.findings[i]] = true
+				p.findings[i].add(name, at+": holds the old default "+c.oldDefault, opts)
+			}
+		}
 	}
 }
 
@@ -385,29 +398,35 @@ func (f *Finding) add(obj Object, reason string, opts Options) {
 	}
 }
 
-// addedPaths lists the fields present in after but not in before (both
-// decoded JSON), as paths with list indexes and map keys kept as
-// written... except that "*" stands for indexes, to match change paths.
-func addedPaths(before, after any, p Path, out *[]Path) {
-	switch a := after.(type) {
+// holding returns the concrete paths under which x (decoded JSON), walked
+// along path ("*" for every list item or map value), holds the value
+// whose compact JSON is value.
+func holding(x any, path Path, at Path, value string) []string {
+	if len(path) == 0 {
+		b, err := json.Marshal(x)
+		if err == nil && string(b) == value {
+			return []string{at.String()}
+		}
+		return nil
+	}
+	var out []string
+	switch v := x.(type) {
 	case map[string]any:
-		b, _ := before.(map[string]any)
-		for k, v := range a {
-			bv, ok := b[k]
-			if !ok {
-				*out = append(*out, p.child(k))
-				continue
+		if path[0] == "*" {
+			for _, k := range sortedKeys(v) {
+				out = append(out, holding(v[k], path[1:], at.child(k), value)...)
 			}
-			addedPaths(bv, v, p.child(k), out)
+		} else if child, ok := v[path[0]]; ok {
+			out = holding(child, path[1:], at.child(path[0]), value)
 		}
 	case []any:
-		b, _ := before.([]any)
-		for i, v := range a {
-			if i < len(b) {
-				addedPaths(b[i], v, p.child("*"), out)
+		if path[0] == "*" {
+			for i, item := range v {
+				out = append(out, holding(item, path[1:], at.child("["+strconv.Itoa(i)+"]"), value)...)
 			}
 		}
 	}
+	return out
 }
 
 const maxReason = 200

@@ -242,20 +242,32 @@ func TestChecks(t *testing.T) {
 		objs:    []map[string]any{widget("a", map[string]any{"mode": "a"})},
 		finding: `EnumNarrowed in v1 spec.mode: enum values removed: "b"`,
 	}, {
-		name: "DefaultChanged fails: objects without the field would read the new default",
-		old:  base,
-		new: func(t *testing.T) *apiextensionsv1.CustomResourceDefinition {
+		name: "DefaultChanged fails: an object holds the old default",
+		old: func(t *testing.T) *apiextensionsv1.CustomResourceDefinition {
 			return crd(t, ns, stored, v1(edit("      size: {type: integer, default: 1}\n      mode: {type: string, enum: [a, b]}\n      name: {type: string}\n", "")))
 		},
-		objs: []map[string]any{widget("a", map[string]any{"size": int64(2)}), widget("b", map[string]any{"name": "x"})},
-		want: prefix + "DefaultChanged in v1 spec.size: default added: 1; 1 existing object affected: default/b (spec.size: would be defaulted)",
+		new: func(t *testing.T) *apiextensionsv1.CustomResourceDefinition {
+			return crd(t, ns, stored, v1(edit("      size: {type: integer, default: 2}\n      mode: {type: string, enum: [a, b]}\n      name: {type: string}\n", "")))
+		},
+		objs: []map[string]any{widget("a", map[string]any{"size": int64(1)}), widget("b", map[string]any{"size": int64(5)})},
+		want: prefix + "DefaultChanged in v1 spec.size: default changed from 1 to 2; 1 existing object affected: default/a (spec.size: holds the old default 1)",
 	}, {
-		name: "DefaultChanged passes: every object sets the field",
+		name: "DefaultChanged passes: no object holds the old default",
+		old: func(t *testing.T) *apiextensionsv1.CustomResourceDefinition {
+			return crd(t, ns, stored, v1(edit("      size: {type: integer, default: 1}\n      mode: {type: string, enum: [a, b]}\n      name: {type: string}\n", "")))
+		},
+		new: func(t *testing.T) *apiextensionsv1.CustomResourceDefinition {
+			return crd(t, ns, stored, v1(edit("      size: {type: integer}\n      mode: {type: string, enum: [a, b]}\n      name: {type: string}\n", "")))
+		},
+		objs:    []map[string]any{widget("b", map[string]any{"size": int64(5)})},
+		finding: "DefaultChanged in v1 spec.size: default removed (was 1)",
+	}, {
+		name: "DefaultChanged passes: a default added never fails",
 		old:  base,
 		new: func(t *testing.T) *apiextensionsv1.CustomResourceDefinition {
 			return crd(t, ns, stored, v1(edit("      size: {type: integer, default: 1}\n      mode: {type: string, enum: [a, b]}\n      name: {type: string}\n", "")))
 		},
-		objs:    []map[string]any{widget("a", map[string]any{"size": int64(2)})},
+		objs:    []map[string]any{widget("a", map[string]any{"size": int64(2)}), widget("b", map[string]any{"name": "x"})},
 		finding: "DefaultChanged in v1 spec.size: default added: 1",
 	}, {
 		name: "BoundsChanged fails",

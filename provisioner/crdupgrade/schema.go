@@ -19,6 +19,9 @@ type Change struct {
 	Check  Check
 	Path   Path
 	Detail string
+	// oldDefault is the default a DefaultChanged change replaces or
+	// removes (compact JSON; "" when a default is added).
+	oldDefault string
 }
 
 // Path is a field path as segments; "*" stands for any list index or map key.
@@ -30,6 +33,8 @@ func (p Path) String() string {
 		switch {
 		case s == "*":
 			b.WriteString("[*]")
+		case strings.HasPrefix(s, "["):
+			b.WriteString(s)
 		case i > 0:
 			b.WriteString(".")
 			b.WriteString(s)
@@ -222,6 +227,20 @@ func joinJSON(vs []apiextensionsv1.JSON) string {
 	return strings.Join(s, ", ")
 }
 
+// canonical is v as encoding/json writes it (object keys sorted), to
+// compare with values of decoded objects.
+func canonical(v *apiextensionsv1.JSON) string {
+	var x any
+	if err := json.Unmarshal(v.Raw, &x); err != nil {
+		return jsonText(v)
+	}
+	b, err := json.Marshal(x)
+	if err != nil {
+		return jsonText(v)
+	}
+	return string(b)
+}
+
 func diffDefault(out *[]Change, p Path, old, new *apiextensionsv1.JSON) {
 	o, n := jsonText(old), jsonText(new)
 	switch {
@@ -229,9 +248,9 @@ func diffDefault(out *[]Change, p Path, old, new *apiextensionsv1.JSON) {
 	case o == "":
 		*out = append(*out, Change{Check: CheckDefaultChanged, Path: p, Detail: "default added: " + n})
 	case n == "":
-		*out = append(*out, Change{Check: CheckDefaultChanged, Path: p, Detail: "default removed (was " + o + ")"})
+		*out = append(*out, Change{Check: CheckDefaultChanged, Path: p, Detail: "default removed (was " + o + ")", oldDefault: canonical(old)})
 	default:
-		*out = append(*out, Change{Check: CheckDefaultChanged, Path: p, Detail: "default changed from " + o + " to " + n})
+		*out = append(*out, Change{Check: CheckDefaultChanged, Path: p, Detail: "default changed from " + o + " to " + n, oldDefault: canonical(old)})
 	}
 }
 

@@ -77,10 +77,3 @@ func (v *versionSchema) validate(ctx context.Context, obj map[string]any) field.
 func (v *versionSchema) pruned(obj map[string]any) []string {
 	return pruning.PruneWithOptions(runtime.DeepCopyJSON(obj), v.structural, true, structuralschema.UnknownFieldPathOptions{TrackUnknownFieldPaths: true})
 }
-
-// defaulted returns obj with the schema's defaults applied (a copy).
-func (v *versionSchema) defaulted(obj map[string]any) map[string]any {
-	c := runtime.DeepCopyJSON(obj)
-	structuraldefaulting.Default(c, v.structural)
-	return c
-}

@@ -37,7 +37,7 @@ log() { printf '>> %s\n' "$*"; }
 die() { printf 'kind-e2e: %s\n' "$*" >&2; exit 1; }
 
 # --- fail fast on missing tools -------------------------------------------
-for tool in "$DOCKER" "$KIND" "$KUBECTL" "$GO" openssl; do
+for tool in "$DOCKER" "$KIND" "$KUBECTL" "$GO" base64; do
   command -v "$tool" >/dev/null 2>&1 || case "$tool" in
     "$DOCKER") die "'$DOCKER' not found: kind runs its nodes as Docker containers; install Docker (or Podman with KIND_EXPERIMENTAL_PROVIDER=podman and DOCKER=podman). Without a container engine use 'make test-e2e' (local control plane)." ;;
     "$KIND") die "'$KIND' not found: install kind (https://kind.sigs.k8s.io/docs/user/quick-start/#installation), e.g. 'go install sigs.k8s.io/kind@latest'." ;;
@@ -95,29 +95,15 @@ make --no-print-directory image IMG="$IMG"
 log "loading bin/rukpak-image.tar into $CLUSTER"
 "$KIND" load image-archive bin/rukpak-image.tar --name "$CLUSTER"
 
-# --- content server certificate (trusted by the suite via E2E_CONTENT_CA) ---
-log "generating the content server's certificate"
-certs="$STATE/content-tls"
-mkdir -p "$certs"
-openssl req -x509 -newkey rsa:2048 -nodes -days 7 -subj "/CN=rukpak-e2e content CA" \
-  -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign" \
-  -keyout "$certs/ca.key" -out "$certs/ca.crt" 2>/dev/null
-openssl req -newkey rsa:2048 -nodes -subj "/CN=rukpak-core.$NS.svc" \
-  -keyout "$certs/tls.key" -out "$certs/tls.csr" 2>/dev/null
-printf '%s\n' \
-  "basicConstraints=CA:FALSE" \
-  "keyUsage=critical,digitalSignature,keyEncipherment" \
-  "extendedKeyUsage=serverAuth" \
-  "subjectAltName=DNS:localhost,IP:127.0.0.1,DNS:rukpak-core.$NS.svc,DNS:rukpak-core.$NS.svc.cluster.local" \
-  >"$certs/ext.cnf"
-openssl x509 -req -days 7 -in "$certs/tls.csr" -CA "$certs/ca.crt" -CAkey "$certs/ca.key" \
-  -CAcreateserial -extfile "$certs/ext.cnf" -out "$certs/tls.crt" 2>/dev/null
+# --- test images (workloads of the suite's bundles run as real pods) -------
+log "building the test images (go run ./test/images/build) and loading them"
+"$GO" run ./test/images/build --out "$STATE/images" >/dev/null
+for tarball in "$STATE"/images/*.tar; do
+  "$KIND" load image-archive "$tarball" --name "$CLUSTER"
+done
 
 # --- install ------------------------------------------------------------------
-log "installing manifests/overlays/kind (manifests/base + content certificate and node port)"
-k apply --server-side -k manifests/base/namespace
-k -n "$NS" create secret tls rukpak-core-tls --cert="$certs/tls.crt" --key="$certs/tls.key" \
-  --dry-run=client -o yaml | k apply --server-side --force-conflicts -f -
+log "installing manifests/overlays/kind (manifests/base + the content node port)"
 # The manifests name rukpak:devel; another IMG is substituted here.
 k kustomize manifests/overlays/kind | sed "s|image: rukpak:devel\$|image: $IMG|" \
   | k apply --server-side --force-conflicts -f -
@@ -134,6 +120,8 @@ for _ in $(seq 60); do
   sleep 1
 done
 [[ -n "$ready" ]] || die "the webhook Service has no ready endpoint"
+# The content server's self-managed CA (manifests/base), trusted by the suite.
+k -n "$NS" get secret rukpak-core-tls -o jsonpath='{.data.ca\.crt}' | base64 -d >"$STATE/content-ca.crt"
 
 if [[ "${KIND_E2E_SKIP_TESTS:-0}" == 1 ]]; then
   log "rukpak is installed; KUBECONFIG=$KUBECONFIG_FILE (KIND_E2E_SKIP_TESTS=1: not running the suite)"
@@ -155,5 +143,5 @@ fi
 log "E2E_FIXTURE_HOST=${E2E_FIXTURE_HOST:-<unset>}"
 log "running the end-to-end suite against $CLUSTER"
 read -r -a flags <<<"${GO_TEST_FLAGS:--count=1 -v -timeout 30m}"
-E2E_KUBECONFIG="$KUBECONFIG_FILE" E2E_CONTENT_CA="$certs/ca.crt" \
+E2E_KUBECONFIG="$KUBECONFIG_FILE" E2E_CONTENT_CA="$STATE/content-ca.crt" E2E_REAL_PODS=1 \
   "$GO" test ./test/e2e/ "${flags[@]}"

@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -37,30 +38,33 @@ import (
 	"github.com/rukpak-dev/rukpak/unpack"
 	"github.com/rukpak-dev/rukpak/unpack/configmaps"
 	"github.com/rukpak-dev/rukpak/unpack/sources"
+	"github.com/rukpak-dev/rukpak/webhook/certs"
 )
 
 type options struct {
-	classes          string
-	namespace        string
-	storageDir       string
-	unpackDir        string
-	contentAddr      string
-	contentURL       string
-	tlsCertFile      string
-	tlsKeyFile       string
-	tlsCAOut         string
-	contentCAFile    string
-	classContentURLs string
-	contentAudience  string
-	tokenFile        string
-	bundleWorkers    int
-	metricsAddr      string
-	probeAddr        string
-	leaderElect      bool
-	leaderElectionID string
-	pprofAddr        string
-	limits           unpack.Limits
-	maxReleaseBytes  int64
+	classes           string
+	namespace         string
+	storageDir        string
+	unpackDir         string
+	contentAddr       string
+	contentURL        string
+	tlsCertFile       string
+	tlsKeyFile        string
+	tlsCAOut          string
+	contentCertSecret string
+	contentCertDir    string
+	contentCAFile     string
+	classContentURLs  string
+	contentAudience   string
+	tokenFile         string
+	bundleWorkers     int
+	metricsAddr       string
+	probeAddr         string
+	leaderElect       bool
+	leaderElectionID  string
+	pprofAddr         string
+	limits            unpack.Limits
+	maxReleaseBytes   int64
 }
 
 func main() {
@@ -74,6 +78,8 @@ func main() {
 	flag.StringVar(&o.tlsCertFile, "tls-cert-file", "", "Serving certificate of the content server; empty generates a self-signed one.")
 	flag.StringVar(&o.tlsKeyFile, "tls-key-file", "", "Key of --tls-cert-file.")
 	flag.StringVar(&o.tlsCAOut, "tls-ca-out", "", "With a generated certificate, write its CA here so clients can trust it.")
+	flag.StringVar(&o.contentCertSecret, "content-cert-secret", "", "Secret (in --namespace) holding a self-managed CA and the content server's certificate, issued and rotated by the leader and served by every replica; clients trust its ca.crt. Empty: --tls-cert-file, or a per-process self-signed certificate.")
+	flag.StringVar(&o.contentCertDir, "content-cert-dir", "/tmp/rukpak-content-certs", "Where every replica writes the certificate of --content-cert-secret.")
 	flag.StringVar(&o.contentCAFile, "content-ca-file", "", "CA trusted when downloading content stored by another provisioner process.")
 	flag.StringVar(&o.classContentURLs, "class-content-urls", "", "Content services of classes run by other processes, as class=https://url,... (default: --content-url).")
 	flag.StringVar(&o.contentAudience, "content-audience", storage.DefaultContentAudience, "Audience of the tokens the content server accepts and the downloader sends.")
@@ -191,13 +197,44 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return fmt.Errorf("creating content handler: %w", err)
 	}
-	srv, err := contentServer(o, content)
-	if err != nil {
-		return err
+	// certsReady is closed once the content server's certificate files are
+	// there; the server and readiness wait for it.
+	certsReady := closedChan()
+	if o.contentCertSecret != "" {
+		if o.tlsCertFile != "" {
+			return errors.New("--content-cert-secret and --tls-cert-file exclude each other")
+		}
+		host, err := contentHost(o.contentURL)
+		if err != nil {
+			return err
+		}
+		if certsReady, err = certs.AddSelfManaged(ctx, mgr, certs.Options{
+			Namespace:             o.namespace,
+			SecretName:            o.contentCertSecret,
+			DNSName:               host,
+			ExtraDNSNames:         []string{host + ".cluster.local"},
+			CertDir:               o.contentCertDir,
+			RequireLeaderElection: o.leaderElect,
+			ControllerName:        "rukpak-content-cert-rotator",
+			CAName:                "rukpak-content-ca",
+		}); err != nil {
+			return fmt.Errorf("self-managed content certificate: %w", err)
+		}
+		o.tlsCertFile = filepath.Join(o.contentCertDir, certs.CertFile)
+		o.tlsKeyFile = filepath.Join(o.contentCertDir, certs.KeyFile)
 	}
 	// The content server runs on every replica, leader or not: a Bundle's
 	// contentURL must keep working whichever replica a Service picks.
 	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		select {
+		case <-certsReady:
+		case <-ctx.Done():
+			return nil
+		}
+		srv, err := contentServer(ctx, o, content)
+		if err != nil {
+			return err
+		}
 		go func() {
 			<-ctx.Done()
 			shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -215,26 +252,44 @@ func run(ctx context.Context, o options) error {
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return err
 	}
-	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+	if err := mgr.AddReadyzCheck("readyz", certs.ReadyChecker(certsReady)); err != nil {
 		return err
 	}
 	log.Info("starting", "classes", classes, "namespace", o.namespace)
 	return mgr.Start(ctx)
 }
 
-func contentServer(o options, h http.Handler) (*http.Server, error) {
+// contentHost is the host name of the content URL, which the serving
+// certificate must name.
+func contentHost(contentURL string) (string, error) {
+	u, err := url.Parse(contentURL)
+	if err != nil || u.Hostname() == "" {
+		return "", fmt.Errorf("--content-url %q has no host", contentURL)
+	}
+	return u.Hostname(), nil
+}
+
+func closedChan() <-chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}
+
+func contentServer(ctx context.Context, o options, h http.Handler) (*http.Server, error) {
 	tlsCfg := &tls.Config{MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"}}
 	if o.tlsCertFile != "" {
+		// Re-read on change: rotated certificates are served without a
+		// restart.
 		w, err := certwatcher.New(o.tlsCertFile, o.tlsKeyFile)
 		if err != nil {
 			return nil, fmt.Errorf("loading content server certificate: %w", err)
 		}
-		go func() { _ = w.Start(context.Background()) }()
+		go func() { _ = w.Start(ctx) }()
 		tlsCfg.GetCertificate = w.GetCertificate
 	} else {
-		host := "localhost"
-		if u := strings.TrimPrefix(strings.TrimPrefix(o.contentURL, "https://"), "http://"); u != "" {
-			host = strings.Split(strings.Split(u, "/")[0], ":")[0]
+		host, err := contentHost(o.contentURL)
+		if err != nil {
+			host = "localhost"
 		}
 		pair, err := selfsigned.New([]string{host, "localhost", "127.0.0.1"}, 365*24*time.Hour)
 		if err != nil {

@@ -40,6 +40,8 @@ type Options struct {
 	// ControllerName names the rotation controller; controller names are
 	// process-wide unique. Defaults to rukpak-webhook-cert-rotator.
 	ControllerName string
+	// CAName is the CA's common name; defaults to rukpak-webhook-ca.
+	CAName string
 
 	// CAValidity, ServerValidity, RenewBefore and CheckInterval tune
 	// rotation; zero values take cert-controller's defaults (10 years, 1
@@ -65,6 +67,9 @@ func AddSelfManaged(ctx context.Context, mgr manager.Manager, o Options) (<-chan
 	if o.ControllerName == "" {
 		o.ControllerName = "rukpak-webhook-cert-rotator"
 	}
+	if o.CAName == "" {
+		o.CAName = "rukpak-webhook-ca"
+	}
 	key := types.NamespacedName{Namespace: o.Namespace, Name: o.SecretName}
 	// cert-controller updates the Secret but fails at start if it is
 	// missing, so create an empty one: nothing has to be installed first.
@@ -80,7 +85,7 @@ func AddSelfManaged(ctx context.Context, mgr manager.Manager, o Options) (<-chan
 	if err := rotator.AddRotator(mgr, &rotator.CertRotator{
 		SecretKey:              key,
 		CertDir:                o.CertDir,
-		CAName:                 "rukpak-webhook-ca",
+		CAName:                 o.CAName,
 		CAOrganization:         "rukpak",
 		DNSName:                o.DNSName,
 		ExtraDNSNames:          o.ExtraDNSNames,

@@ -54,7 +54,9 @@ func (w *SecretWriter) SetupWithManager(mgr manager.Manager) error {
 		return fmt.Errorf("creating cache for Secret %s: %w", w.Secret, err)
 	}
 	w.cache = c
-	if err := mgr.Add(c); err != nil {
+	// A bare cache is a leader-election runnable to the manager: it would
+	// never start on the other replicas, and they would never get files.
+	if err := mgr.Add(everyReplica{c}); err != nil {
 		return fmt.Errorf("adding cache for Secret %s: %w", w.Secret, err)
 	}
 	return mgr.Add(w)
@@ -154,3 +156,8 @@ func writeIfChanged(path string, data []byte) (bool, error) {
 	}
 	return true, nil
 }
+
+// everyReplica runs a cache on every replica, leader or not.
+type everyReplica struct{ cache.Cache }
+
+func (everyReplica) NeedLeaderElection() bool { return false }

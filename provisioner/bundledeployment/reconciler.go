@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -190,6 +191,7 @@ func (r *Reconciler) reconcile(ctx context.Context, bd *rukpakv1alpha1.BundleDep
 	stamped := result.Objects
 	var taken []takenObject
 	if result.Changed {
+		r.droppedEvents(bd, result.Dropped)
 		r.event(bd, "Normal", rukpakv1alpha1.ReasonInstallationSucceeded, fmt.Sprintf("Installed bundle %q (release revision %d)", b.Name, result.Release.Version))
 	} else {
 		if err := r.tracker.Watch(stamped); err != nil {
@@ -346,11 +348,35 @@ func (r *Reconciler) set(bd *rukpakv1alpha1.BundleDeployment, typ string, status
 const maxNote = 1024
 
 func (r *Reconciler) event(bd *rukpakv1alpha1.BundleDeployment, typ, reason, msg string) {
+	r.eventRelated(bd, nil, typ, reason, msg)
+}
+
+// eventRelated records an event on bd about related (nil for none).
+func (r *Reconciler) eventRelated(bd *rukpakv1alpha1.BundleDeployment, related runtime.Object, typ, reason, msg string) {
 	if len(msg) > maxNote {
 		msg = strings.ToValidUTF8(msg[:maxNote-3], "") + "..."
 	}
 	if r.Recorder != nil {
-		r.Recorder.Eventf(bd, nil, typ, reason, "Reconcile", "%s", msg)
+		r.Recorder.Eventf(bd, related, typ, reason, "Reconcile", "%s", msg)
+	}
+}
+
+// reasonFieldsDropped is the reason of the events naming fields an install
+// left out because the API server's schema does not declare them.
+const reasonFieldsDropped = "UndeclaredFieldsDropped"
+
+// droppedEvents warns, one event per object (the first shownDropped), of
+// fields the install left out: a create, as OLM sends, would have dropped
+// them too, but silently. Each event is related to its object, which also
+// keeps the event recorder from folding them into one series (its key
+// leaves the note out).
+func (r *Reconciler) droppedEvents(bd *rukpakv1alpha1.BundleDeployment, dropped []release.DroppedFields) {
+	const shownDropped = 10
+	for _, d := range dropped[:min(len(dropped), shownDropped)] {
+		r.eventRelated(bd, &d.Ref, "Warning", reasonFieldsDropped, fmt.Sprintf("Dropped from %s the fields the API server's schema does not declare: %s", d.Object, strings.Join(d.Fields, ", ")))
+	}
+	if len(dropped) > shownDropped {
+		r.event(bd, "Warning", reasonFieldsDropped, fmt.Sprintf("Dropped fields the API server's schema does not declare from %d more objects (listed in their annotation %s)", len(dropped)-shownDropped, release.AnnotationDroppedFields))
 	}
 }
 

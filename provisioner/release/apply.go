@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -86,7 +87,11 @@ const applyConcurrency = 64
 // rule: an existing object must belong to this release) answered by one
 // metadata LIST per kind and namespace, instead of Helm's sequential
 // GET-then-create per object.
-func (m *Manager) applyObjects(ctx context.Context, name string, objs, previous []*unstructured.Unstructured) error {
+//
+// An object refused for fields the API server's schema does not declare is
+// applied without them (applyDropping), in place in objs; dropped collects
+// which.
+func (m *Manager) applyObjects(ctx context.Context, name string, objs, previous []*unstructured.Unstructured, dropped *droppedSet) error {
 	var namespaces, crds, rest []*unstructured.Unstructured
 	for _, o := range objs {
 		switch {
@@ -98,16 +103,16 @@ func (m *Manager) applyObjects(ctx context.Context, name string, objs, previous 
 			rest = append(rest, o)
 		}
 	}
-	if err := m.applyWave(ctx, name, namespaces); err != nil {
+	if err := m.applyWave(ctx, name, namespaces, dropped); err != nil {
 		return err
 	}
-	if err := m.applyWave(ctx, name, crds); err != nil {
+	if err := m.applyWave(ctx, name, crds, dropped); err != nil {
 		return err
 	}
 	if err := m.waitEstablished(ctx, crds); err != nil {
 		return err
 	}
-	if err := m.applyWave(ctx, name, rest); err != nil {
+	if err := m.applyWave(ctx, name, rest, dropped); err != nil {
 		return err
 	}
 
@@ -138,7 +143,7 @@ func (m *Manager) applyObjects(ctx context.Context, name string, objs, previous 
 // the previous revision's record lists, whatever the object says: that is
 // how a rollback took over an object another release had installed since,
 // and how a record listing someone else's objects would hand them over.
-func (m *Manager) applyWave(ctx context.Context, name string, objs []*unstructured.Unstructured) error {
+func (m *Manager) applyWave(ctx context.Context, name string, objs []*unstructured.Unstructured, dropped *droppedSet) error {
 	existing, err := m.existing(ctx, objs)
 	if err != nil {
 		return err
@@ -161,11 +166,39 @@ func (m *Manager) applyWave(ctx context.Context, name string, objs []*unstructur
 			}
 			return fmt.Errorf("%s exists and is not managed by this release (%s/%s): delete it or remove it from the bundle", describe(o), m.namespace, name)
 		}
-		if err := ApplyObject(ctx, m.client, o); err != nil {
+		fields, err := applyDropping(ctx, m.client, o)
+		if err != nil {
 			return fmt.Errorf("applying %s: %w", describe(o), err)
 		}
+		dropped.add(o, fields)
 		return nil
 	})
+}
+
+// droppedSet collects the fields objects were applied without, from
+// parallel applies.
+type droppedSet struct {
+	mu   sync.Mutex
+	list []DroppedFields
+}
+
+func (d *droppedSet) add(o *unstructured.Unstructured, fields []string) {
+	if len(fields) == 0 {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.list = append(d.list, DroppedFields{Object: describe(o), Fields: fields, Ref: corev1.ObjectReference{
+		APIVersion: o.GetAPIVersion(), Kind: o.GetKind(), Namespace: o.GetNamespace(), Name: o.GetName(),
+	}})
+}
+
+// sorted returns the collected fields by object, the same on every attempt.
+func (d *droppedSet) sorted() []DroppedFields {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	sort.Slice(d.list, func(i, j int) bool { return d.list[i].Object < d.list[j].Object })
+	return d.list
 }
 
 // parallel runs f on every object with bounded concurrency and joins the

@@ -11,6 +11,7 @@ import (
 	goruntime "runtime"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 
 	yaml "go.yaml.in/yaml/v2"
@@ -131,9 +132,12 @@ type Result struct {
 	// Changed is false when the release already had this exact manifest.
 	Changed bool
 	// Objects are the objects as the release applies them: stamped, with
-	// Helm's ownership metadata and namespaces resolved. Set when Apply
-	// succeeds.
+	// Helm's ownership metadata and namespaces resolved, without the fields
+	// the API server's schema does not declare. Set when Apply succeeds.
 	Objects []*unstructured.Unstructured
+	// Dropped are the fields this Apply left out because the API server's
+	// schema does not declare them, by object; only objects it applied.
+	Dropped []DroppedFields
 }
 
 // Apply makes the release name hold exactly objs, after mutate (owner
@@ -171,8 +175,14 @@ func (m *Manager) Apply(ctx context.Context, name string, objs []*unstructured.U
 		return nil, err
 	}
 	deployed := hist.deployed
-	if deployed != nil && hist.last == deployed && deployed.Manifest == manifest {
-		return &Result{Release: deployed, Upgraded: true, Objects: stamped}, nil
+	if deployed != nil && hist.last == deployed {
+		same, err := unchanged(deployed.Manifest, manifest, stamped)
+		if err != nil {
+			return nil, err
+		}
+		if same != nil {
+			return &Result{Release: deployed, Upgraded: true, Objects: same}, nil
+		}
 	}
 	res := &Result{Upgraded: deployed != nil}
 	var previous []*unstructured.Unstructured
@@ -203,7 +213,16 @@ func (m *Manager) Apply(ctx context.Context, name string, objs []*unstructured.U
 	}
 	res.Release = rel
 
-	applyErr := m.applyObjects(ctx, name, stamped, previous)
+	var dropped droppedSet
+	applyErr := m.applyObjects(ctx, name, stamped, previous, &dropped)
+	res.Dropped = dropped.sorted()
+	if applyErr == nil && len(res.Dropped) > 0 {
+		// The record holds what was applied, which drift correction and the
+		// next Apply compare with.
+		if rel.Manifest, err = Manifest(stamped, nil); err != nil {
+			applyErr = err
+		}
+	}
 	switch {
 	case applyErr != nil:
 		rel.SetStatus(helmrelease.StatusFailed, applyErr.Error())
@@ -249,7 +268,32 @@ func (m *Manager) ownershipMetadata(o *unstructured.Unstructured, name string) {
 	}
 	ann[helmReleaseName] = name
 	ann[helmReleaseNamespace] = m.namespace
+	// Only applyDropping says what was dropped.
+	delete(ann, AnnotationDroppedFields)
 	o.SetAnnotations(ann)
+}
+
+// unchanged returns the objects a deployed release holds if applying
+// stamped (rendered as manifest) would change nothing, else nil: the
+// manifests are the same, or they are once the fields the deployed objects
+// were applied without are left out of stamped too.
+func unchanged(deployed, manifest string, stamped []*unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
+	if deployed == manifest {
+		return stamped, nil
+	}
+	if !strings.Contains(deployed, AnnotationDroppedFields) {
+		return nil, nil
+	}
+	applied, err := decodeManifest(deployed)
+	if err != nil {
+		return nil, err
+	}
+	carried := carryDrops(stamped, applied)
+	again, err := Manifest(carried, nil)
+	if err != nil || again != deployed {
+		return nil, err
+	}
+	return carried, nil
 }
 
 type history struct {

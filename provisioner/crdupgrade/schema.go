@@ -300,7 +300,7 @@ func diffBounds(out *[]Change, p Path, old, new *apiextensionsv1.JSONSchemaProps
 // named checks compare and documentation, whose values differ: patterns,
 // formats, CEL rules, list types, nullable and the like.
 func otherDifferences(old, new *apiextensionsv1.JSONSchemaProps) []string {
-	o, n := rest(old), rest(new)
+	o, n := keywords(old), keywords(new)
 	var keys []string
 	for k, v := range o {
 		if w, ok := n[k]; !ok || !bytes.Equal(v, w) {
@@ -316,7 +316,7 @@ func otherDifferences(old, new *apiextensionsv1.JSONSchemaProps) []string {
 	return keys
 }
 
-func rest(s *apiextensionsv1.JSONSchemaProps) map[string]json.RawMessage {
+func keywords(s *apiextensionsv1.JSONSchemaProps) map[string]json.RawMessage {
 	c := *s
 	c.Description, c.Title, c.Example, c.ExternalDocs = "", "", nil, nil
 	c.Type, c.Enum, c.Default, c.Required = "", nil, nil, nil

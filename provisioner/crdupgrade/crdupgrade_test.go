@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -394,6 +395,47 @@ func TestParseFieldPath(t *testing.T) {
 	} {
 		if got := parseFieldPath(in).String(); got != want {
 			t.Errorf("parseFieldPath(%q) = %s, want %s", in, got, want)
+		}
+	}
+}
+
+// stuckLister answers no list until the check gives up.
+type stuckLister struct{}
+
+func (stuckLister) List(ctx context.Context, _ schema.GroupVersionResource, _ metav1.ListOptions) (*unstructured.UnstructuredList, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+func TestTimeout(t *testing.T) {
+	old := crd(t, ns, []string{"v1"}, v1(baseSchema))
+	new := crd(t, ns, []string{"v1"}, v1(edit("      mode: {type: string}\n", "")))
+	_, err := Compare(context.Background(), stuckLister{}, old, new, Options{Timeout: 10 * time.Millisecond})
+	want := "checking the objects of CRD widgets.example.com at version v1: checking the objects took longer than 10ms"
+	if err == nil || err.Error() != want {
+		t.Errorf("error %v, want %s", err, want)
+	}
+}
+
+func TestHolding(t *testing.T) {
+	obj := map[string]any{"spec": map[string]any{
+		"ports":  []any{map[string]any{"protocol": "TCP"}, map[string]any{"protocol": "UDP"}, map[string]any{"protocol": "TCP"}},
+		"labels": map[string]any{"a": "x", "b": "y"},
+		"opts":   map[string]any{"k": int64(1), "m": map[string]any{"z": true}},
+	}}
+	for _, tc := range []struct {
+		path  Path
+		value string
+		want  string
+	}{
+		{Path{"spec", "ports", "*", "protocol"}, `"TCP"`, "[spec.ports[0].protocol spec.ports[2].protocol]"},
+		{Path{"spec", "labels", "*"}, `"y"`, "[spec.labels.b]"},
+		{Path{"spec", "opts", "k"}, `1`, "[spec.opts.k]"},
+		{Path{"spec", "opts", "m"}, `{"z":true}`, "[spec.opts.m]"},
+		{Path{"spec", "missing", "x"}, `1`, "[]"},
+	} {
+		if got := fmt.Sprint(holding(obj, tc.path, nil, tc.value)); got != tc.want {
+			t.Errorf("holding(%s, %s) = %s, want %s", tc.path, tc.value, got, tc.want)
 		}
 	}
 }

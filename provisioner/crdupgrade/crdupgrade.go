@@ -200,11 +200,9 @@ func Compare(ctx context.Context, l Lister, old, new *apiextensionsv1.CustomReso
 	}
 	if len(removedServed) > 0 {
 		if len(passes) == 0 {
-			// Nothing else to validate: one pass only to find the objects.
-			p := &pass{listVersion: servedVersion(old)}
-			if p.listVersion != "" {
-				passes = append(passes, p)
-			}
+			// Nothing else to validate: one pass only to find the objects
+			// (the old CRD serves a version: it served the removed one).
+			passes = append(passes, &pass{listVersion: servedVersion(old)})
 		}
 		passes[0].everyObject = removedServed
 	}

@@ -25,6 +25,9 @@ import (
 // new generation) cancels its fetch.
 type fetches struct {
 	timeout time.Duration
+	// observe, when set, is told of every fetch that finished (in its
+	// goroutine, before the result is handed over).
+	observe func(b *rukpakv1alpha1.Bundle, took time.Duration, res *unpack.Result, err error)
 	// events queues a Bundle whose fetch finished.
 	events chan event.GenericEvent
 
@@ -95,6 +98,9 @@ func (f *fetches) startLocked(ctx context.Context, u unpack.Unpacker, b *rukpakv
 				err = fmt.Errorf("fetching the source did not finish within %s: %w", f.timeout, err)
 			}
 			res = nil
+		}
+		if f.observe != nil {
+			f.observe(b, time.Since(cur.started), res, err)
 		}
 		f.mu.Lock()
 		current := f.running[b.Name] == cur

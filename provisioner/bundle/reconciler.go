@@ -31,6 +31,7 @@ import (
 	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
 	"github.com/rukpak-dev/rukpak/provisioner/conditions"
 	"github.com/rukpak-dev/rukpak/provisioner/finalizer"
+	"github.com/rukpak-dev/rukpak/provisioner/metrics"
 	"github.com/rukpak-dev/rukpak/storage"
 	"github.com/rukpak-dev/rukpak/unpack"
 )
@@ -78,7 +79,10 @@ type Reconciler struct {
 
 // background returns the reconciler's fetches, made on first use.
 func (r *Reconciler) background() *fetches {
-	r.bgOnce.Do(func() { r.bg = newFetches(r.FetchTimeout) })
+	r.bgOnce.Do(func() {
+		r.bg = newFetches(r.FetchTimeout)
+		r.bg.observe = r.observeUnpack
+	})
 	return r.bg
 }
 
@@ -95,18 +99,23 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.Client.Get(ctx, req.NamespacedName, b); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.background().cancel(req.Name)
+			metrics.Forget(kind, req.Name)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if b.Spec.ProvisionerClassName != r.Class {
 		return ctrl.Result{}, nil
 	}
+	defer metrics.ObserveReconcile(metrics.ControllerBundle, r.Class, time.Now())
 
 	if !b.DeletionTimestamp.IsZero() {
 		// A fetch that never finishes must not keep the Bundle.
 		r.background().cancel(b.Name)
 		return ctrl.Result{}, r.finalize(ctx, b)
 	}
+	// Every reconcile, not only status writes: a restarted process shows
+	// the conditions of Bundles it has nothing to do for.
+	defer func() { metrics.RecordConditions(kind, b.Name, b.Status.Conditions) }()
 	if err := finalizer.Ensure(ctx, r.Client, b, rukpakv1alpha1.FinalizerDeleteCachedBundle); err != nil {
 		return ctrl.Result{}, err
 	}
@@ -263,6 +272,42 @@ func (r *Reconciler) updateStatus(ctx context.Context, before, after *rukpakv1al
 	return nil
 }
 
+// kind labels a Bundle's metrics.
+const kind = "Bundle"
+
+// observeUnpack records a finished fetch's duration and, once unpacked, the
+// bytes of its content.
+func (r *Reconciler) observeUnpack(b *rukpakv1alpha1.Bundle, took time.Duration, res *unpack.Result, err error) {
+	if err == nil && res != nil && res.State != unpack.StateUnpacked {
+		return // waiting for the source (a ConfigMap not created yet): no fetch happened
+	}
+	var n int64
+	if err == nil {
+		n, err = contentBytes(res.FS)
+	}
+	metrics.ObserveUnpack(r.Class, string(b.Spec.Source.Type), took, n, err)
+}
+
+// contentBytes adds up the sizes of the regular files in fsys.
+func contentBytes(fsys fs.FS) (int64, error) {
+	var n int64
+	err := fs.WalkDir(fsys, ".", func(_ string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		n += info.Size()
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("sizing unpacked content: %w", err)
+	}
+	return n, nil
+}
+
 func (r *Reconciler) finalize(ctx context.Context, b *rukpakv1alpha1.Bundle) error {
 	if !controllerutil.ContainsFinalizer(b, rukpakv1alpha1.FinalizerDeleteCachedBundle) {
 		return nil
@@ -273,7 +318,11 @@ func (r *Reconciler) finalize(ctx context.Context, b *rukpakv1alpha1.Bundle) err
 	if err := r.forget(ctx, b); err != nil {
 		return err
 	}
-	return finalizer.Remove(ctx, r.Client, b, rukpakv1alpha1.FinalizerDeleteCachedBundle)
+	if err := finalizer.Remove(ctx, r.Client, b, rukpakv1alpha1.FinalizerDeleteCachedBundle); err != nil {
+		return err
+	}
+	metrics.Forget(kind, b.Name)
+	return nil
 }
 
 // forgetter is an Unpacker that caches sources (images, by digest).

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
+	"github.com/rukpak-dev/rukpak/provisioner/metrics"
 	"github.com/rukpak-dev/rukpak/provisioner/release"
 )
 
@@ -27,9 +28,11 @@ import (
 // An object that another release owns now (it was deleted and someone
 // else's release installed it since) is never restored: the apply would
 // force this release's fields over the other's. Such objects are returned.
-func (r *Reconciler) correctDrift(ctx context.Context, desired []*unstructured.Unstructured) ([]takenObject, error) {
+// Restored objects are counted in the metrics of BundleDeployment owner.
+func (r *Reconciler) correctDrift(ctx context.Context, owner string, desired []*unstructured.Unstructured) ([]takenObject, error) {
 	var restored []string
 	var taken []takenObject
+	defer func() { metrics.DriftCorrected(r.Class, owner, len(restored)) }()
 	for _, want := range desired {
 		live := &unstructured.Unstructured{}
 		live.SetGroupVersionKind(want.GroupVersionKind())

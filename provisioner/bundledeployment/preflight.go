@@ -7,8 +7,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
 	"github.com/rukpak-dev/rukpak/provisioner/conditions"
@@ -76,15 +74,4 @@ func (r *Reconciler) offenderEvents(bd *rukpakv1alpha1.BundleDeployment, reports
 
 // skipPreflightChanged lets a change of the opt-out annotation through the
 // generation filter: it changes what a reconcile does.
-var skipPreflightChanged = predicate.Funcs{
-	UpdateFunc: func(e event.UpdateEvent) bool {
-		if e.ObjectOld == nil || e.ObjectNew == nil {
-			return false
-		}
-		key := rukpakv1alpha1.AnnotationSkipCRDUpgradePreflight
-		return e.ObjectOld.GetAnnotations()[key] != e.ObjectNew.GetAnnotations()[key]
-	},
-	CreateFunc:  func(event.CreateEvent) bool { return false },
-	DeleteFunc:  func(event.DeleteEvent) bool { return false },
-	GenericFunc: func(event.GenericEvent) bool { return false },
-}
+var skipPreflightChanged = annotationChanged(rukpakv1alpha1.AnnotationSkipCRDUpgradePreflight)

@@ -223,14 +223,10 @@ func run(ctx context.Context, o options) error {
 		o.tlsCertFile = filepath.Join(o.contentCertDir, certs.CertFile)
 		o.tlsKeyFile = filepath.Join(o.contentCertDir, certs.KeyFile)
 	}
-	// The content server runs on every replica, leader or not: a Bundle's
-	// contentURL must keep working whichever replica a Service picks.
-	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
-		select {
-		case <-certsReady:
-		case <-ctx.Done():
-			return nil
-		}
+	// The content server runs on every replica, leader or not (a bare
+	// RunnableFunc would run on the leader only): a Bundle's contentURL must
+	// keep working whichever replica a Service picks.
+	if err := mgr.Add(certs.AfterReady(certsReady, manager.RunnableFunc(func(ctx context.Context) error {
 		srv, err := contentServer(ctx, o, content)
 		if err != nil {
 			return err
@@ -246,7 +242,7 @@ func run(ctx context.Context, o options) error {
 			return fmt.Errorf("content server: %w", err)
 		}
 		return nil
-	})); err != nil {
+	}))); err != nil {
 		return err
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {

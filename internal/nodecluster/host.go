@@ -233,7 +233,9 @@ func cgroupDirs() []string {
 			}
 			p := filepath.Join(dir, e.Name())
 			rel, _ := filepath.Rel(cgroupRoot, p)
-			out = append(out, rel)
+			if clusterCgroup(rel) {
+				out = append(out, rel)
+			}
 			if depth > 1 {
 				walk(p, depth-1)
 			}
@@ -242,6 +244,21 @@ func cgroupDirs() []string {
 	walk(cgroupRoot, 3)
 	sort.Strings(out)
 	return out
+}
+
+// clusterCgroups name the cgroups a node cluster creates (the kubelet's
+// kubepods, containerd's k8s.io namespace): only they are compared, as
+// other programs on the host create and remove cgroups of their own at
+// any time.
+var clusterCgroups = []string{"kubepods", "k8s.io"}
+
+func clusterCgroup(rel string) bool {
+	for _, part := range strings.Split(rel, string(filepath.Separator)) {
+		if contains(clusterCgroups, part) {
+			return true
+		}
+	}
+	return false
 }
 
 // RemoveCgroups kills every process in the cgroup named name (e.g. "k8s.io"

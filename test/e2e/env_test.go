@@ -7,8 +7,13 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
 	"flag"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -153,16 +158,6 @@ func runNode(m *testing.M) int {
 	return code
 }
 
-// needsLocal skips a test that needs the environment TestMain started
-// itself (suite.local), e.g. to kill or restart its processes, when the
-// suite runs against another cluster (E2E_KUBECONFIG).
-func needsLocal(t *testing.T, why string) {
-	t.Helper()
-	if suite.local == nil {
-		t.Skipf("needs the local environment started by the suite (not E2E_KUBECONFIG): %s", why)
-	}
-}
-
 // kubectl runs kubectl as the admin; it returns stdout, stderr and the error.
 func kubectl(t *testing.T, stdin string, args ...string) (string, string, error) {
 	t.Helper()
@@ -225,4 +220,53 @@ func eventually(t *testing.T, timeout time.Duration, what string, f func() error
 func indent(s string, n int) string {
 	pad := strings.Repeat(" ", n)
 	return pad + strings.ReplaceAll(strings.TrimSpace(s), "\n", "\n"+pad)
+}
+
+// contentCA returns the CA that content clients trust: E2E_CONTENT_CA or
+// the local environment's, else the ca.crt of the content server's
+// self-managed Secret (manifests/base), as an admin would read it.
+func contentCA(t *testing.T) []byte {
+	t.Helper()
+	if len(suite.contentCA) > 0 {
+		return suite.contentCA
+	}
+	if suite.local != nil {
+		t.Fatal("the local environment wrote no content CA")
+	}
+	out := mustKubectl(t, "", "-n", "rukpak-system", "get", "secret", "rukpak-core-tls", "-o", `jsonpath={.data.ca\.crt}`)
+	ca, err := base64.StdEncoding.DecodeString(out)
+	if err != nil || len(ca) == 0 {
+		t.Fatalf("Secret rukpak-system/rukpak-core-tls has no ca.crt (%v): set E2E_CONTENT_CA", err)
+	}
+	return ca
+}
+
+// contentClient downloads content URLs with the content CA. On the real
+// node, which runs no cluster DNS, it dials a Service's host name
+// (<name>.<namespace>.svc) at its ClusterIP, which the node routes.
+func contentClient(t *testing.T) *http.Client {
+	t.Helper()
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(contentCA(t)) {
+		t.Fatal("the content CA holds no certificate")
+	}
+	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}
+	if suite.node != nil {
+		var d net.Dialer
+		tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			host, port, err := net.SplitHostPort(addr)
+			if err != nil {
+				return nil, err
+			}
+			if parts := strings.Split(host, "."); len(parts) >= 3 && parts[2] == "svc" {
+				ip, _, err := kubectl(t, "", "get", "service", parts[0], "-n", parts[1], "-o", "jsonpath={.spec.clusterIP}")
+				if err != nil {
+					return nil, fmt.Errorf("resolving %s: %w", host, err)
+				}
+				addr = net.JoinHostPort(ip, port)
+			}
+			return d.DialContext(ctx, network, addr)
+		}
+	}
+	return &http.Client{Timeout: 30 * time.Second, Transport: tr}
 }

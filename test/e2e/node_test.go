@@ -140,8 +140,8 @@ func (s *nodeSuite) dumpRukpak(ctx context.Context) {
 	for _, args := range [][]string{
 		{"get", "nodes,pods", "-A", "-o", "wide"},
 		{"-n", "rukpak-system", "get", "events", "--sort-by=.lastTimestamp"},
-		{"-n", "rukpak-system", "logs", "deployment/rukpak-core", "--tail=60"},
-		{"-n", "rukpak-system", "logs", "deployment/rukpak-webhook", "--tail=40"},
+		{"-n", "rukpak-system", "logs", "-l", "app.kubernetes.io/name=rukpak-core", "--prefix", "--tail=40"},
+		{"-n", "rukpak-system", "logs", "-l", "app.kubernetes.io/name=rukpak-webhook", "--prefix", "--tail=30"},
 	} {
 		out, _ := s.cluster.Kubectl(ctx, args...)
 		fmt.Printf("---- kubectl %s ----\n%s\n", strings.Join(args, " "), out)

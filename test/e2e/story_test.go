@@ -3,8 +3,6 @@ package e2e
 import (
 	"archive/tar"
 	"compress/gzip"
-	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"io"
 	"net/http"
@@ -210,24 +208,15 @@ spec:
 	})
 
 	t.Run("the bundle content can be downloaded with a bundle-reader token", func(t *testing.T) {
-		if len(suite.contentCA) == 0 {
-			if suite.local == nil {
-				t.Skip("needs the content server's CA: set E2E_CONTENT_CA (make kind-e2e does)")
-			}
-			t.Fatal("the local environment wrote no content CA")
-		}
 		active := jsonpath(t, "bd/combo", "{.status.activeBundle}")
 		url := jsonpath(t, "bundle/"+active, "{.status.contentURL}")
+		client := contentClient(t)
 		mustKubectl(t, "", "create", "serviceaccount", "e2e-reader", "-n", "default")
 		mustKubectl(t, "", "create", "clusterrolebinding", "e2e-reader", "--clusterrole=bundle-reader", "--serviceaccount=default:e2e-reader")
 		// The content server accepts only tokens of its own audience: an
 		// API server token is refused.
 		apiToken := strings.TrimSpace(mustKubectl(t, "", "create", "token", "e2e-reader", "-n", "default"))
 		token := strings.TrimSpace(mustKubectl(t, "", "create", "token", "e2e-reader", "-n", "default", "--audience=content.core.rukpak.io"))
-		pool := x509.NewCertPool()
-		pool.AppendCertsFromPEM(suite.contentCA)
-		client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
-
 		get := func(token string) (*http.Response, error) {
 			req, _ := http.NewRequest(http.MethodGet, url, nil)
 			if token != "" {
@@ -326,32 +315,17 @@ spec:
 	})
 
 	t.Run("a provisioner killed mid-install converges after restart", func(t *testing.T) {
-		needsLocal(t, "it kills and restarts the provisioner process")
 		var docs []string
 		for i := range 300 {
 			docs = append(docs, fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: many-%03d\n  namespace: default\ndata:\n  i: %q\n", i, fmt.Sprint(i)))
 		}
-		ref := f.reg.MustPush(t, f.reg.Ref("many:v1"), testregistry.Image(t, testregistry.Layer(t, map[string]string{"manifests/many.yaml": strings.Join(docs, "---\n")})))
-		mustKubectl(t, fmt.Sprintf(`apiVersion: core.rukpak.io/v1alpha1
-kind: BundleDeployment
-metadata:
-  name: many
-spec:
-  provisionerClassName: core-rukpak-io-plain
-  template:
-    spec:
-      source:
-        %s
-      provisionerClassName: core-rukpak-io-plain
-`, f.imageSource(ref)), "apply", "-f", "-")
+		applyBD(t, f, "many", f.plainBundle(t, "many", strings.Join(docs, "---\n")))
 		eventually(t, 2*time.Minute, "the install to start", func() error {
 			_, _, err := kubectl(t, "", "get", "configmap", "many-000", "-n", "default")
 			return err
 		})
-		suite.local.Provisioner.Kill()
-		if err := suite.local.StartProvisioner(t.Context()); err != nil {
-			t.Fatal(err)
-		}
+		// The process, or the pod (and the node's kubelet on the real node).
+		restartProvisioner(t)
 		waitFor(t, "bd/many", "condition=Installed", 3*time.Minute)
 		mustKubectl(t, "", "get", "configmap", "many-299", "-n", "default")
 		mustKubectl(t, "", "delete", "bd", "many", "--timeout=2m")

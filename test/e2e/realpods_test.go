@@ -1,0 +1,339 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rukpak-dev/rukpak/internal/testenv"
+	"github.com/rukpak-dev/rukpak/internal/testregistry"
+)
+
+// plainBundle pushes a plain bundle of manifests to the suite's registry.
+func (f *fixtures) plainBundle(t *testing.T, name string, manifests string) string {
+	t.Helper()
+	return f.reg.MustPush(t, f.reg.Ref(name+":v1"), testregistry.Image(t, testregistry.Layer(t, map[string]string{"manifests/objects.yaml": manifests})))
+}
+
+// applyBD creates or updates a plain BundleDeployment of an image bundle.
+func applyBD(t *testing.T, f *fixtures, name, ref string) {
+	t.Helper()
+	mustKubectl(t, fmt.Sprintf(`apiVersion: core.rukpak.io/v1alpha1
+kind: BundleDeployment
+metadata:
+  name: %s
+spec:
+  provisionerClassName: core-rukpak-io-plain
+  template:
+    spec:
+      source:
+        %s
+      provisionerClassName: core-rukpak-io-plain
+`, name, f.imageSource(ref)), "apply", "-f", "-")
+}
+
+// condition reads a BundleDeployment condition as "Status/Reason: Message".
+func condition(t *testing.T, bd, typ string) string {
+	t.Helper()
+	return jsonpath(t, "bd/"+bd, fmt.Sprintf(`{.status.conditions[?(@.type=="%s")].status}/{.status.conditions[?(@.type=="%s")].reason}: {.status.conditions[?(@.type=="%s")].message}`, typ, typ, typ))
+}
+
+// workload is a namespace and a Deployment of the ready test image.
+func workload(ns, name, env string) string {
+	return fmt.Sprintf(`apiVersion: v1
+kind: Namespace
+metadata:
+  name: %[1]s
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: %[2]s
+  namespace: %[1]s
+spec:
+  replicas: 1
+  selector:
+    matchLabels: {app: %[2]s}
+  template:
+    metadata:
+      labels: {app: %[2]s}
+    spec:
+      terminationGracePeriodSeconds: 2
+      containers:
+      - name: main
+        image: %[3]s
+        imagePullPolicy: IfNotPresent
+        env: [%[4]s]
+        readinessProbe:
+          httpGet: {path: /readyz, port: 8080}
+          periodSeconds: 1
+`, ns, name, "rukpak.test/ready:v1", env)
+}
+
+// podUIDs lists the UIDs of the pods matching selector in ns.
+func podUIDs(t *testing.T, ns, selector string) string {
+	t.Helper()
+	return jsonpath(t, "pods -n "+ns+" -l "+selector, "{.items[*].metadata.uid}")
+}
+
+// restartProvisioner kills the provisioner mid-work: the process in the
+// local environment, else its pod (and, on the real node, the kubelet).
+func restartProvisioner(t *testing.T) {
+	t.Helper()
+	if suite.local != nil {
+		suite.local.Provisioner.Kill()
+		if err := suite.local.StartProvisioner(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	mustKubectl(t, "", "-n", "rukpak-system", "delete", "pod", "-l", "app.kubernetes.io/name=rukpak-core", "--wait=false")
+	if suite.node != nil {
+		if err := suite.node.restartKubelet(t.Context()); err != nil {
+			t.Fatalf("restarting the kubelet: %v", err)
+		}
+	}
+}
+
+// TestRealPods covers what only real containers show: workloads that run
+// or crash, pods killed, the provisioner deleted mid-install, several
+// replicas, certificate rotation and an in-place upgrade of rukpak.
+func TestRealPods(t *testing.T) {
+	if !suite.realPods {
+		t.Skip("workloads do not run on this cluster's nodes (kwok): make test-e2e-node, or E2E_REAL_PODS=1 with the test images loaded")
+	}
+	f := newFixtures(t)
+
+	t.Run("a crash-looping workload is installed but not Healthy, naming it", func(t *testing.T) {
+		ref := f.plainBundle(t, "crashloop", strings.Replace(workload("crashloop", "crasher", `{name: EXIT_CODE, value: "3"}`), "rukpak.test/ready:v1", "rukpak.test/crashloop:v1", 1))
+		applyBD(t, f, "crashloop", ref)
+		waitFor(t, "bd/crashloop", "condition=Installed", 2*time.Minute)
+		eventually(t, 90*time.Second, "the container to crash twice", func() error {
+			got := jsonpath(t, "pods -n crashloop -l app=crasher", "{.items[*].status.containerStatuses[*].restartCount}/{.items[*].status.containerStatuses[*].lastState.terminated.exitCode}")
+			var restarts, code int
+			if _, err := fmt.Sscanf(got, "%d/%d", &restarts, &code); err != nil || restarts < 2 || code != 3 {
+				return fmt.Errorf("restarts/exit code %q", got)
+			}
+			return nil
+		})
+		got := condition(t, "crashloop", "Healthy")
+		if !strings.HasPrefix(got, "False/Unhealthy: ") || !strings.Contains(got, "Deployment") || !strings.Contains(got, "crashloop/crasher") {
+			t.Errorf("Healthy = %q, want False/Unhealthy naming Deployment crashloop/crasher", got)
+		}
+		t.Logf("Healthy = %s", got)
+		mustKubectl(t, "", "delete", "bd", "crashloop", "--timeout=2m")
+	})
+
+	t.Run("Healthy flips when a pod is killed and comes back when its replacement is ready", func(t *testing.T) {
+		applyBD(t, f, "flip", f.plainBundle(t, "flip", workload("flip", "flip", `{name: READY_AFTER, value: "15s"}`)))
+		waitFor(t, "bd/flip", "condition=Healthy", 2*time.Minute)
+		mustKubectl(t, "", "-n", "flip", "delete", "pod", "-l", "app=flip", "--wait=false")
+		waitFor(t, "bd/flip", "condition=Healthy=False", time.Minute)
+		t.Logf("after the kill: %s", condition(t, "flip", "Healthy"))
+		waitFor(t, "bd/flip", "condition=Healthy", time.Minute)
+		mustKubectl(t, "", "delete", "bd", "flip", "--timeout=2m")
+	})
+
+	t.Run("drift: a deleted Deployment comes back and runs", func(t *testing.T) {
+		applyBD(t, f, "drift", f.plainBundle(t, "drift", workload("drift", "drift", "")))
+		waitFor(t, "bd/drift", "condition=Healthy", 2*time.Minute)
+		uid := jsonpath(t, "deployment/drift -n drift", "{.metadata.uid}")
+		mustKubectl(t, "", "-n", "drift", "delete", "deployment", "drift", "--wait=true")
+		eventually(t, time.Minute, "the Deployment to be recreated", func() error {
+			got, _, err := kubectl(t, "", "get", "deployment", "drift", "-n", "drift", "-o", "jsonpath={.metadata.uid}")
+			if err != nil || got == uid {
+				return fmt.Errorf("uid %q (err %v)", got, err)
+			}
+			return nil
+		})
+		waitFor(t, "deployment/drift", "condition=Available", time.Minute, "-n", "drift")
+		waitFor(t, "bd/drift", "condition=Healthy", time.Minute)
+	})
+
+	t.Run("a failed pivot keeps the old workload running", func(t *testing.T) {
+		var pods string
+		eventually(t, time.Minute, "one pod (the drift test's old one gone)", func() error {
+			if pods = podUIDs(t, "drift", "app=drift"); len(strings.Fields(pods)) != 1 {
+				return fmt.Errorf("pods %q", pods)
+			}
+			return nil
+		})
+		// The new bundle's Deployment is invalid: the API server rejects it.
+		bad := strings.Replace(workload("drift", "drift", ""), "replicas: 1", "replicas: -1", 1)
+		applyBD(t, f, "drift", f.reg.MustPush(t, f.reg.Ref("drift:v2"), testregistry.Image(t, testregistry.Layer(t, map[string]string{"manifests/objects.yaml": bad}))))
+		waitFor(t, "bd/drift", "condition=Installed=False", 2*time.Minute)
+		t.Logf("Installed = %s", condition(t, "drift", "Installed"))
+		if got := podUIDs(t, "drift", "app=drift"); got != pods {
+			t.Errorf("pods changed during the failed pivot: %q, were %q", got, pods)
+		}
+		waitFor(t, "deployment/drift", "condition=Available", time.Minute, "-n", "drift")
+		mustKubectl(t, "", "delete", "bd", "drift", "--timeout=2m")
+	})
+
+	t.Run("two provisioner replicas: one leader, content from either", func(t *testing.T) {
+		mustKubectl(t, "", "-n", "rukpak-system", "scale", "deployment/rukpak-core", "--replicas=2")
+		defer mustKubectl(t, "", "-n", "rukpak-system", "scale", "deployment/rukpak-core", "--replicas=1")
+		mustKubectl(t, "", "-n", "rukpak-system", "rollout", "status", "deployment/rukpak-core", "--timeout=100s")
+		holder := jsonpath(t, "lease/provisioner.core.rukpak.io -n rukpak-system", "{.spec.holderIdentity}")
+		if holder == "" {
+			t.Fatal("no provisioner holds the leader lease")
+		}
+		t.Logf("leader: %s", holder)
+		applyBD(t, f, "replicated", f.plainBundle(t, "replicated", workload("replicated", "replicated", "")))
+		waitFor(t, "bd/replicated", "condition=Healthy", 2*time.Minute)
+		url := jsonpath(t, "bundle/"+jsonpath(t, "bd/replicated", "{.status.activeBundle}"), "{.status.contentURL}")
+		mustKubectl(t, "", "create", "serviceaccount", "replica-reader", "-n", "default")
+		mustKubectl(t, "", "create", "clusterrolebinding", "replica-reader", "--clusterrole=bundle-reader", "--serviceaccount=default:replica-reader")
+		token := strings.TrimSpace(mustKubectl(t, "", "create", "token", "replica-reader", "-n", "default", "--audience=content.core.rukpak.io"))
+		// Every download opens a new connection, so the Service spreads them
+		// over both replicas; each must have the content.
+		eventually(t, 2*time.Minute, "20 downloads in a row through the Service", func() error {
+			for i := range 20 {
+				client := contentClient(t)
+				req, _ := http.NewRequest(http.MethodGet, url, nil)
+				req.Header.Set("Authorization", "Bearer "+token)
+				resp, err := client.Do(req)
+				if err != nil {
+					return err
+				}
+				_ = resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					return fmt.Errorf("download %d: %s", i, resp.Status)
+				}
+			}
+			return nil
+		})
+		mustKubectl(t, "", "delete", "bd", "replicated", "--timeout=2m")
+	})
+
+	t.Run("webhook certificate rotation while Bundles are patched", func(t *testing.T) {
+		mustKubectl(t, fmt.Sprintf(`apiVersion: core.rukpak.io/v1alpha1
+kind: Bundle
+metadata:
+  name: rotation
+spec:
+  source:
+    %s
+  provisionerClassName: core-rukpak-io-plain
+`, strings.ReplaceAll(f.imageSource(f.comboV2), "\n    ", "\n")), "apply", "-f", "-")
+		const want = `Error from server (bundle.spec is immutable): admission webhook "vbundles.core.rukpak.io" denied the request: bundle.spec is immutable`
+		patch := func() error {
+			_, stderr, err := kubectl(t, "", "patch", "bundle", "rotation", "--type=merge", "-p", `{"spec":{"provisionerClassName":"core-rukpak-io-registry"}}`)
+			if err == nil || strings.TrimSpace(stderr) != want {
+				return fmt.Errorf("kubectl patch: %q (err %v)", strings.TrimSpace(stderr), err)
+			}
+			return nil
+		}
+		if err := patch(); err != nil {
+			t.Fatal(err)
+		}
+		ctx, stop := context.WithCancel(t.Context())
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		var failures []string
+		patches := 0
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				err := patch()
+				mu.Lock()
+				patches++
+				if err != nil {
+					failures = append(failures, err.Error())
+				}
+				mu.Unlock()
+			}
+		})
+		old := jsonpath(t, "secret/rukpak-webhook-certs -n rukpak-system", `{.data.tls\.crt}`)
+		// Dropping the serving certificate is what expiry looks like to the
+		// rotator: it issues a new one from the same CA.
+		mustKubectl(t, "", "-n", "rukpak-system", "patch", "secret", "rukpak-webhook-certs", "--type=json",
+			"-p", `[{"op":"remove","path":"/data/tls.crt"},{"op":"remove","path":"/data/tls.key"}]`)
+		eventually(t, time.Minute, "a new serving certificate", func() error {
+			cur := jsonpath(t, "secret/rukpak-webhook-certs -n rukpak-system", `{.data.tls\.crt}`)
+			if cur == "" || cur == old {
+				return fmt.Errorf("not reissued yet")
+			}
+			return nil
+		})
+		// The webhook picks the new files up; keep patching a while after.
+		time.Sleep(10 * time.Second)
+		stop()
+		wg.Wait()
+		t.Logf("%d patches during the rotation, %d not denied as immutable", patches, len(failures))
+		if len(failures) > 0 {
+			t.Errorf("patches not answered by the webhook during rotation:\n%s", strings.Join(failures[:min(len(failures), 5)], "\n"))
+		}
+		if err := patch(); err != nil {
+			t.Errorf("after the rotation: %v", err)
+		}
+		mustKubectl(t, "", "delete", "bundle", "rotation")
+	})
+
+	t.Run("rukpak upgraded in place leaves installed workloads alone", func(t *testing.T) {
+		if suite.node == nil {
+			t.Skip("needs the real-node suite, which imports the second image into the node")
+		}
+		applyBD(t, f, "upgrade", f.plainBundle(t, "upgrade", workload("upgrade", "upgrade", "")))
+		waitFor(t, "bd/upgrade", "condition=Healthy", 2*time.Minute)
+		pods := podUIDs(t, "upgrade", "app=upgrade")
+		gen := jsonpath(t, "deployment/upgrade -n upgrade", "{.metadata.generation}")
+		active := jsonpath(t, "bd/upgrade", "{.status.activeBundle}")
+		installedAt := jsonpath(t, "bd/upgrade", `{.status.conditions[?(@.type=="Installed")].lastTransitionTime}`)
+
+		// Version 2 of the image: the same binaries, another build date.
+		v2 := filepath.Join(t.TempDir(), "rukpak-v2.tar")
+		binDir := filepath.Dir(os.Getenv("RUKPAK_IMAGE_TAR"))
+		cmd := exec.CommandContext(t.Context(), "go", "run", "./hack/image", "--bin-dir", binDir, "--image", "rukpak:v2", "--tarball", v2)
+		cmd.Dir = testenv.RepoRoot()
+		cmd.Env = append(os.Environ(), "SOURCE_DATE_EPOCH=1700000000")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("building rukpak:v2: %v\n%s", err, out)
+		}
+		if err := suite.node.cluster.Containerd.ImportImage(t.Context(), v2); err != nil {
+			t.Fatal(err)
+		}
+		// As the README says: a kustomization of the admin's own names the
+		// image; applied server-side like the install, so nothing conflicts.
+		overlay := t.TempDir()
+		base, err := filepath.Rel(overlay, filepath.Join(testenv.RepoRoot(), "manifests", "base"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		kustomization := fmt.Sprintf("resources:\n- %s\nimages:\n- name: rukpak:devel\n  newName: rukpak\n  newTag: v2\n", base)
+		if err := os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), []byte(kustomization), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		mustKubectl(t, "", "apply", "--server-side", "-k", overlay)
+		mustKubectl(t, "", "-n", "rukpak-system", "rollout", "status", "deployment/rukpak-core", "--timeout=100s")
+		mustKubectl(t, "", "-n", "rukpak-system", "rollout", "status", "deployment/rukpak-webhook", "--timeout=100s")
+		// The new provisioner has reconciled everything once it reports
+		// the BundleDeployment again; give it a moment to do anything wrong.
+		time.Sleep(10 * time.Second)
+		waitFor(t, "bd/upgrade", "condition=Healthy", time.Minute)
+		if got := podUIDs(t, "upgrade", "app=upgrade"); got != pods {
+			t.Errorf("the workload's pods were replaced: %q, were %q", got, pods)
+		}
+		if got := jsonpath(t, "deployment/upgrade -n upgrade", "{.metadata.generation}"); got != gen {
+			t.Errorf("the workload's Deployment was changed: generation %s, was %s", got, gen)
+		}
+		if got := jsonpath(t, "bd/upgrade", "{.status.activeBundle}"); got != active {
+			t.Errorf("active bundle %s, was %s", got, active)
+		}
+		if got := jsonpath(t, "bd/upgrade", `{.status.conditions[?(@.type=="Installed")].lastTransitionTime}`); got != installedAt {
+			t.Errorf("Installed changed at %s (was %s): reinstalled", got, installedAt)
+		}
+		// The immutability webhook of v2 answers.
+		_, stderr, err := kubectl(t, "", "patch", "bundle", active, "--type=merge", "-p", `{"spec":{"provisionerClassName":"core-rukpak-io-registry"}}`)
+		if err == nil || !strings.Contains(stderr, "bundle.spec is immutable") {
+			t.Errorf("patch after the upgrade: %q (err %v)", stderr, err)
+		}
+		mustKubectl(t, "", "delete", "bd", "upgrade", "--timeout=2m")
+	})
+}

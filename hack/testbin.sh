@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Builds the control-plane binaries the tests and `make run` need (etcd,
-# kube-apiserver, kube-controller-manager, kube-scheduler, kwok, kwokctl) from
-# the Go module proxy, once per machine, into a cache outside the checkout,
-# keyed by version. Prints the assets directory on stdout; progress on stderr.
+# kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kwok,
+# kwokctl) from the Go module proxy, once per machine, into a cache outside
+# the checkout, keyed by version. Prints the assets directory on stdout;
+# progress on stderr.
 #
 #   hack/testbin.sh          all of the above
-#   hack/testbin.sh envtest  etcd and kube-apiserver only
+#   hack/testbin.sh envtest  etcd, kube-apiserver and kubectl only
 #   hack/testbin.sh node     kubelet and kube-proxy, built with version ldflags
 #                            (they report v${K8S_VERSION}) into their own
 #                            directory, which is printed instead
@@ -18,7 +19,7 @@ K8S_VERSION="${K8S_VERSION:-1.36.3}"
 ETCD_VERSION="${ETCD_VERSION:-3.6.16}"
 KWOK_VERSION="${KWOK_VERSION:-0.8.0}"
 CACHE_ROOT="${RUKPAK_TESTBIN_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rukpak-testbin}"
-ASSETS="${CACHE_ROOT}/assets-k8s${K8S_VERSION}-etcd${ETCD_VERSION}-kwok${KWOK_VERSION}"
+ASSETS="${CACHE_ROOT}/assets-k8s${K8S_VERSION}-stamped-etcd${ETCD_VERSION}-kwok${KWOK_VERSION}"
 
 log() { echo ">> $*" >&2; }
 
@@ -31,21 +32,23 @@ flock 9
 export CGO_ENABLED=0 GOTOOLCHAIN="${GOTOOLCHAIN:-local}" GOFLAGS="${GOFLAGS:-} -trimpath"
 export GOWORK=off
 
+# Every Kubernetes binary carries the version the release build would stamp
+# into it, so it reports v${K8S_VERSION} and not v0.0.0-master (kubectl
+# version and clients that parse the server version need it). The "-stamped"
+# directory keeps binaries built before that apart.
+K8S_DIR="${CACHE_ROOT}/k8s-${K8S_VERSION}-stamped"
 build_k8s() {
   local bin="$1" minutes="$2"
-  local dest="${CACHE_ROOT}/k8s-${K8S_VERSION}/${bin}"
+  local dest="${K8S_DIR}/${bin}"
   [[ -x "${dest}" ]] && return 0
   log "building ${bin} v${K8S_VERSION} (first run only, ~${minutes} min)..."
   prepare_k8s_src
+  k8s_version_ldflags
   mkdir -p "$(dirname "${dest}")"
-  (cd "${src}" && go build -mod=mod -o "${dest}.tmp" "k8s.io/kubernetes/cmd/${bin}")
+  (cd "${src}" && go build -mod=mod -ldflags "${K8S_VERSION_LDFLAGS}" -o "${dest}.tmp" "k8s.io/kubernetes/cmd/${bin}")
   mv "${dest}.tmp" "${dest}"
 }
 
-# The node binaries (kubelet, kube-proxy) carry the version the release build
-# would stamp into them, so they report v${K8S_VERSION} and not v0.0.0-master.
-# They live under their own directory: the control-plane binaries above keep
-# their cache path and build until a later change rebuilds them all at once.
 K8S_VERSION_LDFLAGS=""
 k8s_version_ldflags() {
   local major="${K8S_VERSION%%.*}" minor="${K8S_VERSION#*.}"
@@ -130,6 +133,8 @@ if [[ "${want}" == "node" ]]; then
 fi
 build_etcd
 build_k8s kube-apiserver 7
+# The tests' kubectl: the version of the control plane, whatever is on PATH.
+build_k8s kubectl 2
 if [[ "${want}" == "all" ]]; then
   build_k8s kube-controller-manager 2
   build_k8s kube-scheduler 1
@@ -138,11 +143,10 @@ fi
 
 mkdir -p "${ASSETS}"
 ln -sf "${CACHE_ROOT}/etcd-${ETCD_VERSION}/etcd" "${ASSETS}/etcd"
-for b in kube-apiserver kube-controller-manager kube-scheduler; do
-  [[ -x "${CACHE_ROOT}/k8s-${K8S_VERSION}/${b}" ]] && ln -sf "${CACHE_ROOT}/k8s-${K8S_VERSION}/${b}" "${ASSETS}/${b}"
+for b in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
+  [[ -x "${K8S_DIR}/${b}" ]] && ln -sf "${K8S_DIR}/${b}" "${ASSETS}/${b}"
 done
 for b in kwok kwokctl; do
   [[ -x "${CACHE_ROOT}/kwok-${KWOK_VERSION}/${b}" ]] && ln -sf "${CACHE_ROOT}/kwok-${KWOK_VERSION}/${b}" "${ASSETS}/${b}"
 done
-if command -v kubectl >/dev/null; then ln -sf "$(command -v kubectl)" "${ASSETS}/kubectl"; fi
 echo "${ASSETS}"

@@ -43,11 +43,7 @@ var kustomizations = []string{
 
 func kubectl(t *testing.T) string {
 	t.Helper()
-	p, err := exec.LookPath("kubectl")
-	if err != nil {
-		t.Skip("kubectl not installed")
-	}
-	return p
+	return testenv.Kubectl(t)
 }
 
 // render returns the objects of kubectl kustomize dir.

@@ -245,10 +245,7 @@ func testMetadataAllowed(t *testing.T, c client.Client) {
 }
 
 func testKubectlPatch(t *testing.T, env *testenv.Env) {
-	kubectl, err := exec.LookPath("kubectl")
-	if err != nil {
-		t.Skip("kubectl not installed")
-	}
+	kubectl := testenv.Kubectl(t)
 	user, err := env.Env.ControlPlane.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, nil)
 	testenv.MustNotError(t, err, "adding user")
 	kubeconfig, err := user.KubeConfig()

@@ -46,6 +46,8 @@ const (
 	webhookProbeAddr     = "127.0.0.1:8091"
 	ContentAddr          = "127.0.0.1:8443"
 	provisionerProbeAddr = "127.0.0.1:8081"
+	// ProvisionerMetricsAddr serves the provisioner's Prometheus metrics.
+	ProvisionerMetricsAddr = "127.0.0.1:8082"
 )
 
 // Env is a running local environment.
@@ -125,7 +127,7 @@ func (e *Env) up(ctx context.Context) error {
 			"--content-url=https://" + ContentAddr,
 			"--tls-ca-out=" + e.ContentCA,
 			"--health-probe-bind-address=" + provisionerProbeAddr,
-			"--metrics-bind-address=0",
+			"--metrics-bind-address=" + ProvisionerMetricsAddr,
 		},
 	}
 	fmt.Fprintf(e.Out, ">> starting the webhook (log: %s)\n", e.Webhook.LogPath)
@@ -165,7 +167,12 @@ func (e *Env) Down() {
 
 // Kubectl runs kubectl against the cluster; stdin may be nil.
 func (e *Env) Kubectl(ctx context.Context, stdin []byte, args ...string) (string, error) {
-	cmd := exec.CommandContext(ctx, "kubectl", args...)
+	// The kubectl built with the control plane, when there is one.
+	kubectl := filepath.Join(e.Assets, "kubectl")
+	if _, err := os.Stat(kubectl); err != nil {
+		kubectl = "kubectl"
+	}
+	cmd := exec.CommandContext(ctx, kubectl, args...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+e.Kubeconfig)
 	if stdin != nil {
 		cmd.Stdin = bytes.NewReader(stdin)

@@ -116,3 +116,14 @@ func MustNotError(tb testing.TB, err error, what string, args ...any) {
 		tb.Fatalf("%s: %v", fmt.Sprintf(what, args...), err)
 	}
 }
+
+// Kubectl is the kubectl built with the control plane (hack/testbin.sh), of
+// the API server's version, whatever else is on PATH.
+func Kubectl(tb testing.TB) string {
+	tb.Helper()
+	p := filepath.Join(AssetsDir(tb), "kubectl")
+	if _, err := os.Stat(p); err != nil {
+		tb.Fatalf("kubectl is not among the control-plane binaries (run hack/testbin.sh): %v", err)
+	}
+	return p
+}

@@ -90,6 +90,8 @@ func run(m *testing.M) int {
 		}
 		assets = strings.TrimSpace(string(out))
 	}
+	// The admin's kubectl: the one built with the control plane.
+	_ = os.Setenv("PATH", assets+string(os.PathListSeparator)+os.Getenv("PATH"))
 	state, err := os.MkdirTemp("", "rukpak-e2e-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -45,12 +45,13 @@ test-e2e: build ## End-to-end suite against a local kwok cluster driven by the b
 	fi
 
 .PHONY: test-e2e-node
-test-e2e-node: ## The end-to-end suite on a real-node cluster (containerd, kubelet) running the make image image as real pods; Linux and root, else a SKIP line.
+test-e2e-node: ## Real-node suites: the node cluster's bring-up and teardown tests, then the end-to-end suite with rukpak's image as real pods; Linux and root, else a SKIP line.
 	@if [ "$$(uname -s)" != Linux ] || [ "$$(id -u)" != 0 ]; then \
 	  echo "SKIP test-e2e-node: needs Linux and root (it runs containerd and a kubelet on this host); run make test-e2e-node as root, or make kind-e2e with Docker"; \
 	else \
 	  hack/node-deps.sh && hack/testbin.sh node >/dev/null && \
 	  $(MAKE) --no-print-directory image && \
+	  RUKPAK_NODE_E2E=1 $(GO) test $(GO_TEST_FLAGS) -timeout 10m ./internal/nodecluster/... && \
 	  E2E_NODE=1 RUKPAK_IMAGE_TAR=$(BIN_DIR)/rukpak-image.tar $(GO) test $(GO_TEST_FLAGS) -timeout 30m ./test/e2e/...; \
 	fi
 

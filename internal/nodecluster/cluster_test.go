@@ -140,3 +140,88 @@ func TestClusterRunsReadyPod(t *testing.T) {
 		t.Errorf("host not restored:\n%s", strings.Join(d, "\n"))
 	}
 }
+
+// TestClusterTeardownAfterFailures proves the host is restored after runs
+// that fail: a bring-up that fails half way (containerd and the control
+// plane up, an image that cannot be imported), and a run whose API server
+// and kubelet crash (SIGKILL) while a pod runs.
+func TestClusterTeardownAfterFailures(t *testing.T) {
+	requireNode(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	assets := testbin(t, "envtest")
+	nodeBin := testbin(t, "node")
+	tars, err := nodeimages.BuildAll(ctx, t.TempDir(), nodeimages.Options{}, nodeimages.Pause, nodeimages.Ready)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := Options{Assets: assets, NodeBin: nodeBin, SandboxImage: nodeimages.Pause.Ref(), Images: []string{tars[0].Path, tars[1].Path}}
+	before, err := SnapshotHost(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	restored := func(when string) {
+		t.Helper()
+		after, err := SnapshotHost(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := before.Diff(after); len(d) > 0 {
+			t.Errorf("host not restored %s:\n%s", when, strings.Join(d, "\n"))
+		}
+	}
+
+	t.Run("bring-up fails half way", func(t *testing.T) {
+		dir, err := os.MkdirTemp("", "rukpak-nc-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = os.RemoveAll(dir) }()
+		bad := opts
+		bad.Images = append([]string{}, opts.Images...)
+		bad.Images = append(bad.Images, filepath.Join(dir, "missing.tar"))
+		c, err := Start(ctx, dir, bad)
+		if err == nil {
+			_ = c.Stop()
+			t.Fatal("Start succeeded with an image tarball that does not exist")
+		}
+		t.Logf("Start failed as it should: %.200s", err)
+		restored("after a failed bring-up")
+	})
+
+	t.Run("components crash mid-run", func(t *testing.T) {
+		dir, err := os.MkdirTemp("", "rukpak-nc-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = os.RemoveAll(dir) }()
+		c, err := Start(ctx, dir, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.waitKubectl(ctx, time.Minute, "get", "serviceaccount", "default"); err != nil {
+			_ = c.Stop()
+			t.Fatal(err)
+		}
+		cmd := exec.CommandContext(ctx, filepath.Join(assets, "kubectl"), "--kubeconfig", c.Kubeconfig, "apply", "-f", "-")
+		cmd.Stdin = strings.NewReader(readyPod)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			_ = c.Stop()
+			t.Fatalf("creating pod: %v\n%s", err, out)
+		}
+		if out, err := c.Kubectl(ctx, "wait", "--for=condition=Ready", "pod/ready", "--timeout=90s"); err != nil {
+			_ = c.Stop()
+			t.Fatalf("%v\n%s", err, out)
+		}
+		for _, p := range c.procs {
+			if p.name == "kube-apiserver" || p.name == "kubelet" {
+				_ = p.cmd.Process.Kill()
+				<-p.done
+			}
+		}
+		if err := c.Stop(); err != nil {
+			t.Errorf("stop: %v", err)
+		}
+		restored("after components crashed")
+	})
+}

@@ -245,7 +245,8 @@ func contentCA(t *testing.T) []byte {
 
 // contentClient downloads content URLs with the content CA. On the real
 // node, which runs no cluster DNS, it dials a Service's host name
-// (<name>.<namespace>.svc) at its ClusterIP, which the node routes.
+// (<name>.<namespace>.svc) at its ClusterIP, which the node routes, and
+// localhost node ports at the node's address.
 func contentClient(t *testing.T) *http.Client {
 	t.Helper()
 	pool := x509.NewCertPool()
@@ -259,6 +260,11 @@ func contentClient(t *testing.T) *http.Client {
 			host, port, err := net.SplitHostPort(addr)
 			if err != nil {
 				return nil, err
+			}
+			// kind maps localhost:30443 to the node port (overlays/kind);
+			// here the node is this host and serves it on its address.
+			if host == "localhost" {
+				addr = net.JoinHostPort(suite.node.cluster.HostIP, port)
 			}
 			if parts := strings.Split(host, "."); len(parts) >= 3 && parts[2] == "svc" {
 				ip, _, err := kubectl(t, "", "get", "service", parts[0], "-n", parts[1], "-o", "jsonpath={.spec.clusterIP}")

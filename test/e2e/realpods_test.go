@@ -276,6 +276,107 @@ spec:
 		mustKubectl(t, "", "delete", "bundle", "rotation")
 	})
 
+	t.Run("the overlays run: networkpolicy, pvc, kind, then back to the base", func(t *testing.T) {
+		if suite.node == nil {
+			t.Skip("needs the real-node suite: it switches rukpak's own installation between overlays")
+		}
+		root := testenv.RepoRoot()
+		apply := func(overlay string) {
+			t.Helper()
+			mustKubectl(t, "", "apply", "--server-side", "-k", filepath.Join(root, overlay))
+			mustKubectl(t, "", "-n", "rukpak-system", "rollout", "status", "deployment/rukpak-core", "--timeout=100s")
+		}
+		download := func(bd string) {
+			t.Helper()
+			url := jsonpath(t, "bundle/"+jsonpath(t, "bd/"+bd, "{.status.activeBundle}"), "{.status.contentURL}")
+			token := strings.TrimSpace(mustKubectl(t, "", "create", "token", "overlay-reader", "-n", "default", "--audience=content.core.rukpak.io"))
+			eventually(t, time.Minute, "a download of "+url, func() error {
+				req, _ := http.NewRequest(http.MethodGet, url, nil)
+				req.Header.Set("Authorization", "Bearer "+token)
+				resp, err := contentClient(t).Do(req)
+				if err != nil {
+					return err
+				}
+				_ = resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					return fmt.Errorf("%s", resp.Status)
+				}
+				return nil
+			})
+			t.Logf("downloaded %s", url)
+		}
+		mustKubectl(t, "", "create", "serviceaccount", "overlay-reader", "-n", "default")
+		mustKubectl(t, "", "create", "clusterrolebinding", "overlay-reader", "--clusterrole=bundle-reader", "--serviceaccount=default:overlay-reader")
+
+		// networkpolicy: the provisioner still fetches and installs (the
+		// bridge CNI does not enforce NetworkPolicy; the policy's effect
+		// is for a CNI that does).
+		apply("manifests/overlays/networkpolicy")
+		mustKubectl(t, "", "-n", "rukpak-system", "get", "networkpolicy", "rukpak-core-egress")
+		applyBD(t, f, "overlays", f.plainBundle(t, "overlays", workload("overlays", "overlays", "")))
+		waitFor(t, "bd/overlays", "condition=Healthy", 2*time.Minute)
+
+		// pvc: stored content survives the pod. The node has no storage
+		// class, so the admin provides a volume, owned by the pod's fsGroup.
+		pvDir := filepath.Join(suite.node.dir, "pv-bundles")
+		if err := os.MkdirAll(pvDir, 0o770); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(pvDir, 65532, 65532); err != nil {
+			t.Fatal(err)
+		}
+		mustKubectl(t, fmt.Sprintf(`apiVersion: v1
+kind: PersistentVolume
+metadata:
+  name: rukpak-bundles-e2e
+spec:
+  capacity: {storage: 1Gi}
+  accessModes: [ReadWriteOnce]
+  persistentVolumeReclaimPolicy: Delete
+  hostPath: {path: %s, type: Directory}
+`, pvDir), "apply", "-f", "-")
+		apply("manifests/overlays/pvc")
+		waitFor(t, "pvc/rukpak-bundles", "jsonpath={.status.phase}=Bound", time.Minute, "-n", "rukpak-system")
+		applyBD(t, f, "overlays", f.reg.MustPush(t, f.reg.Ref("overlays:v2"), testregistry.Image(t, testregistry.Layer(t, map[string]string{"manifests/objects.yaml": workload("overlays", "overlays", `{name: MESSAGE, value: v2}`)}))))
+		eventually(t, 2*time.Minute, "the pivot to v2", func() error {
+			if got := jsonpath(t, "deployment/overlays -n overlays", "{.spec.template.spec.containers[0].env[0].value}"); got != "v2" {
+				return fmt.Errorf("MESSAGE %q", got)
+			}
+			return nil
+		})
+		waitFor(t, "bd/overlays", "condition=Healthy", 2*time.Minute)
+		pulls := f.reg.BlobPulls()
+		mustKubectl(t, "", "-n", "rukpak-system", "delete", "pod", "-l", "app.kubernetes.io/name=rukpak-core", "--wait=true")
+		mustKubectl(t, "", "-n", "rukpak-system", "rollout", "status", "deployment/rukpak-core", "--timeout=100s")
+		download("overlays")
+		if got := f.reg.BlobPulls(); got != pulls {
+			t.Errorf("the restarted provisioner pulled %d blobs again: content on the claim should have survived", got-pulls)
+		}
+
+		// kind: the content URL is the node port on localhost.
+		apply("manifests/overlays/kind")
+		applyBD(t, f, "overlays", f.reg.MustPush(t, f.reg.Ref("overlays:v3"), testregistry.Image(t, testregistry.Layer(t, map[string]string{"manifests/objects.yaml": workload("overlays", "overlays", `{name: MESSAGE, value: v3}`)}))))
+		eventually(t, 2*time.Minute, "a content URL on localhost:30443", func() error {
+			// The active bundle changes under us during the pivot.
+			url, _, err := kubectl(t, "", "get", "bundle", jsonpath(t, "bd/overlays", "{.status.activeBundle}"), "-o", "jsonpath={.status.contentURL}")
+			if err != nil {
+				return err
+			}
+			if !strings.HasPrefix(url, "https://localhost:30443/") {
+				return fmt.Errorf("content URL %q", url)
+			}
+			return nil
+		})
+		download("overlays")
+
+		// Back to the base, as installed.
+		apply("manifests/base")
+		mustKubectl(t, "", "delete", "bd", "overlays", "--timeout=2m")
+		mustKubectl(t, "", "-n", "rukpak-system", "delete", "pvc", "rukpak-bundles", "--wait=false")
+		mustKubectl(t, "", "-n", "rukpak-system", "delete", "networkpolicy", "rukpak-core-egress")
+		mustKubectl(t, "", "-n", "rukpak-system", "delete", "service", "rukpak-core-nodeport")
+	})
+
 	t.Run("rukpak upgraded in place leaves installed workloads alone", func(t *testing.T) {
 		if suite.node == nil {
 			t.Skip("needs the real-node suite, which imports the second image into the node")

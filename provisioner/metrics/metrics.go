@@ -93,9 +93,15 @@ var shown = struct {
 
 type objectKey struct{ kind, name string }
 
+// maxConditions bounds the condition types recorded per object: whoever
+// may write an object's status can add conditions, and each costs three
+// series.
+const maxConditions = 16
+
 // RecordConditions sets the condition series of one object to its
-// conditions.
+// conditions (the first maxConditions).
 func RecordConditions(kind, name string, conds []metav1.Condition) {
+	conds = conds[:min(len(conds), maxConditions)]
 	key := objectKey{kind, name}
 	shown.Lock()
 	defer shown.Unlock()

@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -91,5 +92,17 @@ func TestObserveUnpack(t *testing.T) {
 	}
 	if got := series(t, NameUnpackDuration, map[string]string{"class": "u-class"}); strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("durations = %v, want %v", got, want)
+	}
+}
+
+func TestConditionSeriesAreBounded(t *testing.T) {
+	conds := make([]metav1.Condition, 100)
+	for i := range conds {
+		conds[i] = metav1.Condition{Type: fmt.Sprintf("Injected%d", i), Status: metav1.ConditionTrue}
+	}
+	RecordConditions("BundleDeployment", "b1", conds)
+	defer Forget("BundleDeployment", "b1")
+	if got := series(t, NameCondition, map[string]string{"name": "b1"}); len(got) != 3*maxConditions {
+		t.Errorf("%d series, want %d", len(got), 3*maxConditions)
 	}
 }

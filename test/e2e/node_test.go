@@ -86,8 +86,7 @@ func startNode(ctx context.Context, root string) (*nodeSuite, error) {
 
 	block, err := readmeBlock(filepath.Join(root, "README.md"), installMarker)
 	if err != nil {
-		s.stop()
-		return nil, err
+		return nil, errors.Join(err, s.stop())
 	}
 	installStart := time.Now()
 	cmd := exec.CommandContext(ctx, "bash", "-euxo", "pipefail", "-c", block)
@@ -96,8 +95,7 @@ func startNode(ctx context.Context, root string) (*nodeSuite, error) {
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stdout
 	if err := cmd.Run(); err != nil {
 		s.dumpRukpak(ctx)
-		s.stop()
-		return nil, fmt.Errorf("installing rukpak as the README says: %w", err)
+		return nil, errors.Join(fmt.Errorf("installing rukpak as the README says: %w", err), s.stop())
 	}
 	fmt.Printf("e2e-node: rukpak installed from the README in %s\n", time.Since(installStart).Round(time.Millisecond))
 	return s, nil

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -148,8 +149,11 @@ func TestRealPods(t *testing.T) {
 		mustKubectl(t, "", "-n", "drift", "delete", "deployment", "drift", "--wait=true")
 		eventually(t, time.Minute, "the Deployment to be recreated", func() error {
 			got, _, err := kubectl(t, "", "get", "deployment", "drift", "-n", "drift", "-o", "jsonpath={.metadata.uid}")
-			if err != nil || got == uid {
-				return fmt.Errorf("uid %q (err %v)", got, err)
+			if err != nil {
+				return err
+			}
+			if got == uid {
+				return fmt.Errorf("still the deleted Deployment's uid %s", uid)
 			}
 			return nil
 		})
@@ -226,8 +230,11 @@ spec:
 		const want = `Error from server (bundle.spec is immutable): admission webhook "vbundles.core.rukpak.io" denied the request: bundle.spec is immutable`
 		patch := func() error {
 			_, stderr, err := kubectl(t, "", "patch", "bundle", "rotation", "--type=merge", "-p", `{"spec":{"provisionerClassName":"core-rukpak-io-registry"}}`)
-			if err == nil || strings.TrimSpace(stderr) != want {
-				return fmt.Errorf("kubectl patch: %q (err %v)", strings.TrimSpace(stderr), err)
+			if err == nil {
+				return errors.New("kubectl patch of bundle.spec succeeded")
+			}
+			if strings.TrimSpace(stderr) != want {
+				return fmt.Errorf("kubectl patch: %q: %w", strings.TrimSpace(stderr), err)
 			}
 			return nil
 		}

@@ -91,6 +91,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 			Releases:  releases,
 			Explain:   explainDependencies,
 			Preflight: preflight,
+			PodReader: mgr.GetAPIReader(),
 		}).SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("setting up bundle deployment controller for %s: %w", class, err)
 		}

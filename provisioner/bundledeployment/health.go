@@ -28,7 +28,11 @@ func (r *Reconciler) unhealthy(ctx context.Context, objs []*unstructured.Unstruc
 			return nil, fmt.Errorf("reading %s: %w", describe(want), err)
 		}
 		if res := health.Check(live); !res.Ready {
-			bad = append(bad, describe(want)+": "+res.String())
+			msg := describe(want) + ": " + res.String()
+			if why := r.podReason(ctx, live); why != "" {
+				msg += " (" + why + ")"
+			}
+			bad = append(bad, msg)
 		}
 	}
 	sort.Strings(bad)

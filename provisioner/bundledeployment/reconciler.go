@@ -64,6 +64,10 @@ type Reconciler struct {
 	// Preflight, when set, checks a new Bundle's CRDs against the custom
 	// resources already stored before anything of the Bundle is applied.
 	Preflight *crdupgrade.Preflight
+	// PodReader, when set, reads the pods of an unready workload to say
+	// why (a crash loop, an image that cannot be pulled); an uncached
+	// reader, so no informer holds every pod of the cluster.
+	PodReader client.Reader
 
 	tracker *Tracker
 	records records

@@ -124,10 +124,18 @@ func TestRealPods(t *testing.T) {
 			}
 			return nil
 		})
-		got := condition(t, "crashloop", "Healthy")
-		if !strings.HasPrefix(got, "False/Unhealthy: ") || !strings.Contains(got, "Deployment") || !strings.Contains(got, "crashloop/crasher") {
-			t.Errorf("Healthy = %q, want False/Unhealthy naming Deployment crashloop/crasher", got)
-		}
+		// Unhealthy workloads are looked at again every 30 s: the crash
+		// shows in the condition by then.
+		var got string
+		eventually(t, 90*time.Second, "Healthy=False naming the Deployment and why its pod fails", func() error {
+			got = condition(t, "crashloop", "Healthy")
+			for _, want := range []string{"False/Unhealthy: ", "Deployment crashloop/crasher", "container main exited with code 3"} {
+				if !strings.Contains(got, want) {
+					return fmt.Errorf("Healthy = %q lacks %q", got, want)
+				}
+			}
+			return nil
+		})
 		t.Logf("Healthy = %s", got)
 		mustKubectl(t, "", "delete", "bd", "crashloop", "--timeout=2m")
 	})

@@ -29,6 +29,46 @@ type BundleDeploymentSpec struct {
 	// resumes them. Deleting a paused BundleDeployment still uninstalls it.
 	// +optional
 	Paused bool `json:"paused,omitempty"`
+	// serviceAccount is the identity the bundle's objects are installed,
+	// upgraded, corrected and uninstalled with (the provisioner
+	// impersonates it), instead of the provisioner's own cluster-admin
+	// rights; release records stay the provisioner's. It names a namespace
+	// as well as a name because a BundleDeployment is cluster-scoped:
+	// Flux's serviceAccountName and kapp-controller's App take the name
+	// only, from the namespace of their namespaced object. Before anything
+	// is applied, the provisioner checks that it may do everything the
+	// bundle needs and lists the missing rules in the Installed condition.
+	// Unset: the provisioner's --default-service-account, else the
+	// provisioner's own identity (unless the provisioner requires one).
+	// +optional
+	ServiceAccount *ServiceAccountReference `json:"serviceAccount,omitempty"`
+}
+
+// Reasons of the Installed condition about spec.serviceAccount.
+const (
+	// ReasonInsufficientPermissions: the ServiceAccount lacks rules the
+	// bundle needs; the message lists them as Role rules. Nothing was
+	// applied.
+	ReasonInsufficientPermissions = "InsufficientPermissions"
+	// ReasonServiceAccountRequired: the provisioner requires an identity
+	// (--require-service-account) and the BundleDeployment names none.
+	ReasonServiceAccountRequired = "ServiceAccountRequired"
+)
+
+// ServiceAccountReference names a ServiceAccount.
+type ServiceAccountReference struct {
+	// name of the ServiceAccount.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +required
+	Name string `json:"name"`
+	// namespace of the ServiceAccount.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +required
+	Namespace string `json:"namespace"`
 }
 
 // BundleTemplate is the template of a generated Bundle.

@@ -20,6 +20,7 @@ import (
 	"github.com/rukpak-dev/rukpak/provisioner/bundle"
 	"github.com/rukpak-dev/rukpak/provisioner/bundledeployment"
 	"github.com/rukpak-dev/rukpak/provisioner/crdupgrade"
+	"github.com/rukpak-dev/rukpak/provisioner/helm"
 	"github.com/rukpak-dev/rukpak/provisioner/plain"
 	"github.com/rukpak-dev/rukpak/provisioner/registry"
 	"github.com/rukpak-dev/rukpak/provisioner/release"
@@ -116,8 +117,17 @@ func HandlerFor(class string) (bundle.Handler, error) {
 		return bundle.HandlerFunc(func(_ context.Context, fsys fs.FS, _ *rukpakv1alpha1.Bundle) (fs.FS, error) {
 			return registry.Convert(fsys, registry.Options{})
 		}), nil
+	case rukpakv1alpha1.ProvisionerClassHelm:
+		// Stored as the source delivered it; installs and rukpakctl find
+		// the chart in it with helm.LoadChart.
+		return bundle.HandlerFunc(func(_ context.Context, fsys fs.FS, _ *rukpakv1alpha1.Bundle) (fs.FS, error) {
+			if _, err := helm.LoadChart(fsys); err != nil {
+				return nil, err
+			}
+			return fsys, nil
+		}), nil
 	}
-	return nil, fmt.Errorf("unknown provisioner class %q (known: %s, %s)", class, rukpakv1alpha1.ProvisionerClassPlain, rukpakv1alpha1.ProvisionerClassRegistry)
+	return nil, fmt.Errorf("unknown provisioner class %q (known: %s, %s, %s)", class, rukpakv1alpha1.ProvisionerClassPlain, rukpakv1alpha1.ProvisionerClassRegistry, rukpakv1alpha1.ProvisionerClassHelm)
 }
 
 // objects decides what a BundleDeployment installs, looking at the cluster

@@ -7,6 +7,9 @@ const (
 	// ProvisionerClassRegistry handles registry+v1 bundles, converting them to
 	// plain+v0 content at unpack time.
 	ProvisionerClassRegistry = "core-rukpak-io-registry"
+	// ProvisionerClassHelm handles Helm charts (a chart directory, a chart
+	// .tgz or Helm's OCI chart artifact), installed as Helm releases.
+	ProvisionerClassHelm = "core-rukpak-io-helm"
 )
 
 // Labels stamped on generated Bundles and on every installed object.

@@ -1,0 +1,318 @@
+package helm_test
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"testing"
+	"testing/fstest"
+
+	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/chartutil"
+
+	"github.com/rukpak-dev/rukpak/provisioner/helm"
+)
+
+// testdata holds real charts, unmodified (see its README).
+const testdata = "../../../shared/testdata/helm"
+
+// charts of the shared test data, with what loading them must give.
+var charts = []struct {
+	name, version string
+	templates     int
+	dependencies  []string
+}{
+	{name: "hello-world", version: "0.1.0", templates: 5},
+	{name: "kube-state-metrics", version: "8.4.0", templates: 19},
+	{name: "prometheus-operator-admission-webhook", version: "0.43.2", templates: 20},
+	{name: "prometheus-operator-crds", version: "31.0.1", templates: 0, dependencies: []string{"crds"}},
+}
+
+// dirFS is a chart directory of the test data as a map, under prefix.
+func dirFS(t *testing.T, chartName, prefix string) fstest.MapFS {
+	t.Helper()
+	m := fstest.MapFS{}
+	root := filepath.Join(testdata, chartName)
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		m[path.Join(prefix, filepath.ToSlash(rel))] = &fstest.MapFile{Data: data, Mode: 0o644}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// packaged is a chart of the test data as `helm package` writes it.
+func packaged(t *testing.T, chartName string) []byte {
+	t.Helper()
+	ch, err := loader.LoadDir(filepath.Join(testdata, chartName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := chartutil.Save(ch, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+// tgz writes files (name -> content) as a gzip tar, in the given order.
+func tgz(t *testing.T, files ...[2]string) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(zw)
+	for _, f := range files {
+		if err := tw.WriteHeader(&tar.Header{Name: f[0], Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(f[1]))}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tw.Write([]byte(f[1])); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+func TestLoadChartRealCharts(t *testing.T) {
+	for _, c := range charts {
+		layouts := map[string]func(t *testing.T) fs.FS{
+			"directory at the root": func(t *testing.T) fs.FS { return os.DirFS(filepath.Join(testdata, c.name)) },
+			"single top-level directory": func(t *testing.T) fs.FS {
+				return dirFS(t, c.name, c.name)
+			},
+			"helm package archive at the root": func(t *testing.T) fs.FS {
+				return fstest.MapFS{c.name + "-" + c.version + ".tgz": {Data: packaged(t, c.name)}}
+			},
+		}
+		for layout, fsys := range layouts {
+			t.Run(c.name+"/"+layout, func(t *testing.T) {
+				ch, err := helm.LoadChart(fsys(t))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if ch.Name() != c.name || ch.Metadata.Version != c.version {
+					t.Errorf("loaded %s %s, want %s %s", ch.Name(), ch.Metadata.Version, c.name, c.version)
+				}
+				if len(ch.Templates) != c.templates {
+					t.Errorf("%d templates, want %d", len(ch.Templates), c.templates)
+				}
+				var deps []string
+				for _, d := range ch.Dependencies() {
+					deps = append(deps, d.Name())
+				}
+				if strings.Join(deps, ",") != strings.Join(c.dependencies, ",") {
+					t.Errorf("dependencies %v, want %v", deps, c.dependencies)
+				}
+				if ch.Values == nil {
+					t.Error("values.yaml not loaded")
+				}
+			})
+		}
+	}
+}
+
+// TestLoadChartSameAsHelm: a chart loaded from content is the chart Helm's
+// own directory loader loads, file for file.
+func TestLoadChartSameAsHelm(t *testing.T) {
+	for _, c := range charts {
+		t.Run(c.name, func(t *testing.T) {
+			want, err := loader.LoadDir(filepath.Join(testdata, c.name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := helm.LoadChart(dirFS(t, c.name, ""))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if g, w := rawNames(got.Raw), rawNames(want.Raw); g != w {
+				t.Errorf("files:\n%s\nwant:\n%s", g, w)
+			}
+		})
+	}
+}
+
+func rawNames(files []*chart.File) string {
+	var names []string
+	for _, f := range files {
+		names = append(names, f.Name)
+	}
+	return strings.Join(names, "\n")
+}
+
+func TestLoadChartErrors(t *testing.T) {
+	hello := func(t *testing.T) fstest.MapFS { return dirFS(t, "hello-world", "") }
+	tests := []struct {
+		name    string
+		fsys    func(t *testing.T) fs.FS
+		limits  helm.Limits
+		wantErr string
+	}{{
+		name: "no Chart.yaml",
+		fsys: func(t *testing.T) fs.FS {
+			m := hello(t)
+			delete(m, "Chart.yaml")
+			return m
+		},
+		wantErr: "loading the chart: Chart.yaml file is missing",
+	}, {
+		name:    "empty content",
+		fsys:    func(*testing.T) fs.FS { return fstest.MapFS{} },
+		wantErr: "loading the chart: Chart.yaml file is missing",
+	}, {
+		name: "chart directory next to other content",
+		fsys: func(t *testing.T) fs.FS {
+			m := dirFS(t, "hello-world", "hello-world")
+			m["README.md"] = &fstest.MapFile{Data: []byte("x")}
+			return m
+		},
+		wantErr: "loading the chart: Chart.yaml file is missing",
+	}, {
+		name: "apiVersion v9",
+		fsys: func(t *testing.T) fs.FS {
+			m := hello(t)
+			m["Chart.yaml"].Data = bytes.Replace(m["Chart.yaml"].Data, []byte("apiVersion: v2"), []byte("apiVersion: v9"), 1)
+			return m
+		},
+		wantErr: `invalid chart "hello-world": apiVersion 'v9' is not valid. The value must be either "v1" or "v2"`,
+	}, {
+		name: "no version",
+		fsys: func(*testing.T) fs.FS {
+			return fstest.MapFS{"Chart.yaml": {Data: []byte("apiVersion: v2\nname: x\n")}}
+		},
+		wantErr: "loading the chart: validation: chart.metadata.version is required",
+	}, {
+		name:    "Chart.yaml not YAML",
+		fsys:    func(*testing.T) fs.FS { return fstest.MapFS{"Chart.yaml": {Data: []byte("[")}} },
+		wantErr: "loading the chart: cannot load Chart.yaml: error converting YAML to JSON: yaml: line 1: did not find expected node content",
+	}, {
+		name: "dependency missing from charts/",
+		fsys: func(t *testing.T) fs.FS {
+			m := dirFS(t, "prometheus-operator-crds", "")
+			for name := range m {
+				if strings.HasPrefix(name, "charts/") {
+					delete(m, name)
+				}
+			}
+			return m
+		},
+		wantErr: "invalid chart \"prometheus-operator-crds\": found in Chart.yaml, but missing in charts/ directory: crds (run `helm dependency build` and include charts/ in the bundle)",
+	}, {
+		name: "library chart",
+		fsys: func(*testing.T) fs.FS {
+			return fstest.MapFS{"Chart.yaml": {Data: []byte("apiVersion: v2\nname: lib\nversion: 1.0.0\ntype: library\n")}}
+		},
+		wantErr: `invalid chart "lib": library charts are not installable`,
+	}, {
+		name: "archive without a chart directory",
+		fsys: func(t *testing.T) fs.FS {
+			return fstest.MapFS{"c.tgz": {Data: tgz(t, [2]string{"Chart.yaml", "apiVersion: v2\nname: c\nversion: 1.0.0\n"})}}
+		},
+		wantErr: `loading the chart: chart illegally contains content outside the base directory: "Chart.yaml"`,
+	}, {
+		name:    "archive that is not gzip",
+		fsys:    func(*testing.T) fs.FS { return fstest.MapFS{"c.tgz": {Data: []byte("apiVersion: v2\n")}} },
+		wantErr: "loading the chart: file 'c.tgz' does not appear to be a gzipped archive: gzip: invalid header",
+	}, {
+		name:    "too many files",
+		fsys:    func(t *testing.T) fs.FS { return hello(t) },
+		limits:  helm.Limits{MaxFiles: 7},
+		wantErr: "loading the chart: the chart has more than 7 files",
+	}, {
+		name:    "file too large",
+		fsys:    func(t *testing.T) fs.FS { return hello(t) },
+		limits:  helm.Limits{MaxFileBytes: 1600},
+		wantErr: `loading the chart: chart file "templates/_helpers.tpl" is larger than the maximum file size 1600`,
+	}, {
+		name:    "chart too large",
+		fsys:    func(t *testing.T) fs.FS { return dirFS(t, "prometheus-operator-crds", "") },
+		limits:  helm.Limits{MaxTotalBytes: 4 << 20},
+		wantErr: "loading the chart: the chart's files are larger than the maximum total size 4194304",
+	}, {
+		// 1 MiB of zeros compresses to 1 KiB: the archive's expanded size
+		// is what counts.
+		name: "archive expanding past the limit",
+		fsys: func(t *testing.T) fs.FS {
+			return fstest.MapFS{"c.tgz": {Data: tgz(t,
+				[2]string{"c/Chart.yaml", "apiVersion: v2\nname: c\nversion: 1.0.0\n"},
+				[2]string{"c/big", strings.Repeat("\x00", 1<<20)})}}
+		},
+		limits:  helm.Limits{MaxTotalBytes: 1 << 20},
+		wantErr: "loading the chart: the chart's files are larger than the maximum total size 1048576",
+	}, {
+		name: "subchart archive expanding past the limit",
+		fsys: func(t *testing.T) fs.FS {
+			sub := tgz(t,
+				[2]string{"s/Chart.yaml", "apiVersion: v2\nname: s\nversion: 1.0.0\n"},
+				[2]string{"s/big", strings.Repeat("\x00", 1<<20)})
+			return fstest.MapFS{
+				"Chart.yaml":   {Data: []byte("apiVersion: v2\nname: c\nversion: 1.0.0\n")},
+				"charts/s.tgz": {Data: sub},
+			}
+		},
+		limits:  helm.Limits{MaxFileBytes: 512 << 10},
+		wantErr: `loading the chart: chart file "charts/s.tgz:s/big" is larger than the maximum file size 524288`,
+	}, {
+		name: "irregular file",
+		fsys: func(t *testing.T) fs.FS {
+			m := hello(t)
+			m["templates/link.yaml"] = &fstest.MapFile{Mode: fs.ModeSymlink, Data: []byte("../values.yaml")}
+			return m
+		},
+		wantErr: "loading the chart: cannot load irregular file templates/link.yaml as it has file mode type bits set",
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ch, err := helm.LoadChartLimited(tt.fsys(t), tt.limits)
+			if err == nil {
+				t.Fatalf("loaded chart %q, want error %q", ch.Name(), tt.wantErr)
+			}
+			if err.Error() != tt.wantErr {
+				t.Errorf("error:\n%s\nwant:\n%s", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+// TestLoadChartHelmignore: .helmignore applies as `helm install ./dir`
+// applies it.
+func TestLoadChartHelmignore(t *testing.T) {
+	m := dirFS(t, "hello-world", "")
+	m[".helmignore"] = &fstest.MapFile{Data: []byte("README.md\nsecrets/\n")}
+	m["secrets/key"] = &fstest.MapFile{Data: []byte("x")}
+	m["templates/.hidden.yaml"] = &fstest.MapFile{Data: []byte("kind: Secret")}
+	ch, err := helm.LoadChart(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range ch.Raw {
+		switch f.Name {
+		case "README.md", "secrets/key", "templates/.hidden.yaml":
+			t.Errorf("%s loaded despite .helmignore", f.Name)
+		}
+	}
+}

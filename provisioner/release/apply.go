@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -80,9 +81,10 @@ const applyConcurrency = 64
 
 // applyObjects makes the cluster hold objs (already stamped with the
 // release's ownership metadata) and deletes what previous held that objs no
-// longer does, if it is still the release's. It goes in three waves: Namespaces; CRDs, waited for until
-// Established (a bundle may ship a CRD with custom resources of it, which
-// could not even be mapped before); then everything else. Within a wave
+// longer does, if it is still the release's. It goes in waves: Namespaces;
+// CRDs, waited for until Established (a bundle may ship a CRD with custom
+// resources of it, which could not even be mapped before); Roles and
+// ClusterRoles; then everything else. Within a wave
 // objects are applied in parallel, each after an ownership check (Helm's
 // rule: an existing object must belong to this release) answered by one
 // metadata LIST per kind and namespace, instead of Helm's sequential
@@ -92,13 +94,15 @@ const applyConcurrency = 64
 // applied without them (applyDropping), in place in objs; dropped collects
 // which.
 func (m *Manager) applyObjects(ctx context.Context, name string, objs, previous []*unstructured.Unstructured, dropped *droppedSet) error {
-	var namespaces, crds, rest []*unstructured.Unstructured
+	var namespaces, crds, roles, rest []*unstructured.Unstructured
 	for _, o := range objs {
-		switch {
+		switch gk := o.GroupVersionKind().GroupKind(); {
 		case o.GetAPIVersion() == "v1" && o.GetKind() == "Namespace":
 			namespaces = append(namespaces, o)
-		case o.GroupVersionKind().GroupKind() == apiextensionsv1.Kind("CustomResourceDefinition"):
+		case gk == apiextensionsv1.Kind("CustomResourceDefinition"):
 			crds = append(crds, o)
+		case gk.Group == rbacv1.GroupName && (gk.Kind == "Role" || gk.Kind == "ClusterRole"):
+			roles = append(roles, o)
 		default:
 			rest = append(rest, o)
 		}
@@ -110,6 +114,12 @@ func (m *Manager) applyObjects(ctx context.Context, name string, objs, previous 
 		return err
 	}
 	if err := m.waitEstablished(ctx, crds); err != nil {
+		return err
+	}
+	// Roles before bindings: the API server refuses a binding of a role
+	// that does not exist yet unless its creator may bind it, which an
+	// impersonated identity (As) usually may not.
+	if err := m.applyWave(ctx, name, roles, dropped); err != nil {
 		return err
 	}
 	if err := m.applyWave(ctx, name, rest, dropped); err != nil {

@@ -46,10 +46,15 @@ type Manager struct {
 	store     *storage.Storage
 	kube      *kube.Client
 
-	// mu serialises actions on one release: Helm's own lock is a release
-	// status, which a crash can leave behind.
-	mu    sync.Mutex
-	locks map[string]*sync.Mutex
+	// locks serialise actions on one release: Helm's own lock is a release
+	// status, which a crash can leave behind. Shared with the views As
+	// returns.
+	locks *releaseLocks
+}
+
+type releaseLocks struct {
+	mu     sync.Mutex
+	byName map[string]*sync.Mutex
 }
 
 // Option configures a Manager.
@@ -104,7 +109,7 @@ func NewManager(cfg *rest.Config, namespace string, opts ...Option) (*Manager, e
 		getter:    getter,
 		store:     storage.Init(d),
 		kube:      kc,
-		locks:     map[string]*sync.Mutex{},
+		locks:     &releaseLocks{byName: map[string]*sync.Mutex{}},
 		client:    c,
 	}, nil
 }
@@ -112,14 +117,28 @@ func NewManager(cfg *rest.Config, namespace string, opts ...Option) (*Manager, e
 // Namespace holds the release records; no release installs objects there.
 func (m *Manager) Namespace() string { return m.namespace }
 
+// As returns a view of m that reads, applies and deletes the installed
+// objects with c (a client impersonating another identity, sharing m's
+// RESTMapper), while the release records stay written with m's own
+// identity: whoever installs may not forge or read the records, which hold
+// every revision's manifest. The view shares m's records and locks.
+func (m *Manager) As(c client.Client) *Manager {
+	v := *m
+	v.client = c
+	return &v
+}
+
+// Client is the client objects are applied and deleted with.
+func (m *Manager) Client() client.Client { return m.client }
+
 func (m *Manager) lock(name string) func() {
-	m.mu.Lock()
-	l, ok := m.locks[name]
+	m.locks.mu.Lock()
+	l, ok := m.locks.byName[name]
 	if !ok {
 		l = &sync.Mutex{}
-		m.locks[name] = l
+		m.locks.byName[name] = l
 	}
-	m.mu.Unlock()
+	m.locks.mu.Unlock()
 	l.Lock()
 	return l.Unlock
 }

@@ -42,7 +42,49 @@ type BundleDeploymentSpec struct {
 	// provisioner's own identity (unless the provisioner requires one).
 	// +optional
 	ServiceAccount *ServiceAccountReference `json:"serviceAccount,omitempty"`
+	// upgradeApproval says whether a pivot to a new Bundle (a template
+	// change after the first install) proceeds on its own (Automatic, the
+	// default) or waits for approval (Manual), as OLM's Subscription
+	// spec.installPlanApproval does for new operator versions. In Manual
+	// mode the first install proceeds; each later pivot waits, with the
+	// PivotPending condition and status.pendingBundle naming the target
+	// Bundle and a server-side dry-run preview of what it would create,
+	// change and delete, until the annotation core.rukpak.io/approved-bundle
+	// is set to that Bundle's name. Meanwhile the active Bundle stays
+	// installed and drift-corrected. The mode is a spec field because it is
+	// policy that belongs with the desired state (and in Git); the approval
+	// is an annotation because it is an act on one named target, which an
+	// approver makes without editing the spec (and without bumping its
+	// generation). spec.config changes are not pivots and apply at once.
+	// +kubebuilder:validation:Enum=Automatic;Manual
+	// +optional
+	UpgradeApproval UpgradeApproval `json:"upgradeApproval,omitempty"`
 }
+
+// UpgradeApproval is the approval mode of a BundleDeployment's pivots.
+type UpgradeApproval string
+
+// Upgrade approval modes.
+const (
+	UpgradeApprovalAutomatic UpgradeApproval = "Automatic"
+	UpgradeApprovalManual    UpgradeApproval = "Manual"
+)
+
+// AnnotationApprovedBundle on a BundleDeployment with spec.upgradeApproval
+// Manual approves the pivot to the generated Bundle it names (as
+// status.pendingBundle shows it). An approval stays valid for that Bundle
+// only: a later template change generates another Bundle, which waits
+// again.
+const AnnotationApprovedBundle = "core.rukpak.io/approved-bundle"
+
+// The PivotPending condition is True while a pivot waits for approval
+// (spec.upgradeApproval Manual), with reason ReasonAwaitingApproval and a
+// message naming the target Bundle and the preview of the pivot; it is
+// absent otherwise.
+const (
+	TypePivotPending       = "PivotPending"
+	ReasonAwaitingApproval = "AwaitingApproval"
+)
 
 // Reasons of the Installed condition about spec.serviceAccount.
 const (
@@ -102,6 +144,12 @@ type BundleDeploymentStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=256
 	LastHandledReconcileAt string `json:"lastHandledReconcileAt,omitempty"`
+	// pendingBundle is the generated Bundle a pivot waits to install until
+	// it is approved (spec.upgradeApproval Manual); the PivotPending
+	// condition says what the pivot would change.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	PendingBundle string `json:"pendingBundle,omitempty"`
 	// conditions: HasValidBundle, Installed, Healthy, and Paused while
 	// spec.paused is true.
 	// +optional
@@ -140,8 +188,10 @@ type GeneratedBundle struct {
 // +kubebuilder:printcolumn:name="Active Bundle",type=string,JSONPath=`.status.activeBundle`
 // +kubebuilder:printcolumn:name="Install State",type=string,JSONPath=`.status.conditions[?(.type=="Installed")].reason`
 // +kubebuilder:printcolumn:name="Paused",type=string,JSONPath=`.status.conditions[?(.type=="Paused")].status`
+// +kubebuilder:printcolumn:name="Pending Bundle",type=string,JSONPath=`.status.pendingBundle`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:printcolumn:name="Provisioner",type=string,JSONPath=`.spec.provisionerClassName`,priority=1
+// +kubebuilder:printcolumn:name="Upgrade Approval",type=string,JSONPath=`.spec.upgradeApproval`,priority=1
 // +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 45",message="metadata.name must be at most 45 characters"
 type BundleDeployment struct {
 	metav1.TypeMeta   `json:",inline"`

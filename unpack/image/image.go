@@ -5,7 +5,8 @@
 // Bundle keeps (status.resolvedSource): a re-unpack uses it, so a moved tag
 // never changes an existing Bundle's content. Layers are streamed, in order,
 // through archive.Extract into a tree cached by digest, so one digest is
-// pulled once no matter how many Bundles use it.
+// pulled once no matter how many Bundles use it. Of a Helm OCI chart
+// artifact (`helm push`), only the chart layer is content.
 package image
 
 import (
@@ -224,8 +225,16 @@ func (u *Unpacker) layers(img v1.Image) ([]v1.Layer, error) {
 	if len(m.Layers) > limits.MaxLayers {
 		return nil, unpack.Terminal(fmt.Errorf("the image has %d layers, more than the limit of %d", len(m.Layers), limits.MaxLayers))
 	}
+	descs := m.Layers
+	if m.Config.MediaType == helmConfigMediaType {
+		chart, err := helmChartLayer(m.Layers)
+		if err != nil {
+			return nil, err
+		}
+		descs = []v1.Descriptor{chart}
+	}
 	var total int64
-	for i, l := range m.Layers {
+	for i, l := range descs {
 		if l.Size < 0 {
 			return nil, unpack.Terminal(fmt.Errorf("layer %d declares a negative size", i))
 		}
@@ -233,7 +242,40 @@ func (u *Unpacker) layers(img v1.Image) ([]v1.Layer, error) {
 			return nil, unpack.Terminal(fmt.Errorf("the image's layers declare more than the fetch limit of %d bytes", limits.MaxFetchBytes))
 		}
 	}
+	if len(descs) != len(m.Layers) {
+		l, err := img.LayerByDigest(descs[0].Digest)
+		if err != nil {
+			return nil, err
+		}
+		return []v1.Layer{l}, nil
+	}
 	return img.Layers()
+}
+
+// Media types of Helm's OCI chart artifacts, as `helm push` writes them
+// (helm.sh/helm/v3/pkg/registry: ConfigMediaType, ChartLayerMediaType,
+// LegacyChartLayerMediaType). The chart layer is the chart's .tgz, which
+// extracts like any layer: the chart's directory at the root.
+const (
+	helmConfigMediaType      = "application/vnd.cncf.helm.config.v1+json"
+	helmChartLayerMediaType  = "application/vnd.cncf.helm.chart.content.v1.tar+gzip"
+	helmLegacyChartMediaType = "application/tar+gzip"
+)
+
+// helmChartLayer picks the chart layer of a Helm chart artifact, as `helm
+// pull` does: the other layers (a provenance file) are no tar archives and
+// are not content.
+func helmChartLayer(layers []v1.Descriptor) (v1.Descriptor, error) {
+	var charts []v1.Descriptor
+	for _, l := range layers {
+		if l.MediaType == helmChartLayerMediaType || l.MediaType == helmLegacyChartMediaType {
+			charts = append(charts, l)
+		}
+	}
+	if len(charts) != 1 {
+		return v1.Descriptor{}, unpack.Terminal(fmt.Errorf("the Helm chart artifact has %d layers of media type %s, want one", len(charts), helmChartLayerMediaType))
+	}
+	return charts[0], nil
 }
 
 // extractLayer streams one compressed layer into tree (archive.Extract

@@ -3,6 +3,7 @@ package image
 import (
 	"archive/tar"
 	"bytes"
+	"compress/gzip"
 	"errors"
 	"io/fs"
 	"net/http"
@@ -17,7 +18,12 @@ import (
 
 	"github.com/rukpak-dev/rukpak/internal/testfiles"
 
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/static"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+	helmregistry "helm.sh/helm/v3/pkg/registry"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -341,5 +347,76 @@ func TestUnpackConcurrentPullsOnce(t *testing.T) {
 	}
 	if got := reg.BlobPulls() - before; got != onePull {
 		t.Errorf("8 concurrent unpacks pulled %d blobs, one unpack pulls %d", got, onePull)
+	}
+}
+
+// miniChart is a chart archive as `helm package` lays it out: one
+// top-level directory named after the chart.
+func miniChart(t *testing.T) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(zw)
+	for _, f := range [][2]string{
+		{"mini/Chart.yaml", "apiVersion: v2\nname: mini\nversion: 1.2.3\n"},
+		{"mini/templates/cm.yaml", "kind: ConfigMap"},
+	} {
+		if err := tw.WriteHeader(&tar.Header{Name: f[0], Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(f[1]))}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tw.Write([]byte(f[1])); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// TestUnpackHelmChartArtifact: a chart pushed by Helm's own client (`helm
+// push`) unpacks to the chart's directory; its provenance layer is no
+// content.
+func TestUnpackHelmChartArtifact(t *testing.T) {
+	reg := testregistry.New(t)
+	u := newUnpacker(t, unpack.Limits{})
+	want := []string{"mini/Chart.yaml=apiVersion: v2\nname: mini\nversion: 1.2.3\n", "mini/templates/cm.yaml=kind: ConfigMap"}
+	for name, prov := range map[string][]byte{"charts": nil, "signed": []byte("-----BEGIN PGP SIGNED MESSAGE-----\n")} {
+		t.Run(name, func(t *testing.T) {
+			ref := reg.PushChart(t, name, miniChart(t), prov)
+			res := unpackOK(t, u, bundleFor(rukpakv1alpha1.ImageSource{Ref: ref, CertificateData: string(reg.CAPEM)}))
+			if got := files(t, res.FS); !slices.Equal(got, want) {
+				t.Errorf("files = %q, want %q", got, want)
+			}
+		})
+	}
+}
+
+func TestUnpackHelmChartArtifactWithoutChart(t *testing.T) {
+	reg := testregistry.New(t)
+	prov := static.NewLayer([]byte("signature"), "application/vnd.cncf.helm.chart.provenance.v1.prov")
+	img, err := mutate.AppendLayers(empty.Image, prov)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img = mutate.ConfigMediaType(mutate.MediaType(img, types.OCIManifestSchema1), "application/vnd.cncf.helm.config.v1+json")
+	reg.MustPush(t, reg.Ref("charts/none:1.0.0"), img)
+	_, err = newUnpacker(t, unpack.Limits{}).Unpack(t.Context(), bundleFor(rukpakv1alpha1.ImageSource{Ref: reg.Ref("charts/none:1.0.0"), CertificateData: string(reg.CAPEM)}))
+	assertErr(t, err, "the Helm chart artifact has 0 layers of media type application/vnd.cncf.helm.chart.content.v1.tar+gzip, want one", true)
+}
+
+// TestHelmMediaTypes: the media types are Helm's.
+func TestHelmMediaTypes(t *testing.T) {
+	for got, want := range map[string]string{
+		helmConfigMediaType:      helmregistry.ConfigMediaType,
+		helmChartLayerMediaType:  helmregistry.ChartLayerMediaType,
+		helmLegacyChartMediaType: helmregistry.LegacyChartLayerMediaType,
+	} {
+		if got != want {
+			t.Errorf("media type %q, Helm's is %q", got, want)
+		}
 	}
 }

@@ -81,7 +81,7 @@ func (h *harness) start() {
 	}
 	store := &storage.LocalDirectory{RootDirectory: h.storeDir, BaseURL: "https://content.test"}
 	if err := provisioner.Setup(mgr, provisioner.Options{
-		Classes:   []string{rukpakv1alpha1.ProvisionerClassPlain, rukpakv1alpha1.ProvisionerClassRegistry},
+		Classes:   []string{rukpakv1alpha1.ProvisionerClassPlain, rukpakv1alpha1.ProvisionerClassRegistry, rukpakv1alpha1.ProvisionerClassHelm},
 		Namespace: namespace,
 		Unpacker:  sources.New(unpack.Config{Reader: mgr.GetAPIReader(), Namespace: namespace, BaseDir: h.unpackDir}),
 		Storage:   store,

@@ -158,9 +158,6 @@ func (b *bundle) readAnnotations(fsys fs.FS, limits plain.Limits) error {
 // installing an operator with pieces silently missing.
 func (b *bundle) validateCSV() error {
 	spec := b.csv.Spec
-	if n := len(spec.WebhookDefinitions); n > 0 {
-		return fmt.Errorf("spec.webhookdefinitions are not supported (found %d)", n)
-	}
 	if n := len(spec.APIServiceDefinitions.Owned); n > 0 {
 		return fmt.Errorf("spec.apiservicedefinitions.owned are not supported (found %d)", n)
 	}
@@ -195,7 +192,7 @@ func (b *bundle) validateCSV() error {
 	if len(missing) > 0 {
 		return fmt.Errorf("owned CustomResourceDefinitions missing from the bundle: %s", strings.Join(missing, ", "))
 	}
-	return nil
+	return b.validateWebhooks()
 }
 
 func sortedKinds() []string {

@@ -68,9 +68,52 @@ func TestCorpus(t *testing.T) {
 		opts    Options
 		wantErr string
 	}{
+		// Bundles with webhooks, in every install mode they support.
+		{bundle: "cert-manager-1.6.2", golden: "cert-manager-1.6.2"},
 		{
 			bundle:  "cert-manager-1.6.2",
-			wantErr: `ClusterServiceVersion "cert-manager.v1.6.2": spec.webhookdefinitions are not supported (found 3)`,
+			variant: "own",
+			opts:    Options{InstallNamespace: "cert-manager", WatchNamespaces: []string{"cert-manager"}},
+			wantErr: `ClusterServiceVersion "cert-manager.v1.6.2" does not support install mode OwnNamespace (install namespace "cert-manager", watch namespaces ["cert-manager"]); supported install modes: AllNamespaces`,
+		},
+		{bundle: "opentelemetry-operator-0.158.0", golden: "opentelemetry-operator-0.158.0"},
+		{bundle: "infinispan-2.5.14", variant: "all", golden: "infinispan-2.5.14-all"},
+		{
+			bundle:  "infinispan-2.5.14",
+			variant: "own",
+			golden:  "infinispan-2.5.14-own",
+			opts:    Options{InstallNamespace: "infinispan", WatchNamespaces: []string{"infinispan"}},
+		},
+		{
+			bundle:  "infinispan-2.5.14",
+			variant: "single",
+			golden:  "infinispan-2.5.14-single",
+			opts:    Options{InstallNamespace: "infinispan", WatchNamespaces: []string{"apps"}},
+		},
+		{
+			bundle:  "infinispan-2.5.14",
+			variant: "multi",
+			golden:  "infinispan-2.5.14-multi",
+			opts:    Options{InstallNamespace: "infinispan", WatchNamespaces: []string{"team-a", "team-b"}},
+		},
+		{bundle: "marin3r-0.13.1", variant: "all", golden: "marin3r-0.13.1-all"},
+		{
+			bundle:  "marin3r-0.13.1",
+			variant: "own",
+			golden:  "marin3r-0.13.1-own",
+			opts:    Options{InstallNamespace: "marin3r", WatchNamespaces: []string{"marin3r"}},
+		},
+		{
+			bundle:  "marin3r-0.13.1",
+			variant: "single",
+			golden:  "marin3r-0.13.1-single",
+			opts:    Options{InstallNamespace: "marin3r", WatchNamespaces: []string{"apps"}},
+		},
+		{
+			bundle:  "marin3r-0.13.1",
+			variant: "multi",
+			golden:  "marin3r-0.13.1-multi",
+			opts:    Options{InstallNamespace: "marin3r", WatchNamespaces: []string{"team-a", "team-b"}},
 		},
 		{bundle: "community-trivy-operator-2.4.0", golden: "community-trivy-operator-2.4.0"},
 		{

@@ -25,7 +25,7 @@ type csvSpec struct {
 	Install                   installStrategy       `json:"install"`
 	CustomResourceDefinitions crdDefinitions        `json:"customresourcedefinitions,omitempty"`
 	APIServiceDefinitions     apiServiceDefinitions `json:"apiservicedefinitions,omitempty"`
-	WebhookDefinitions        []interface{}         `json:"webhookdefinitions,omitempty"`
+	WebhookDefinitions        []webhookDescription  `json:"webhookdefinitions,omitempty"`
 }
 
 type installMode struct {

@@ -92,6 +92,9 @@ func generate(b *bundle, t target) ([]*unstructured.Unstructured, error) {
 		}
 		g.emit(dep)
 	}
+	if err := g.addWebhooks(); err != nil {
+		return nil, err
+	}
 	return g.objs, nil
 }
 

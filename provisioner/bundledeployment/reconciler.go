@@ -43,6 +43,40 @@ import (
 // applying the BundleDeployment's config. Its errors are shown to users.
 type ObjectsFunc func(ctx context.Context, fsys fs.FS, bd *rukpakv1alpha1.BundleDeployment) ([]*unstructured.Unstructured, error)
 
+// Installer installs and uninstalls a BundleDeployment's release. The plain
+// and registry classes apply their content's objects as they are
+// (release.Manager, through ObjectInstaller); the helm class renders and
+// installs a chart with Helm's action library.
+type Installer interface {
+	// Install makes release bd.Name hold what fsys holds for bd: objs are
+	// what Objects found in it (nil without Objects), and stamp marks every
+	// object the release installs (owner label and controller reference).
+	// The result's Objects are the installed objects drift correction and
+	// health look at.
+	Install(ctx context.Context, bd *rukpakv1alpha1.BundleDeployment, fsys fs.FS, objs []*unstructured.Unstructured, stamp func(*unstructured.Unstructured)) (*release.Result, error)
+	// Uninstall removes release name and returns the objects it left alone
+	// because they are not the release's (any more).
+	Uninstall(ctx context.Context, name string) (kept []string, err error)
+	// Deleter backs up an uninstall that stopped part way.
+	Deleter
+}
+
+// WatchingInstaller is an Installer whose installs read other objects (a
+// chart's values): SetupWatches makes a change to one reconcile the
+// BundleDeployments that read it.
+type WatchingInstaller interface {
+	Installer
+	SetupWatches(mgr ctrl.Manager, c controller.Controller) error
+}
+
+// ObjectInstaller installs the objects Objects found, as they are.
+type ObjectInstaller struct{ *release.Manager }
+
+// Install applies objs as release bd.Name.
+func (i ObjectInstaller) Install(ctx context.Context, bd *rukpakv1alpha1.BundleDeployment, _ fs.FS, objs []*unstructured.Unstructured, stamp func(*unstructured.Unstructured)) (*release.Result, error) {
+	return i.Apply(ctx, bd.Name, objs, stamp)
+}
+
 // DefaultMaxBundles bounds the Bundles one BundleDeployment may have
 // generated at once: the active one, the one being rolled out, and a few
 // that failed to unpack and are kept for inspection.
@@ -50,11 +84,16 @@ const DefaultMaxBundles = 5
 
 // Reconciler installs BundleDeployments of one provisioner class.
 type Reconciler struct {
-	Client     client.Client
-	Class      string
-	Loader     storage.Loader
-	Objects    ObjectsFunc
+	Client client.Client
+	Class  string
+	Loader storage.Loader
+	// Objects, when set, lists the objects of a Bundle's content before
+	// they are installed (the CRD preflight checks them).
+	Objects ObjectsFunc
+	// Releases reads installed objects' ownership; it is also the
+	// Installer unless one is set.
 	Releases   *release.Manager
+	Installer  Installer
 	Recorder   events.EventRecorder
 	MaxBundles int
 	// Explain, when set, adds context to install errors caused by kinds
@@ -167,7 +206,10 @@ func (r *Reconciler) reconcile(ctx context.Context, bd *rukpakv1alpha1.BundleDep
 			fmt.Sprintf("Failed to load content of bundle %q: %v", b.Name, err))
 		return ctrl.Result{}, fmt.Errorf("loading bundle %q: %w", b.Name, err)
 	}
-	objs, err := r.Objects(ctx, fsys, bd)
+	var objs []*unstructured.Unstructured
+	if r.Objects != nil {
+		objs, err = r.Objects(ctx, fsys, bd)
+	}
 	if err == nil {
 		err = placeObjects(objs, bd)
 	}
@@ -189,7 +231,7 @@ func (r *Reconciler) reconcile(ctx context.Context, bd *rukpakv1alpha1.BundleDep
 		return ctrl.Result{RequeueAfter: healthRecheck}, nil
 	}
 	stamp := ownerStamper(bd)
-	result, err := r.Releases.Apply(ctx, bd.Name, objs, stamp)
+	result, err := r.installer().Install(ctx, bd, fsys, objs, stamp)
 	if err != nil {
 		reason := rukpakv1alpha1.ReasonInstallFailed
 		if result != nil && result.Upgraded {
@@ -317,15 +359,22 @@ func ownerStamper(bd *rukpakv1alpha1.BundleDeployment) func(*unstructured.Unstru
 
 func ptr[T any](v T) *T { return &v }
 
+func (r *Reconciler) installer() Installer {
+	if r.Installer != nil {
+		return r.Installer
+	}
+	return ObjectInstaller{r.Releases}
+}
+
 func (r *Reconciler) finalize(ctx context.Context, bd *rukpakv1alpha1.BundleDeployment) error {
 	if !controllerutil.ContainsFinalizer(bd, rukpakv1alpha1.FinalizerUninstall) {
 		return nil
 	}
-	kept, err := r.Releases.Uninstall(ctx, bd.Name)
+	kept, err := r.installer().Uninstall(ctx, bd.Name)
 	if err != nil {
 		return err
 	}
-	left, keptLeft, err := r.tracker.DeleteOwned(ctx, r.Releases, bd.Name)
+	left, keptLeft, err := r.tracker.DeleteOwned(ctx, r.installer(), bd.Name)
 	if err != nil {
 		return err
 	}
@@ -436,5 +485,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return err
 	}
 	tracker.controller = c
+	if w, ok := r.Installer.(WatchingInstaller); ok {
+		if err := w.SetupWatches(mgr, c); err != nil {
+			return fmt.Errorf("watching what %s installs read: %w", r.Class, err)
+		}
+	}
 	return nil
 }

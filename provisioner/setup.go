@@ -21,9 +21,11 @@ import (
 	"github.com/rukpak-dev/rukpak/provisioner/bundledeployment"
 	"github.com/rukpak-dev/rukpak/provisioner/crdupgrade"
 	"github.com/rukpak-dev/rukpak/provisioner/helm"
+	"github.com/rukpak-dev/rukpak/provisioner/helm/install"
 	"github.com/rukpak-dev/rukpak/provisioner/plain"
 	"github.com/rukpak-dev/rukpak/provisioner/registry"
 	"github.com/rukpak-dev/rukpak/provisioner/release"
+	"github.com/rukpak-dev/rukpak/provisioner/servingcert"
 	"github.com/rukpak-dev/rukpak/storage"
 	"github.com/rukpak-dev/rukpak/unpack"
 )
@@ -47,6 +49,10 @@ type Options struct {
 	// MaxReleaseBytes bounds one release revision's record; 0 means
 	// release.DefaultMaxRecordBytes.
 	MaxReleaseBytes int64
+	// CertValidity and CertRenewBefore tune the serving certificates issued
+	// for installed webhooks; zero means servingcert's defaults.
+	CertValidity    time.Duration
+	CertRenewBefore time.Duration
 }
 
 // Setup registers a Bundle and a BundleDeployment reconciler for every class.
@@ -63,6 +69,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		return fmt.Errorf("creating dynamic client: %w", err)
 	}
 	preflight := &crdupgrade.Preflight{CRDs: mgr.GetAPIReader(), Objects: crdupgrade.DynamicLister{Client: dyn}}
+	prepare := prepareObjects(&servingcert.Issuer{Reader: mgr.GetAPIReader(), Validity: opts.CertValidity, RenewBefore: opts.CertRenewBefore}, opts.Namespace)
 	for _, class := range opts.Classes {
 		h, err := HandlerFor(class)
 		if err != nil {
@@ -84,15 +91,24 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		if err := (&bundle.ReplicaCache{Reconciler: br}).SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("setting up bundle replica cache for %s: %w", class, err)
 		}
+		var objs bundledeployment.ObjectsFunc = (&objects{reader: mgr.GetAPIReader()}).forDeployment
+		var installer bundledeployment.Installer
+		if class == rukpakv1alpha1.ProvisionerClassHelm {
+			// Helm's action library renders and installs charts.
+			objs = nil
+			installer = &install.Installer{Releases: releases, Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Class: class}
+		}
 		if err := (&bundledeployment.Reconciler{
 			Client:    mgr.GetClient(),
 			Class:     class,
 			Loader:    opts.Loader,
-			Objects:   (&objects{reader: mgr.GetAPIReader()}).forDeployment,
+			Objects:   objs,
 			Releases:  releases,
+			Installer: installer,
 			Explain:   explainDependencies,
 			Preflight: preflight,
 			PodReader: mgr.GetAPIReader(),
+			Prepare:   prepare,
 		}).SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("setting up bundle deployment controller for %s: %w", class, err)
 		}
@@ -118,13 +134,14 @@ func HandlerFor(class string) (bundle.Handler, error) {
 			return registry.Convert(fsys, registry.Options{})
 		}), nil
 	case rukpakv1alpha1.ProvisionerClassHelm:
-		// Stored as the source delivered it; installs and rukpakctl find
-		// the chart in it with helm.LoadChart.
+		// Stored as the files Helm loaded, under helm.ChartDir, whatever
+		// layout the source delivered; installs read it with helm.LoadChart.
 		return bundle.HandlerFunc(func(_ context.Context, fsys fs.FS, _ *rukpakv1alpha1.Bundle) (fs.FS, error) {
-			if _, err := helm.LoadChart(fsys); err != nil {
+			ch, err := helm.LoadChart(fsys)
+			if err != nil {
 				return nil, err
 			}
-			return fsys, nil
+			return helm.Content(ch), nil
 		}), nil
 	}
 	return nil, fmt.Errorf("unknown provisioner class %q (known: %s, %s, %s)", class, rukpakv1alpha1.ProvisionerClassPlain, rukpakv1alpha1.ProvisionerClassRegistry, rukpakv1alpha1.ProvisionerClassHelm)

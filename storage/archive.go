@@ -131,12 +131,14 @@ const DefaultMaxLoadBytes = 64 << 20
 // installDirs hold the stored files installs read: plain+v0 manifests and,
 // in converted registry+v1 content, the source's manifests and metadata,
 // re-rendered with a BundleDeployment's config (plain.ManifestsDir and
-// registry.SourceDir; storage imports no format).
-var installDirs = []string{"manifests", "registry+v1/manifests", "registry+v1/metadata"}
+// registry.SourceDir); a Helm chart (helm.ChartDir). Storage imports no
+// format.
+var installDirs = []string{"manifests", "registry+v1/manifests", "registry+v1/metadata", "chart"}
 
 // InstallContent reports whether name (a slash-separated path in stored
-// content) is a file or directory installs read: under manifests/, or under
-// registry+v1/manifests/ or registry+v1/metadata/, or a parent of those.
+// content) is a file or directory installs read: under manifests/,
+// registry+v1/manifests/, registry+v1/metadata/ or chart/, or a parent of
+// those.
 func InstallContent(name string) bool {
 	for _, dir := range installDirs {
 		if name == dir || strings.HasPrefix(name, dir+"/") || strings.HasPrefix(dir, name+"/") {

@@ -2,7 +2,7 @@
 // loading a chart from stored bundle content with Helm's own loader, and
 // (render.go, install) turning it into a release.
 //
-// Where the chart lives in content, whatever the source delivered:
+// Where the chart may be in unpacked content, whatever the source:
 //   - a chart directory at the root (Chart.yaml at the root: git with
 //     `directory`, configMaps, a bundle image built from a chart directory);
 //   - or a single top-level directory holding Chart.yaml (a chart .tgz as
@@ -12,8 +12,9 @@
 //   - or a single chart archive (*.tgz) at the root (for example one
 //     binaryData key of a ConfigMap).
 //
-// Content is stored as the source delivered it; every reader locates the
-// chart with LoadChart.
+// Stored content is always the same shape (Content): the files Helm loaded
+// (.helmignore applied, archives expanded) under ChartDir. LoadChart reads
+// it back like any other layout.
 package helm
 
 import (
@@ -26,12 +27,27 @@ import (
 	"io/fs"
 	"path"
 	"strings"
+	"testing/fstest"
 
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/ignore"
 )
+
+// ChartDir is the directory of stored content that holds the chart.
+const ChartDir = "chart"
+
+// Content is ch as stored content: every file Helm loaded it from
+// (Chart.Raw: the chart's own files, subcharts under charts/ included),
+// under ChartDir.
+func Content(ch *chart.Chart) fs.FS {
+	m := make(fstest.MapFS, len(ch.Raw))
+	for _, f := range ch.Raw {
+		m[path.Join(ChartDir, f.Name)] = &fstest.MapFile{Data: f.Data, Mode: 0o644}
+	}
+	return m
+}
 
 // Limits bound what loading one chart may cost: Helm holds a chart's files
 // in memory, so they are counted and sized before they are read, and chart

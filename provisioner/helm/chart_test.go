@@ -8,6 +8,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -161,6 +162,7 @@ func rawNames(files []*chart.File) string {
 	for _, f := range files {
 		names = append(names, f.Name)
 	}
+	slices.Sort(names)
 	return strings.Join(names, "\n")
 }
 
@@ -313,6 +315,38 @@ func TestLoadChartHelmignore(t *testing.T) {
 		switch f.Name {
 		case "README.md", "secrets/key", "templates/.hidden.yaml":
 			t.Errorf("%s loaded despite .helmignore", f.Name)
+		}
+	}
+}
+
+// TestContentRoundTrip: stored content (Content) loads as the chart it was
+// made from, from every layout a source delivers.
+func TestContentRoundTrip(t *testing.T) {
+	for _, c := range charts {
+		for layout, fsys := range map[string]fs.FS{
+			"directory":    os.DirFS(filepath.Join(testdata, c.name)),
+			"helm package": fstest.MapFS{"c.tgz": {Data: packaged(t, c.name)}},
+		} {
+			t.Run(c.name+"/"+layout, func(t *testing.T) {
+				ch, err := helm.LoadChart(fsys)
+				if err != nil {
+					t.Fatal(err)
+				}
+				stored := helm.Content(ch)
+				if _, err := fs.Stat(stored, helm.ChartDir+"/Chart.yaml"); err != nil {
+					t.Fatalf("stored content has no %s/Chart.yaml: %v", helm.ChartDir, err)
+				}
+				again, err := helm.LoadChart(stored)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if g, w := rawNames(again.Raw), rawNames(ch.Raw); g != w {
+					t.Errorf("stored files:\n%s\nwant:\n%s", g, w)
+				}
+				if len(again.Dependencies()) != len(c.dependencies) || len(again.Templates) != c.templates {
+					t.Errorf("stored chart has %d dependencies and %d templates", len(again.Dependencies()), len(again.Templates))
+				}
+			})
 		}
 	}
 }

@@ -59,6 +59,13 @@ BundleDeployment mean.`,
 			return o.run(cmd.Context(), cmd.OutOrStdout(), args[0])
 		},
 	}
+	bindRenderFlags(cmd, &o)
+	return cmd
+}
+
+// bindRenderFlags binds the flags saying how a bundle is read and converted
+// (render's, and rbac's for the objects render prints).
+func bindRenderFlags(cmd *cobra.Command, o *renderOptions) {
 	cmd.Flags().StringVar(&o.format, "format", "", "bundle format: plain+v0 or registry+v1 (default: detected)")
 	cmd.Flags().StringVar(&o.installNS, "install-namespace", "", "registry+v1: namespace the operator is installed in")
 	cmd.Flags().StringVar(&o.image.caFile, "ca-file", "", "IMAGE: PEM CA certificates trusted for the registry, besides the system's")
@@ -69,7 +76,6 @@ BundleDeployment mean.`,
 	o.limits.BindFlags(limits)
 	cmd.Flags().AddGoFlagSet(limits)
 	cmd.Flags().StringSliceVar(&o.watchNamespaces, "watch-namespaces", nil, "registry+v1: comma-separated namespaces the operator watches (default: all namespaces if the CSV supports AllNamespaces, else the install namespace if it supports OwnNamespace)")
-	return cmd
 }
 
 func (o renderOptions) run(ctx context.Context, out io.Writer, arg string) error {

@@ -15,5 +15,6 @@ func newRootCmd(out io.Writer) *cobra.Command {
 	}
 	root.SetOut(out)
 	root.AddCommand(newRenderCmd())
+	root.AddCommand(newRBACCmd())
 	return root
 }

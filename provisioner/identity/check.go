@@ -7,6 +7,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -86,6 +87,16 @@ func (c *Checker) Missing(ctx context.Context, sa ServiceAccount, as client.Clie
 				return nil, err
 			}
 			missing = append(missing, m...)
+		}
+	}
+	for ns := range plan.Namespaces {
+		err := c.RBAC.Get(ctx, client.ObjectKey{Name: ns}, &corev1.Namespace{})
+		switch {
+		case err == nil:
+			// It exists: Roles can be bound there already.
+			delete(plan.Namespaces, ns)
+		case !apierrors.IsNotFound(err):
+			return nil, fmt.Errorf("reading namespace %s: %w", ns, err)
 		}
 	}
 	return Compact(plan.hoist(missing)), nil

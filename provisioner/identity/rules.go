@@ -72,8 +72,8 @@ func alternativeRule(g Grant) Rule {
 }
 
 // Compact merges rules of one namespace and reason: first the verbs of one
-// resource (and resource names), then the resources with the same verbs,
-// in a stable order.
+// resource (and resource names; "*" absorbs the others), then the
+// resources with the same verbs, in a stable order.
 func Compact(rules []Rule) []Rule {
 	type resKey struct{ ns, why, group, resource, names string }
 	type urlKey struct{ ns, why, url string }
@@ -104,12 +104,18 @@ func Compact(rules []Rule) []Rule {
 	type groupKey struct{ ns, why, group, names, verbs string }
 	resources := map[groupKey][]string{}
 	for k, verbs := range verbsOf {
+		if verbs["*"] {
+			verbs = map[string]bool{"*": true}
+		}
 		g := groupKey{k.ns, k.why, k.group, k.names, strings.Join(keys(verbs), "\x00")}
 		resources[g] = append(resources[g], k.resource)
 	}
 	type urlGroup struct{ ns, why, verbs string }
 	urls := map[urlGroup][]string{}
 	for k, verbs := range urlVerbs {
+		if verbs["*"] {
+			verbs = map[string]bool{"*": true}
+		}
 		g := urlGroup{k.ns, k.why, strings.Join(keys(verbs), "\x00")}
 		urls[g] = append(urls[g], k.url)
 	}

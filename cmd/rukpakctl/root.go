@@ -16,5 +16,6 @@ func newRootCmd(out io.Writer) *cobra.Command {
 	root.SetOut(out)
 	root.AddCommand(newRenderCmd())
 	root.AddCommand(newRBACCmd())
+	root.AddCommand(newDiffCmd())
 	return root
 }

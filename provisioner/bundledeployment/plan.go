@@ -18,4 +18,3 @@ func PlanPivot(ctx context.Context, releases *release.Manager, bd *rukpakv1alpha
 	}
 	return releases.Plan(ctx, bd.Name, objs, ownerStamper(bd))
 }
-

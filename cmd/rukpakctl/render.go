@@ -14,6 +14,7 @@ import (
 
 	"github.com/rukpak-dev/rukpak/provisioner/plain"
 	"github.com/rukpak-dev/rukpak/provisioner/registry"
+	"github.com/rukpak-dev/rukpak/provisioner/servingcert"
 	"github.com/rukpak-dev/rukpak/unpack"
 )
 
@@ -124,6 +125,10 @@ func (o renderOptions) run(ctx context.Context, out io.Writer, arg string) error
 		}
 	default:
 		return fmt.Errorf("unknown format %q: use %s or %s", format, formatPlain, formatRegistry)
+	}
+	// Certificates and CA bundles are issued at install: show where they go.
+	if err := servingcert.Placeholder(objs); err != nil {
+		return err
 	}
 	return writeYAML(out, objs)
 }

@@ -107,6 +107,10 @@ type Reconciler struct {
 	// why (a crash loop, an image that cannot be pulled); an uncached
 	// reader, so no informer holds every pod of the cluster.
 	PodReader client.Reader
+	// Prepare, when set, completes the objects with what only the cluster
+	// holds (serving certificates and their CA bundles) just before they
+	// are applied, and says when to look again (zero: no need).
+	Prepare func(ctx context.Context, bd *rukpakv1alpha1.BundleDeployment, objs []*unstructured.Unstructured) (time.Time, error)
 
 	tracker *Tracker
 	records records
@@ -230,6 +234,10 @@ func (r *Reconciler) reconcile(ctx context.Context, bd *rukpakv1alpha1.BundleDep
 		// BundleDeployment: look again now and then.
 		return ctrl.Result{RequeueAfter: healthRecheck}, nil
 	}
+	renewAt, err := r.prepare(ctx, bd, b, objs)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
 	stamp := ownerStamper(bd)
 	result, err := r.installer().Install(ctx, bd, fsys, objs, stamp)
 	if err != nil {
@@ -297,6 +305,7 @@ func (r *Reconciler) reconcile(ctx context.Context, bd *rukpakv1alpha1.BundleDep
 		}
 	}
 	res, err := r.health(ctx, bd, stamped)
+	res = requeueBy(res, renewAt, time.Now())
 	if len(taken) > 0 && res.RequeueAfter == 0 {
 		// Events on the taken objects go to their new owner: look again
 		// now and then, to restore them once that owner lets them go.

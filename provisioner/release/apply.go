@@ -84,7 +84,8 @@ const applyConcurrency = 64
 // longer does, if it is still the release's. It goes in waves: Namespaces;
 // CRDs, waited for until Established (a bundle may ship a CRD with custom
 // resources of it, which could not even be mapped before); Roles and
-// ClusterRoles; then everything else. Within a wave
+// ClusterRoles; everything else; and last the webhook configurations and
+// APIServices (deleted first, too). Within a wave
 // objects are applied in parallel, each after an ownership check (Helm's
 // rule: an existing object must belong to this release) answered by one
 // metadata LIST per kind and namespace, instead of Helm's sequential
@@ -122,7 +123,14 @@ func (m *Manager) applyObjects(ctx context.Context, name string, objs, previous 
 	if err := m.applyWave(ctx, name, roles, dropped); err != nil {
 		return err
 	}
+	// Webhook configurations and APIServices last: the API server calls
+	// what they name as soon as they exist, and objects they match
+	// (the serving certificate's Secret, for one) must not wait for it.
+	served, rest := servedFirst(rest)
 	if err := m.applyWave(ctx, name, rest, dropped); err != nil {
+		return err
+	}
+	if err := m.applyWave(ctx, name, served, dropped); err != nil {
 		return err
 	}
 
@@ -136,7 +144,7 @@ func (m *Manager) applyObjects(ctx context.Context, name string, objs, previous 
 			stale = append(stale, o)
 		}
 	}
-	return parallel(stale, func(o *unstructured.Unstructured) error {
+	del := func(o *unstructured.Unstructured) error {
 		kept, err := m.DeleteIfOwned(ctx, o, name)
 		if err != nil {
 			return fmt.Errorf("deleting %s, no longer in the bundle: %w", describe(o), err)
@@ -145,7 +153,12 @@ func (m *Manager) applyObjects(ctx context.Context, name string, objs, previous 
 			log.FromContext(ctx).Info("not deleting an object dropped from the bundle that the release no longer owns", "release", name, "object", kept)
 		}
 		return nil
-	})
+	}
+	first, rest := servedFirst(stale)
+	if err := parallel(first, del); err != nil {
+		return err
+	}
+	return parallel(rest, del)
 }
 
 // applyWave applies objs in parallel, refusing any that exist without this

@@ -404,7 +404,7 @@ func (m *Manager) Uninstall(ctx context.Context, name string) ([]string, error) 
 		mu   sync.Mutex
 		kept []string
 	)
-	err = parallel(objs, func(o *unstructured.Unstructured) error {
+	del := func(o *unstructured.Unstructured) error {
 		k, err := m.DeleteIfOwned(ctx, o, name)
 		if k != "" {
 			mu.Lock()
@@ -412,7 +412,11 @@ func (m *Manager) Uninstall(ctx context.Context, name string) ([]string, error) 
 			mu.Unlock()
 		}
 		return err
-	})
+	}
+	first, rest := servedFirst(objs)
+	if err = parallel(first, del); err == nil {
+		err = parallel(rest, del)
+	}
 	if err != nil {
 		return kept, fmt.Errorf("uninstalling release %q: %w", name, err)
 	}

@@ -1,0 +1,429 @@
+// Package install installs helm-class BundleDeployments: a chart loaded
+// with helm.LoadChart, values from spec.config, installed, upgraded and
+// uninstalled as a Helm release with Helm's action library.
+package install
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"io/fs"
+	"sort"
+	"strings"
+	"time"
+
+	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/kube"
+	helmrelease "helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v3/pkg/releaseutil"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
+	"github.com/rukpak-dev/rukpak/provisioner/helm"
+	"github.com/rukpak-dev/rukpak/provisioner/release"
+)
+
+// Installer installs a helm-class BundleDeployment's chart as the Helm
+// release named after it, with Helm's action library: crds/ first (created
+// if missing and kept on uninstall, as Helm does), hooks with Helm's
+// semantics, upgrades of the same release on value or chart changes. The
+// records are release.Manager's (chunked when one Secret cannot hold them),
+// so `helm list`, `helm history` and `helm get` read them in the
+// provisioner's namespace. Every object of the release manifest (not
+// hooks) carries the owner label and controller reference the plain class
+// stamps, so drift correction, health and uninstall work as for it.
+type Installer struct {
+	Releases *release.Manager
+	// Client deletes what an interrupted uninstall left; Reader reads
+	// values sources (uncached: the cache holds no Secrets).
+	Client client.Client
+	Reader client.Reader
+	// Class is the provisioner class whose BundleDeployments read values
+	// sources (watches map changes back to them).
+	Class string
+	// Timeout bounds each hook's run and Helm's wait for it; 0 means
+	// DefaultTimeout.
+	Timeout time.Duration
+	// RetryAfter is how long a revision that failed is not retried with
+	// the same chart and values (a failing hook Job is not run again on
+	// every reconcile); 0 means DefaultRetryAfter.
+	RetryAfter time.Duration
+}
+
+const (
+	// DefaultTimeout is Helm's own default for --timeout.
+	DefaultTimeout = 5 * time.Minute
+	// DefaultRetryAfter lets a failed revision be retried with the same
+	// inputs every few minutes, in case what failed was transient.
+	DefaultRetryAfter = 5 * time.Minute
+
+	// labelInputs is the release label holding the digest of what a
+	// revision was installed from (chart, values, namespace): the same
+	// digest means nothing to upgrade.
+	labelInputs = "core.rukpak.io/inputs-digest"
+	// maxHistory bounds the revisions kept per release, as for the plain
+	// class.
+	maxHistory = 5
+
+	annotationResourcePolicy = "helm.sh/resource-policy"
+)
+
+// Install installs or upgrades release bd.Name from the chart in fsys.
+func (in *Installer) Install(ctx context.Context, bd *rukpakv1alpha1.BundleDeployment, fsys fs.FS, _ []*unstructured.Unstructured, stamp func(*unstructured.Unstructured)) (*release.Result, error) {
+	cfg, err := ParseConfig(bd, in.Releases.Namespace())
+	if err != nil {
+		return nil, err
+	}
+	ch, err := helm.LoadChart(fsys)
+	if err != nil {
+		return nil, err
+	}
+	vals, err := cfg.MergedValues(ctx, in.Reader, in.Releases.Namespace())
+	if err != nil {
+		return nil, err
+	}
+	digest, err := inputsDigest(ch, vals, cfg.InstallNamespace)
+	if err != nil {
+		return nil, err
+	}
+
+	defer in.Releases.Lock(bd.Name)()
+	hist, err := in.Releases.History(ctx, bd.Name)
+	if err != nil {
+		return nil, err
+	}
+	last, deployed := latest(hist)
+	res := &release.Result{Release: deployed, Upgraded: deployed != nil}
+	if deployed != nil && last == deployed && deployed.Labels[labelInputs] == digest {
+		if res.Objects, err = installed(deployed); err != nil {
+			return res, err
+		}
+		return res, nil
+	}
+	if last != nil && last.Info.Status == helmrelease.StatusFailed && last.Labels[labelInputs] == digest &&
+		time.Since(last.Info.LastDeployed.Time) < in.retryAfter() {
+		return res, fmt.Errorf("%s (release %q revision %d failed; retried with the same chart and values after %s)",
+			failure(last, last.Info.Description), bd.Name, last.Version, in.retryAfter())
+	}
+
+	kc := &guardedKube{Client: in.Releases.NewKubeClient(cfg.InstallNamespace), forbidden: in.Releases.Namespace()}
+	acfg := in.Releases.ActionConfig(ctx, kc)
+	mapper, err := acfg.RESTClientGetter.ToRESTMapper()
+	if err != nil {
+		return res, fmt.Errorf("creating REST mapper: %w", err)
+	}
+	pr := &postRenderer{stamp: stamp, release: bd.Name, namespace: cfg.InstallNamespace, forbidden: in.Releases.Namespace(), mapper: mapper}
+	labels := map[string]string{labelInputs: digest}
+	var rel *helmrelease.Release
+	if deployed == nil {
+		act := action.NewInstall(acfg)
+		act.ReleaseName = bd.Name
+		act.Namespace = cfg.InstallNamespace
+		// A name whose earlier installs all failed is reused, as
+		// `helm install --replace` does.
+		act.Replace = len(hist) > 0
+		act.Timeout = in.timeout()
+		act.PostRenderer = pr
+		act.Labels = labels
+		rel, err = act.RunWithContext(ctx, ch, vals)
+	} else {
+		act := action.NewUpgrade(acfg)
+		act.Namespace = cfg.InstallNamespace
+		act.MaxHistory = maxHistory
+		// Values are exactly what spec.config says, never the previous
+		// revision's.
+		act.ResetValues = true
+		act.Timeout = in.timeout()
+		act.PostRenderer = pr
+		act.Labels = labels
+		rel, err = act.RunWithContext(ctx, bd.Name, ch, vals)
+	}
+	if err != nil {
+		verb := "installing"
+		if deployed != nil {
+			verb = "upgrading"
+		}
+		return res, fmt.Errorf("%s release %q: %s", verb, bd.Name, in.failed(ctx, bd.Name, err))
+	}
+	res.Release = rel
+	res.Changed = true
+	if res.Objects, err = installed(rel); err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+// Uninstall uninstalls release name as `helm uninstall` does: pre-delete
+// hooks, the release's objects (not crds/, not objects whose
+// helm.sh/resource-policy is keep), post-delete hooks, then its records.
+// A missing release is not an error.
+func (in *Installer) Uninstall(ctx context.Context, name string) ([]string, error) {
+	defer in.Releases.Lock(name)()
+	hist, err := in.Releases.History(ctx, name)
+	if err != nil || len(hist) == 0 {
+		return nil, err
+	}
+	last, _ := latest(hist)
+	kc := &guardedKube{Client: in.Releases.NewKubeClient(last.Namespace), forbidden: in.Releases.Namespace()}
+	act := action.NewUninstall(in.Releases.ActionConfig(ctx, kc))
+	act.Timeout = in.timeout()
+	act.DeletionPropagation = string(metav1.DeletePropagationBackground)
+	if _, err := act.Run(name); err != nil {
+		return nil, fmt.Errorf("uninstalling release %q: %s", name, in.failed(ctx, name, err))
+	}
+	return nil, nil
+}
+
+// DeleteIfOwned deletes o if the live object is release name's (Helm's
+// release-name annotation and the owner label both name it) and not kept
+// by helm.sh/resource-policy: it backs up an uninstall that stopped part
+// way, after which the release's records may be gone.
+func (in *Installer) DeleteIfOwned(ctx context.Context, o *unstructured.Unstructured, name string) (string, error) {
+	live, err := in.Releases.Live(ctx, o)
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("reading %s: %w", describe(o), err)
+	case live == nil || !live.DeletionTimestamp.IsZero():
+		return "", nil
+	case live.Annotations[annotationResourcePolicy] == "keep":
+		return describe(o) + " (" + annotationResourcePolicy + ": keep)", nil
+	}
+	if ns, other := release.Owner(live); other != name || live.Labels[rukpakv1alpha1.LabelOwnerName] != name {
+		return fmt.Sprintf("%s (owned by release %s/%s)", describe(o), ns, other), nil
+	}
+	err = in.Client.Delete(ctx, live, client.PropagationPolicy(metav1.DeletePropagationBackground), client.Preconditions{UID: &live.UID})
+	if client.IgnoreNotFound(err) != nil {
+		return "", fmt.Errorf("deleting %s: %w", describe(o), err)
+	}
+	return "", nil
+}
+
+func (in *Installer) timeout() time.Duration {
+	if in.Timeout > 0 {
+		return in.Timeout
+	}
+	return DefaultTimeout
+}
+
+func (in *Installer) retryAfter() time.Duration {
+	if in.RetryAfter > 0 {
+		return in.RetryAfter
+	}
+	return DefaultRetryAfter
+}
+
+// failed explains err of an action on release name, naming the hook that
+// failed if the release's newest record says one did.
+func (in *Installer) failed(ctx context.Context, name string, err error) string {
+	msg := strings.Join(strings.Fields(err.Error()), " ")
+	hist, herr := in.Releases.History(ctx, name)
+	if herr != nil {
+		return msg
+	}
+	last, _ := latest(hist)
+	return failure(last, msg)
+}
+
+// failure prefixes msg with the hook of rel that failed, if any.
+func failure(rel *helmrelease.Release, msg string) string {
+	if rel == nil {
+		return msg
+	}
+	for _, h := range rel.Hooks {
+		if h.LastRun.Phase != helmrelease.HookPhaseFailed {
+			continue
+		}
+		events := make([]string, 0, len(h.Events))
+		for _, e := range h.Events {
+			events = append(events, e.String())
+		}
+		return fmt.Sprintf("%s hook %s %s (%s) failed: %s", strings.Join(events, ","), h.Kind, h.Name, h.Path, msg)
+	}
+	return msg
+}
+
+// latest returns the newest record and the newest deployed one.
+func latest(hist []*helmrelease.Release) (last, deployed *helmrelease.Release) {
+	for _, r := range hist {
+		if last == nil || r.Version > last.Version {
+			last = r
+		}
+		if r.Info.Status == helmrelease.StatusDeployed && (deployed == nil || r.Version > deployed.Version) {
+			deployed = r
+		}
+	}
+	return last, deployed
+}
+
+// installed returns the objects of rel's manifest (not its hooks): as the
+// post-renderer wrote them, stamped, namespaced and with Helm's ownership
+// metadata, which is what drift correction compares with.
+func installed(rel *helmrelease.Release) ([]*unstructured.Unstructured, error) {
+	objs, err := release.DecodeManifest(rel.Manifest)
+	if err != nil {
+		return nil, fmt.Errorf("release %q revision %d: %w", rel.Name, rel.Version, err)
+	}
+	return objs, nil
+}
+
+// inputsDigest identifies what a revision is installed from. Subcharts
+// count too: Helm's record keeps only the parent chart.
+func inputsDigest(ch *chart.Chart, vals map[string]any, namespace string) (string, error) {
+	h := sha256.New()
+	var add func(c *chart.Chart) error
+	add = func(c *chart.Chart) error {
+		b, err := json.Marshal(c)
+		if err != nil {
+			return fmt.Errorf("digesting chart %q: %w", c.Name(), err)
+		}
+		h.Write(b)
+		for _, d := range c.Dependencies() {
+			if err := add(d); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := add(ch); err != nil {
+		return "", err
+	}
+	b, err := json.Marshal(vals) // map keys sorted: canonical
+	if err != nil {
+		return "", fmt.Errorf("digesting values: %w", err)
+	}
+	h.Write(b)
+	h.Write([]byte(namespace))
+	// A label value holds at most 63 characters.
+	return hex.EncodeToString(h.Sum(nil))[:40], nil
+}
+
+// postRenderer stamps every object of a release manifest as the plain
+// class stamps its objects, and makes each object's identity explicit
+// (namespace and Helm's ownership metadata), so the record is what was
+// applied. Helm does not run it on hooks: guardedKube checks those.
+type postRenderer struct {
+	stamp     func(*unstructured.Unstructured)
+	release   string
+	namespace string
+	forbidden string
+	mapper    meta.RESTMapper
+}
+
+func (p *postRenderer) Run(in *bytes.Buffer) (*bytes.Buffer, error) {
+	docs := releaseutil.SplitManifests(in.String())
+	keys := make([]string, 0, len(docs))
+	for k := range docs {
+		keys = append(keys, k)
+	}
+	sort.Sort(releaseutil.BySplitManifestsOrder(keys))
+	out := &bytes.Buffer{}
+	for _, k := range keys {
+		doc := docs[k]
+		source := ""
+		if first, _, _ := strings.Cut(strings.TrimSpace(doc), "\n"); strings.HasPrefix(first, "# Source: ") {
+			source = first
+		}
+		obj := map[string]any{}
+		if err := yaml.Unmarshal([]byte(doc), &obj); err != nil {
+			return nil, fmt.Errorf("parsing %s: %w", strings.TrimPrefix(source, "# Source: "), err)
+		}
+		if len(obj) == 0 {
+			continue
+		}
+		u := &unstructured.Unstructured{Object: obj}
+		if err := p.object(u); err != nil {
+			return nil, err
+		}
+		b, err := yaml.Marshal(u.Object)
+		if err != nil {
+			return nil, fmt.Errorf("rendering %s: %w", describe(u), err)
+		}
+		out.WriteString("---\n")
+		if source != "" {
+			out.WriteString(source + "\n")
+		}
+		out.Write(b)
+	}
+	return out, nil
+}
+
+func (p *postRenderer) object(u *unstructured.Unstructured) error {
+	if u.GetKind() == "" || u.GetName() == "" {
+		return fmt.Errorf("an object of the chart has no kind or name: %s %q", u.GetKind(), u.GetName())
+	}
+	if m, err := p.mapper.RESTMapping(u.GroupVersionKind().GroupKind(), u.GroupVersionKind().Version); err == nil {
+		switch {
+		case m.Scope.Name() != meta.RESTScopeNameNamespace:
+			u.SetNamespace("")
+		case u.GetNamespace() == "":
+			u.SetNamespace(p.namespace)
+		}
+	}
+	if u.GetNamespace() == p.forbidden {
+		return fmt.Errorf("%s is in the provisioner's namespace %q, which holds release records and credentials: charts may not install objects there", describe(u), p.forbidden)
+	}
+	l := u.GetLabels()
+	if l == nil {
+		l = map[string]string{}
+	}
+	l["app.kubernetes.io/managed-by"] = "Helm"
+	u.SetLabels(l)
+	a := u.GetAnnotations()
+	if a == nil {
+		a = map[string]string{}
+	}
+	a["meta.helm.sh/release-name"] = p.release
+	a["meta.helm.sh/release-namespace"] = p.namespace
+	u.SetAnnotations(a)
+	p.stamp(u)
+	if a[annotationResourcePolicy] == "keep" {
+		// Helm leaves such objects on uninstall; the garbage collector
+		// would not, were the BundleDeployment their owner.
+		refs := u.GetOwnerReferences()[:0]
+		for _, r := range u.GetOwnerReferences() {
+			if r.Kind != "BundleDeployment" || r.APIVersion != rukpakv1alpha1.GroupVersion.String() {
+				refs = append(refs, r)
+			}
+		}
+		u.SetOwnerReferences(refs)
+	}
+	return nil
+}
+
+// guardedKube is Helm's client, refusing to build (so to create, update or
+// delete) any object in the provisioner's namespace: hooks, which the
+// post-renderer never sees, included.
+type guardedKube struct {
+	*kube.Client
+	forbidden string
+}
+
+func (k *guardedKube) Build(r io.Reader, validate bool) (kube.ResourceList, error) {
+	list, err := k.Client.Build(r, validate)
+	if err != nil {
+		return nil, err
+	}
+	for _, info := range list {
+		if info.Namespaced() && info.Namespace == k.forbidden {
+			return nil, fmt.Errorf("%s %s/%s is in the provisioner's namespace %q, which holds release records and credentials: charts may not install objects there",
+				info.Mapping.GroupVersionKind.Kind, info.Namespace, info.Name, k.forbidden)
+		}
+	}
+	return list, nil
+}
+
+func describe(o *unstructured.Unstructured) string {
+	if ns := o.GetNamespace(); ns != "" {
+		return fmt.Sprintf("%s %s/%s", o.GetKind(), ns, o.GetName())
+	}
+	return fmt.Sprintf("%s %s", o.GetKind(), o.GetName())
+}

@@ -143,6 +143,20 @@ func load(fsys fs.FS, b *budget) (*chart.Chart, error) {
 	return loadDir(fsys, ".", b)
 }
 
+// IsChart reports whether fsys holds a chart where LoadChart looks for one
+// (without loading or validating it).
+func IsChart(fsys fs.FS) bool {
+	if exists(fsys, "Chart.yaml") {
+		return true
+	}
+	entries, err := fs.ReadDir(fsys, ".")
+	if err != nil || len(entries) != 1 {
+		return false
+	}
+	e := entries[0]
+	return (e.IsDir() && exists(fsys, path.Join(e.Name(), "Chart.yaml"))) || (e.Type().IsRegular() && isArchiveName(e.Name()))
+}
+
 func exists(fsys fs.FS, name string) bool {
 	fi, err := fs.Stat(fsys, name)
 	return err == nil && fi.Mode().IsRegular()

@@ -10,6 +10,10 @@
 #   hack/testbin.sh node     kubelet and kube-proxy, built with version ldflags
 #                            (they report v${K8S_VERSION}) into their own
 #                            directory, which is printed instead
+#   hack/testbin.sh cert-manager
+#                            cert-manager's controllers and CA injector
+#                            (hack/certmanager) and its CRDs (crds.yaml), in
+#                            their own directory, which is printed instead
 #
 # There is no prebuilt download here on purpose: the machines this project is
 # tested on reach only package registries.
@@ -124,7 +128,35 @@ build_kwok() {
   GOBIN="${dir}" go install "sigs.k8s.io/kwok/cmd/kwok@v${KWOK_VERSION}" "sigs.k8s.io/kwok/cmd/kwokctl@v${KWOK_VERSION}"
 }
 
+# cert-manager's command modules are not on the module proxy: hack/certmanager
+# is a module of ours that wires its published controllers into one binary.
+# The directory is keyed by the wiring's source too, so a change rebuilds it.
+build_cert_manager() {
+  local here version key
+  here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/certmanager"
+  version="$(cd "${here}" && go list -m -f '{{.Version}}' github.com/cert-manager/cert-manager)"
+  key="$(cat "${here}/main.go" "${here}/go.mod" "${here}/go.sum" | sha256sum | cut -c1-12)"
+  local dir="${CACHE_ROOT}/cert-manager-${version}-${key}"
+  if [[ ! -x "${dir}/cert-manager" || ! -f "${dir}/crds.yaml" ]]; then
+    log "building cert-manager ${version} (first run only, ~3 min)..."
+    mkdir -p "${dir}"
+    (cd "${here}" && go build -o "${dir}/cert-manager.tmp" .)
+    local mod f
+    mod="$(cd "${here}" && go list -m -f '{{.Dir}}' github.com/cert-manager/cert-manager)"
+    for f in "${mod}"/deploy/crds/*.yaml; do
+      cat "${f}"
+      echo "---"
+    done >"${dir}/crds.yaml"
+    mv "${dir}/cert-manager.tmp" "${dir}/cert-manager"
+  fi
+  echo "${dir}"
+}
+
 want="${1:-all}"
+if [[ "${want}" == "cert-manager" ]]; then
+  build_cert_manager
+  exit 0
+fi
 if [[ "${want}" == "node" ]]; then
   build_k8s_node kubelet 5
   build_k8s_node kube-proxy 4

@@ -338,14 +338,15 @@ func (r *Reconciler) trimBundles(ctx context.Context, bd *rukpakv1alpha1.BundleD
 	return nil
 }
 
-// pivot deletes every generated Bundle but the one just installed.
+// pivot deletes every generated Bundle but the one just installed and one
+// whose pivot waits for approval.
 func (r *Reconciler) pivot(ctx context.Context, bd *rukpakv1alpha1.BundleDeployment, active *rukpakv1alpha1.Bundle) error {
 	owned, err := r.ownedBundles(ctx, bd)
 	if err != nil {
 		return err
 	}
 	for i := range owned {
-		if owned[i].Name == active.Name {
+		if owned[i].Name == active.Name || owned[i].Name == bd.Status.PendingBundle {
 			continue
 		}
 		if err := r.deleteBundle(ctx, bd, &owned[i]); err != nil {

@@ -226,6 +226,14 @@ func (r *Reconciler) reconcile(ctx context.Context, bd *rukpakv1alpha1.BundleDep
 	}
 	r.set(bd, rukpakv1alpha1.TypeHasValidBundle, metav1.ConditionTrue, rukpakv1alpha1.ReasonUnpackSuccessful,
 		fmt.Sprintf("Successfully unpacked bundle %q", b.Name))
+	held, err := r.holdPivot(ctx, bd, b, objs)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if held != nil {
+		// The pivot waits for approval: the active Bundle stays installed.
+		b, fsys, objs = held.bundle, held.fsys, held.objs
+	}
 
 	if ok, err := r.preflight(ctx, bd, b, objs); err != nil {
 		return ctrl.Result{}, err
@@ -484,7 +492,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			// Status writes (the reconciler's own) and metadata edits change
 			// nothing to do; spec changes and deletion bump the generation.
 			// A full reconcile of a 1,000-object bundle costs ~0.2 s of CPU.
-			predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, skipPreflightChanged, reconcileRequested))).
+			predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, skipPreflightChanged, reconcileRequested, approvalChanged))).
 		Watches(&rukpakv1alpha1.Bundle{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 			return ownerRequest(context.TODO(), o)
 		})).

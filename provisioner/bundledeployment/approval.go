@@ -1,0 +1,139 @@
+package bundledeployment
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
+	"github.com/rukpak-dev/rukpak/provisioner/conditions"
+)
+
+// The approval gate (spec.upgradeApproval: Manual): the first install
+// proceeds; a later pivot to the Bundle of a new template waits until the
+// annotation core.rukpak.io/approved-bundle names that Bundle. While it
+// waits, the reconcile installs the active Bundle instead, so its objects
+// stay as declared (drift correction, health) and the pending Bundle is
+// kept (no pivot deletes it).
+
+// reasonPivotApproved is the event reason of a pivot that proceeds after
+// its approval.
+const reasonPivotApproved = "PivotApproved"
+
+// previewObjects bounds the objects of each kind of change the PivotPending
+// message names; maxPreviewMessage bounds the whole message, well under
+// the condition's 32 KiB.
+const (
+	previewObjects    = 10
+	maxPreviewMessage = 8 << 10
+)
+
+// heldPivot is what a reconcile installs while a pivot waits: the active
+// Bundle, its content and objects.
+type heldPivot struct {
+	bundle *rukpakv1alpha1.Bundle
+	fsys   fs.FS
+	objs   []*unstructured.Unstructured
+}
+
+// holdPivot decides whether installing b (the Bundle of the current
+// template, unpacked; objs are its objects) waits for approval. If it
+// does, the PivotPending condition and status.pendingBundle say so, with a
+// preview of the pivot, and the active Bundle is returned to install in
+// its place. nil means go ahead with b.
+func (r *Reconciler) holdPivot(ctx context.Context, bd *rukpakv1alpha1.BundleDeployment, b *rukpakv1alpha1.Bundle, objs []*unstructured.Unstructured) (*heldPivot, error) {
+	active := bd.Status.ActiveBundle
+	approved := bd.Annotations[rukpakv1alpha1.AnnotationApprovedBundle] == b.Name
+	if bd.Spec.UpgradeApproval != rukpakv1alpha1.UpgradeApprovalManual || active == "" || active == b.Name || approved {
+		if bd.Status.PendingBundle == b.Name && approved {
+			r.event(bd, "Normal", reasonPivotApproved, fmt.Sprintf("Pivot from bundle %q to bundle %q approved by annotation %s", active, b.Name, rukpakv1alpha1.AnnotationApprovedBundle))
+		}
+		bd.Status.PendingBundle = ""
+		meta.RemoveStatusCondition(&bd.Status.Conditions, rukpakv1alpha1.TypePivotPending)
+		return nil, nil
+	}
+
+	if r.previewStale(bd, b) {
+		msg := fmt.Sprintf("Pivot from bundle %q to bundle %q awaits approval: set annotation %s=%s to proceed. Preview (server-side dry run): %s",
+			active, b.Name, rukpakv1alpha1.AnnotationApprovedBundle, b.Name, r.preview(ctx, bd, objs))
+		if len(msg) > maxPreviewMessage {
+			msg = strings.ToValidUTF8(msg[:maxPreviewMessage-3], "") + "..."
+		}
+		if bd.Status.PendingBundle != b.Name {
+			r.event(bd, "Normal", rukpakv1alpha1.ReasonAwaitingApproval, msg)
+		}
+		bd.Status.PendingBundle = b.Name
+		r.set(bd, rukpakv1alpha1.TypePivotPending, metav1.ConditionTrue, rukpakv1alpha1.ReasonAwaitingApproval, msg)
+	}
+
+	held, err := r.loadActive(ctx, bd, active)
+	if err != nil {
+		return nil, fmt.Errorf("pivot to bundle %q awaits approval, and the active bundle cannot be kept installed meanwhile: %w", b.Name, err)
+	}
+	return held, nil
+}
+
+// previewStale says whether the PivotPending preview must be computed
+// (again): for a new target, a new generation (spec.config may have
+// changed what the pivot installs), or on a reconcile request (the
+// cluster may have changed since).
+func (r *Reconciler) previewStale(bd *rukpakv1alpha1.BundleDeployment, b *rukpakv1alpha1.Bundle) bool {
+	c := conditions.Get(bd.Status.Conditions, rukpakv1alpha1.TypePivotPending)
+	if c == nil || bd.Status.PendingBundle != b.Name || c.ObservedGeneration != bd.Generation {
+		return true
+	}
+	v, ok := bd.Annotations[rukpakv1alpha1.AnnotationReconcileRequestedAt]
+	return ok && v != bd.Status.LastHandledReconcileAt
+}
+
+// preview is the pivot's plan in one line, or why there is none.
+func (r *Reconciler) preview(ctx context.Context, bd *rukpakv1alpha1.BundleDeployment, objs []*unstructured.Unstructured) string {
+	if r.Objects == nil {
+		return fmt.Sprintf("not available for provisioner class %s (its objects are rendered at install time)", r.Class)
+	}
+	p, err := PlanPivot(ctx, r.Releases, bd, objs)
+	if err != nil {
+		return "failed: " + err.Error()
+	}
+	return p.Summary(previewObjects)
+}
+
+// loadActive reads the active Bundle's content and objects, to install in
+// place of a pivot that waits.
+func (r *Reconciler) loadActive(ctx context.Context, bd *rukpakv1alpha1.BundleDeployment, name string) (*heldPivot, error) {
+	b := &rukpakv1alpha1.Bundle{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: name}, b); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("active bundle %q no longer exists", name)
+		}
+		return nil, fmt.Errorf("reading active bundle %q: %w", name, err)
+	}
+	if !created(bd, b) {
+		return nil, fmt.Errorf("active bundle %q was not created by this bundle deployment", name)
+	}
+	fsys, err := r.Loader.Load(ctx, b)
+	if err != nil {
+		return nil, fmt.Errorf("loading active bundle %q: %w", name, err)
+	}
+	var objs []*unstructured.Unstructured
+	if r.Objects != nil {
+		if objs, err = r.Objects(ctx, fsys, bd); err != nil {
+			return nil, fmt.Errorf("loading objects of active bundle %q: %w", name, err)
+		}
+	}
+	if err := placeObjects(objs, bd); err != nil {
+		return nil, err
+	}
+	return &heldPivot{bundle: b, fsys: fsys, objs: objs}, nil
+}
+
+// approvalChanged lets a change of the approval annotation through the
+// generation filter: it may release a waiting pivot.
+var approvalChanged = annotationChanged(rukpakv1alpha1.AnnotationApprovedBundle)

@@ -22,6 +22,7 @@ import (
 	"github.com/rukpak-dev/rukpak/provisioner/crdupgrade"
 	"github.com/rukpak-dev/rukpak/provisioner/helm"
 	"github.com/rukpak-dev/rukpak/provisioner/helm/install"
+	"github.com/rukpak-dev/rukpak/provisioner/identity"
 	"github.com/rukpak-dev/rukpak/provisioner/plain"
 	"github.com/rukpak-dev/rukpak/provisioner/registry"
 	"github.com/rukpak-dev/rukpak/provisioner/release"
@@ -49,6 +50,11 @@ type Options struct {
 	// MaxReleaseBytes bounds one release revision's record; 0 means
 	// release.DefaultMaxRecordBytes.
 	MaxReleaseBytes int64
+	// DefaultServiceAccount is the identity BundleDeployments without
+	// spec.serviceAccount install as; without one, RequireServiceAccount
+	// refuses them, else they install as the provisioner.
+	DefaultServiceAccount *identity.ServiceAccount
+	RequireServiceAccount bool
 	// CertValidity and CertRenewBefore tune the serving certificates issued
 	// for installed webhooks; zero means servingcert's defaults.
 	CertValidity    time.Duration
@@ -61,6 +67,10 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		opts.Loader = opts.Storage
 	}
 	releases, err := release.NewManager(mgr.GetConfig(), opts.Namespace, release.WithMaxRecordBytes(opts.MaxReleaseBytes))
+	if err != nil {
+		return err
+	}
+	ident, err := newIdentity(mgr, releases, opts)
 	if err != nil {
 		return err
 	}
@@ -108,6 +118,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 			Explain:   explainDependencies,
 			Preflight: preflight,
 			PodReader: mgr.GetAPIReader(),
+			Identity:  ident,
 			Prepare:   prepare,
 		}).SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("setting up bundle deployment controller for %s: %w", class, err)

@@ -32,6 +32,7 @@ import (
 	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
 	"github.com/rukpak-dev/rukpak/internal/selfsigned"
 	"github.com/rukpak-dev/rukpak/provisioner"
+	"github.com/rukpak-dev/rukpak/provisioner/identity"
 	"github.com/rukpak-dev/rukpak/provisioner/plain"
 	"github.com/rukpak-dev/rukpak/provisioner/release"
 	"github.com/rukpak-dev/rukpak/storage"
@@ -65,6 +66,8 @@ type options struct {
 	pprofAddr         string
 	limits            unpack.Limits
 	maxReleaseBytes   int64
+	defaultSA         string
+	requireSA         bool
 }
 
 func main() {
@@ -94,6 +97,8 @@ func main() {
 	decodeLimits := plain.DefaultLimits
 	decodeLimits.BindFlags(flag.CommandLine)
 	flag.Int64Var(&o.maxReleaseBytes, "max-release-bytes", release.DefaultMaxRecordBytes, "Largest release record (JSON, about the size of the installed manifests) of one BundleDeployment revision; records over 1 MiB are split across Secrets.")
+	flag.StringVar(&o.defaultSA, "default-service-account", "", "NAMESPACE/NAME of the ServiceAccount that BundleDeployments without spec.serviceAccount install as (impersonated, after a permission check), as Flux's --default-service-account; empty: they install as the provisioner, unless --require-service-account.")
+	flag.BoolVar(&o.requireSA, "require-service-account", false, "Refuse BundleDeployments that name no spec.serviceAccount when there is no --default-service-account, instead of installing them with the provisioner's own rights.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -119,6 +124,14 @@ func run(ctx context.Context, o options) error {
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
 		return fmt.Errorf("loading kubeconfig: %w", err)
+	}
+	var defaultSA *identity.ServiceAccount
+	if o.defaultSA != "" {
+		sa, err := identity.Parse(o.defaultSA)
+		if err != nil {
+			return fmt.Errorf("--default-service-account: %w", err)
+		}
+		defaultSA = &sa
 	}
 	mgr, err := ctrl.NewManager(cfg, manager.Options{
 		Scheme:                        scheme,
@@ -184,11 +197,13 @@ func run(ctx context.Context, o options) error {
 			BaseDir:   o.unpackDir,
 			Limits:    limits,
 		}),
-		Storage:         store,
-		Loader:          loader,
-		FetchTimeout:    limits.FetchTimeout,
-		BundleWorkers:   o.bundleWorkers,
-		MaxReleaseBytes: o.maxReleaseBytes,
+		Storage:               store,
+		Loader:                loader,
+		FetchTimeout:          limits.FetchTimeout,
+		BundleWorkers:         o.bundleWorkers,
+		MaxReleaseBytes:       o.maxReleaseBytes,
+		DefaultServiceAccount: defaultSA,
+		RequireServiceAccount: o.requireSA,
 	}); err != nil {
 		return err
 	}

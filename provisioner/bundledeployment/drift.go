@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
@@ -29,7 +30,8 @@ import (
 // else's release installed it since) is never restored: the apply would
 // force this release's fields over the other's. Such objects are returned.
 // Restored objects are counted in the metrics of BundleDeployment owner.
-func (r *Reconciler) correctDrift(ctx context.Context, owner string, desired []*unstructured.Unstructured) ([]takenObject, error) {
+// Objects are restored with as, the identity they were installed with.
+func (r *Reconciler) correctDrift(ctx context.Context, as client.Client, owner string, desired []*unstructured.Unstructured) ([]takenObject, error) {
 	var restored []string
 	var taken []takenObject
 	defer func() { metrics.DriftCorrected(r.Class, owner, len(restored)) }()
@@ -62,7 +64,7 @@ func (r *Reconciler) correctDrift(ctx context.Context, owner string, desired []*
 		case !drifted(want, live):
 			continue
 		}
-		if err := release.ApplyObject(ctx, r.Client, want); err != nil {
+		if err := release.ApplyObject(ctx, as, want); err != nil {
 			return taken, fmt.Errorf("restoring %s: %w", describe(want), err)
 		}
 		restored = append(restored, describe(want))

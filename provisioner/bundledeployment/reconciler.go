@@ -107,6 +107,9 @@ type Reconciler struct {
 	// why (a crash loop, an image that cannot be pulled); an uncached
 	// reader, so no informer holds every pod of the cluster.
 	PodReader client.Reader
+	// Identity, when set, installs as the ServiceAccount a
+	// BundleDeployment names, after checking its permissions.
+	Identity *Identity
 	// Prepare, when set, completes the objects with what only the cluster
 	// holds (serving certificates and their CA bundles) just before they
 	// are applied, and says when to look again (zero: no need).
@@ -235,6 +238,10 @@ func (r *Reconciler) reconcile(ctx context.Context, bd *rukpakv1alpha1.BundleDep
 		b, fsys, objs = held.bundle, held.fsys, held.objs
 	}
 
+	inst, as, res, ok, err := r.installAs(ctx, bd, b, objs)
+	if err != nil || !ok {
+		return res, err
+	}
 	if ok, err := r.preflight(ctx, bd, b, objs); err != nil {
 		return ctrl.Result{}, err
 	} else if !ok {
@@ -247,7 +254,7 @@ func (r *Reconciler) reconcile(ctx context.Context, bd *rukpakv1alpha1.BundleDep
 		return ctrl.Result{}, err
 	}
 	stamp := ownerStamper(bd)
-	result, err := r.installer().Install(ctx, bd, fsys, objs, stamp)
+	result, err := inst.Install(ctx, bd, fsys, objs, stamp)
 	if err != nil {
 		reason := rukpakv1alpha1.ReasonInstallFailed
 		if result != nil && result.Upgraded {
@@ -275,7 +282,7 @@ func (r *Reconciler) reconcile(ctx context.Context, bd *rukpakv1alpha1.BundleDep
 		if err := r.tracker.Watch(stamped); err != nil {
 			return ctrl.Result{}, err
 		}
-		if taken, err = r.correctDrift(ctx, bd.Name, stamped); err != nil {
+		if taken, err = r.correctDrift(ctx, as, bd.Name, stamped); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
@@ -312,7 +319,7 @@ func (r *Reconciler) reconcile(ctx context.Context, bd *rukpakv1alpha1.BundleDep
 			return ctrl.Result{}, err
 		}
 	}
-	res, err := r.health(ctx, bd, stamped)
+	res, err = r.health(ctx, bd, stamped)
 	res = requeueBy(res, renewAt, time.Now())
 	if len(taken) > 0 && res.RequeueAfter == 0 {
 		// Events on the taken objects go to their new owner: look again
@@ -387,11 +394,15 @@ func (r *Reconciler) finalize(ctx context.Context, bd *rukpakv1alpha1.BundleDepl
 	if !controllerutil.ContainsFinalizer(bd, rukpakv1alpha1.FinalizerUninstall) {
 		return nil
 	}
-	kept, err := r.installer().Uninstall(ctx, bd.Name)
+	inst, err := r.uninstaller(bd)
 	if err != nil {
 		return err
 	}
-	left, keptLeft, err := r.tracker.DeleteOwned(ctx, r.installer(), bd.Name)
+	kept, err := inst.Uninstall(ctx, bd.Name)
+	if err != nil {
+		return err
+	}
+	left, keptLeft, err := r.tracker.DeleteOwned(ctx, inst, bd.Name)
 	if err != nil {
 		return err
 	}

@@ -112,6 +112,9 @@ func (c *Checker) grantMissing(ctx context.Context, rv *reviewer, owner *ownerRu
 	rules := g.Rules
 	why := fmt.Sprintf("%s grants it (or: %s on it)", g.Object, g.Alternative.Verb)
 	if g.RoleRef != nil {
+		why = fmt.Sprintf("%s binds %s %s, which grants it (or: bind on it)", g.Object, g.RoleRef.Kind, g.RoleRef.Name)
+	}
+	if g.RoleRef != nil && rules == nil {
 		var err error
 		rules, err = c.roleRules(ctx, g.Namespace, *g.RoleRef)
 		if apierrors.IsNotFound(err) {
@@ -121,7 +124,6 @@ func (c *Checker) grantMissing(ctx context.Context, rv *reviewer, owner *ownerRu
 		if err != nil {
 			return nil, err
 		}
-		why = fmt.Sprintf("%s binds %s %s, which grants it (or: bind on it)", g.Object, g.RoleRef.Kind, g.RoleRef.Name)
 	}
 	held, err := owner.rules(ctx, g.Namespace)
 	if err != nil {

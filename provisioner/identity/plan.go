@@ -47,9 +47,10 @@ type Grant struct {
 	// Object is the bundle's object that needs it, e.g. `ClusterRole foo`.
 	Object    string
 	Namespace string
-	// Rules are the rules to hold; for a binding of a role the bundle does
-	// not have, nil with RoleRef set (the rules are the cluster's).
-	Rules   []rbacv1.PolicyRule
+	// Rules are the rules to hold; nil for a binding of a role the bundle
+	// does not have (the rules are the cluster's).
+	Rules []rbacv1.PolicyRule
+	// RoleRef is the role a binding binds.
 	RoleRef *rbacv1.RoleRef
 	// FullAuthority: a ClusterRole with an aggregationRule, which may only
 	// be created by someone holding every permission.
@@ -191,15 +192,13 @@ func NewPlan(objs []*unstructured.Unstructured, mapping Mapping) (*Plan, error) 
 		g := Grant{
 			Object:      describe(o),
 			Namespace:   ns,
+			RoleRef:     &b.RoleRef,
 			Alternative: authorizationv1.ResourceAttributes{Verb: "bind", Group: rbacv1.GroupName, Resource: resource, Namespace: ns, Name: b.RoleRef.Name},
 		}
 		// The bound role's rules are the bundle's when it has the role
 		// (it is applied first), else the cluster's.
 		if rules, ok := roles[roleRefKey(refNS, b.RoleRef.Kind, b.RoleRef.Name)]; ok {
-			g.Rules = rules
-		} else {
-			ref := b.RoleRef
-			g.RoleRef = &ref
+			g.Rules = append([]rbacv1.PolicyRule{}, rules...)
 		}
 		p.Grants = append(p.Grants, g)
 	}

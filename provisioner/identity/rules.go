@@ -35,7 +35,7 @@ func RequiredRules(plan *Plan) []Rule {
 	}
 	for _, g := range plan.Grants {
 		switch {
-		case g.FullAuthority, g.RoleRef != nil:
+		case g.FullAuthority, g.RoleRef != nil && g.Rules == nil:
 			rules = append(rules, alternativeRule(g))
 		default:
 			for _, pr := range g.Rules {
@@ -136,6 +136,20 @@ func Compact(rules []Rule) []Rule {
 			NonResourceURLs: sorted(u), Verbs: split(g.verbs),
 		}})
 	}
+	// The same rule needed for several reasons is listed once.
+	type lineKey struct{ ns, line string }
+	merged := map[lineKey]int{}
+	uniq := out[:0]
+	for _, r := range out {
+		k := lineKey{r.Namespace, ruleLine(r.PolicyRule)}
+		if i, ok := merged[k]; ok {
+			uniq[i].Why = joinWhy(uniq[i].Why, r.Why)
+			continue
+		}
+		merged[k] = len(uniq)
+		uniq = append(uniq, r)
+	}
+	out = uniq
 	sort.Slice(out, func(i, j int) bool {
 		a, b := out[i], out[j]
 		if a.Namespace != b.Namespace {
@@ -147,6 +161,16 @@ func Compact(rules []Rule) []Rule {
 		return ruleLine(a.PolicyRule) < ruleLine(b.PolicyRule)
 	})
 	return out
+}
+
+// joinWhy lists the reasons for one rule, sorted; a rule the objects
+// themselves need (no reason) needs no other.
+func joinWhy(a, b string) string {
+	if a == "" || b == "" {
+		return ""
+	}
+	whys := sorted(append(strings.Split(a, "; "), b))
+	return strings.Join(whys, "; ")
 }
 
 // Format renders rules for an admin to paste under the rules: of a

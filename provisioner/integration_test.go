@@ -47,6 +47,9 @@ type harness struct {
 	unpackDir string
 	stop      context.CancelFunc
 	done      chan error
+	// certValidity and certRenewBefore tune serving certificates (zero:
+	// the defaults).
+	certValidity, certRenewBefore time.Duration
 }
 
 func newHarness(t *testing.T) *harness {
@@ -85,6 +88,9 @@ func (h *harness) start() {
 		Namespace: namespace,
 		Unpacker:  sources.New(unpack.Config{Reader: mgr.GetAPIReader(), Namespace: namespace, BaseDir: h.unpackDir}),
 		Storage:   store,
+
+		CertValidity:    h.certValidity,
+		CertRenewBefore: h.certRenewBefore,
 	}); err != nil {
 		h.t.Fatal(err)
 	}

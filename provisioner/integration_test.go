@@ -50,16 +50,22 @@ type harness struct {
 	// certValidity and certRenewBefore tune serving certificates (zero:
 	// the defaults).
 	certValidity, certRenewBefore time.Duration
+	// configure, when set, changes the provisioner's options.
+	configure func(*provisioner.Options)
 }
 
-func newHarness(t *testing.T) *harness {
+func newHarness(t *testing.T) *harness { return newHarnessWith(t, nil) }
+
+// newHarnessWith is newHarness with the provisioner's options changed by
+// configure (also on every restart).
+func newHarnessWith(t *testing.T, configure func(*provisioner.Options)) *harness {
 	if os.Getenv("RUKPAK_TEST_LOG") != "" {
 		ctrl.SetLogger(zap.New(zap.UseDevMode(true)))
 	} else {
 		ctrl.SetLogger(logr.Discard())
 	}
 	env := testenv.Start(t)
-	h := &harness{t: t, env: env, c: env.Client, reg: testregistry.New(t), storeDir: t.TempDir(), unpackDir: t.TempDir()}
+	h := &harness{t: t, env: env, c: env.Client, reg: testregistry.New(t), storeDir: t.TempDir(), unpackDir: t.TempDir(), configure: configure}
 	ctx := context.Background()
 	if err := h.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}); err != nil {
 		t.Fatal(err)
@@ -83,7 +89,7 @@ func (h *harness) start() {
 		h.t.Fatal(err)
 	}
 	store := &storage.LocalDirectory{RootDirectory: h.storeDir, BaseURL: "https://content.test"}
-	if err := provisioner.Setup(mgr, provisioner.Options{
+	opts := provisioner.Options{
 		Classes:   []string{rukpakv1alpha1.ProvisionerClassPlain, rukpakv1alpha1.ProvisionerClassRegistry, rukpakv1alpha1.ProvisionerClassHelm},
 		Namespace: namespace,
 		Unpacker:  sources.New(unpack.Config{Reader: mgr.GetAPIReader(), Namespace: namespace, BaseDir: h.unpackDir}),
@@ -91,7 +97,11 @@ func (h *harness) start() {
 
 		CertValidity:    h.certValidity,
 		CertRenewBefore: h.certRenewBefore,
-	}); err != nil {
+	}
+	if h.configure != nil {
+		h.configure(&opts)
+	}
+	if err := provisioner.Setup(mgr, opts); err != nil {
 		h.t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
+	"github.com/rukpak-dev/rukpak/provisioner/helm"
 	"github.com/rukpak-dev/rukpak/provisioner/plain"
 	"github.com/rukpak-dev/rukpak/provisioner/registry"
 	"github.com/rukpak-dev/rukpak/provisioner/servingcert"
@@ -29,12 +30,13 @@ type renderOptions struct {
 	watchNamespaces []string
 	image           imageOptions
 	limits          unpack.Limits
+	chart           chartOptions
 }
 
 func newRenderCmd() *cobra.Command {
 	var o renderOptions
 	cmd := &cobra.Command{
-		Use:   "render DIR|IMAGE",
+		Use:   "render DIR|CHART.tgz|IMAGE",
 		Short: "Print the objects a bundle would install",
 		Long: `Render validates a bundle and prints, as YAML documents, the objects a
 BundleDeployment of it would install. An invalid bundle prints the message its
@@ -46,15 +48,27 @@ bundle image. Either is read under the provisioner's rules and limits: a
 symlink that leaves the bundle is an error, other symlinks are ignored (the
 provisioner never materialises links), hard-linked files are regular files. IMAGE is a bundle image reference, pulled as the provisioner
 pulls it (anonymously; --ca-file and --insecure-skip-tls-verify as a Bundle's
-certificateData and insecureSkipTLSVerify). The format is registry+v1 when metadata/annotations.yaml says
-so, plain+v0 otherwise, unless --format is given.
+certificateData and insecureSkipTLSVerify). The format is helm for a chart
+(a chart directory, a chart .tgz, a bundle image of a chart directory or a Helm
+OCI chart artifact), registry+v1 when metadata/annotations.yaml says so,
+plain+v0 otherwise, unless --format is given.
+
+A chart renders as the helm class installs it, with Helm's install action: CRDs
+of crds/ first, then pre-install hooks, the manifest, post-install hooks, each
+hook document after a "# hook: <events>, weight <n>, delete policy <p>" line;
+hooks of no install event last. --values and --set are Helm's flags
+(spec.config.valuesFrom and spec.config.values of a BundleDeployment), and
+--install-namespace is spec.config.installNamespace (default "default").
+Without a cluster, Helm's lookup finds nothing and capabilities are Helm's
+defaults unless --kube-version and --api-versions say otherwise.
 
 --install-namespace and --watch-namespaces apply to registry+v1 bundles and
 mean what spec.config.installNamespace and spec.config.watchNamespaces of a
 BundleDeployment mean.`,
 		Example: `  rukpakctl render ./my-bundle
   rukpakctl render ./etcd-bundle --install-namespace etcd --watch-namespaces etcd
-  rukpakctl render 127.0.0.1:5001/etcd-bundle:v0.9.4`,
+  rukpakctl render 127.0.0.1:5001/etcd-bundle:v0.9.4
+  rukpakctl render ./hello-world --install-namespace web --values prod.yaml --set replicaCount=3`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return o.run(cmd.Context(), cmd.OutOrStdout(), args[0])
@@ -67,8 +81,8 @@ BundleDeployment mean.`,
 // bindRenderFlags binds the flags saying how a bundle is read and converted
 // (render's, and rbac's for the objects render prints).
 func bindRenderFlags(cmd *cobra.Command, o *renderOptions) {
-	cmd.Flags().StringVar(&o.format, "format", "", "bundle format: plain+v0 or registry+v1 (default: detected)")
-	cmd.Flags().StringVar(&o.installNS, "install-namespace", "", "registry+v1: namespace the operator is installed in")
+	cmd.Flags().StringVar(&o.format, "format", "", "bundle format: plain+v0, registry+v1 or helm (default: detected)")
+	cmd.Flags().StringVar(&o.installNS, "install-namespace", "", "registry+v1: namespace the operator is installed in; helm: the release's namespace")
 	cmd.Flags().StringVar(&o.image.caFile, "ca-file", "", "IMAGE: PEM CA certificates trusted for the registry, besides the system's")
 	cmd.Flags().BoolVar(&o.image.insecure, "insecure-skip-tls-verify", false, "IMAGE: do not verify the registry's certificate")
 	// The provisioner's limit flags, with its defaults: a bundle renders
@@ -76,6 +90,7 @@ func bindRenderFlags(cmd *cobra.Command, o *renderOptions) {
 	limits := flag.NewFlagSet("limits", flag.ContinueOnError)
 	o.limits.BindFlags(limits)
 	cmd.Flags().AddGoFlagSet(limits)
+	bindChartFlags(cmd, &o.chart)
 	cmd.Flags().StringSliceVar(&o.watchNamespaces, "watch-namespaces", nil, "registry+v1: comma-separated namespaces the operator watches (default: all namespaces if the CSV supports AllNamespaces, else the install namespace if it supports OwnNamespace)")
 }
 
@@ -85,13 +100,18 @@ func (o renderOptions) run(ctx context.Context, out io.Writer, arg string) error
 	}
 	var fsys fs.FS
 	var err error
-	if isImageRef(arg) {
+	switch {
+	case isChartArchive(arg):
+		if fsys, err = openChartArchive(arg, o.limits); err != nil {
+			return err
+		}
+	case isImageRef(arg):
 		var cleanup func()
 		if fsys, cleanup, err = pullBundle(ctx, arg, o.image, o.limits); err != nil {
 			return err
 		}
 		defer cleanup()
-	} else {
+	default:
 		b, err := openBundle(ctx, arg, o.limits)
 		if err != nil {
 			return err
@@ -100,8 +120,20 @@ func (o renderOptions) run(ctx context.Context, out io.Writer, arg string) error
 		fsys = b
 	}
 	format := o.format
-	if format == "" {
+	switch {
+	case format == "" && helm.IsChart(fsys):
+		format = formatHelm
+	case format == "":
 		format = detectFormat(fsys)
+	}
+	if format == formatHelm {
+		if len(o.watchNamespaces) > 0 {
+			return errors.New("--watch-namespaces only applies to registry+v1 bundles")
+		}
+		return o.chart.render(ctx, out, fsys, o.installNS)
+	}
+	if o.chart.set() {
+		return errors.New("--values, --set, --release-name, --kube-version and --api-versions only apply to helm charts")
 	}
 	var objs []*unstructured.Unstructured
 	switch format {
@@ -124,7 +156,7 @@ func (o renderOptions) run(ctx context.Context, out io.Writer, arg string) error
 			return err
 		}
 	default:
-		return fmt.Errorf("unknown format %q: use %s or %s", format, formatPlain, formatRegistry)
+		return fmt.Errorf("unknown format %q: use %s, %s or %s", format, formatPlain, formatRegistry, formatHelm)
 	}
 	// Certificates and CA bundles are issued at install: show where they go.
 	if err := servingcert.Placeholder(objs); err != nil {

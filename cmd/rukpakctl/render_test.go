@@ -122,8 +122,8 @@ func TestRender(t *testing.T) {
 		},
 		{
 			name:    "unknown format",
-			args:    []string{shared(t, "plain/combo-v0.0.2"), "--format", "helm"},
-			wantErr: `unknown format "helm": use plain+v0 or registry+v1`,
+			args:    []string{shared(t, "plain/combo-v0.0.2"), "--format", "bundle+v2"},
+			wantErr: `unknown format "bundle+v2": use plain+v0, registry+v1 or helm`,
 		},
 	}
 	for _, tc := range tests {

@@ -300,7 +300,7 @@ func TestIntegrationWebhookBundles(t *testing.T) {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
-		return fmt.Errorf("still there: %v", err)
+		return fmt.Errorf("still there: %w", err)
 	})
 	deleted := func(wi watch.Interface, want int) []int {
 		var rvs []int
@@ -443,7 +443,7 @@ func TestIntegrationFailingWebhookDoesNotBlockOthers(t *testing.T) {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
-		return fmt.Errorf("still there: %v", err)
+		return fmt.Errorf("still there: %w", err)
 	})
 	if err := h.c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "probe"}}); err != nil {
 		t.Fatalf("creating a Secret after the blocker's uninstall: %v", err)

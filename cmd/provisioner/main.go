@@ -72,7 +72,7 @@ type options struct {
 
 func main() {
 	var o options
-	flag.StringVar(&o.classes, "provisioner-classes", rukpakv1alpha1.ProvisionerClassPlain+","+rukpakv1alpha1.ProvisionerClassRegistry, "Comma-separated provisioner classes to run.")
+	flag.StringVar(&o.classes, "provisioner-classes", rukpakv1alpha1.ProvisionerClassPlain+","+rukpakv1alpha1.ProvisionerClassRegistry+","+rukpakv1alpha1.ProvisionerClassHelm, "Comma-separated provisioner classes to run.")
 	flag.StringVar(&o.namespace, "namespace", envOr("POD_NAMESPACE", "rukpak-system"), "Namespace holding pull/auth Secrets, ConfigMap sources and Helm release records.")
 	flag.StringVar(&o.storageDir, "storage-dir", "/var/cache/bundles", "Directory for stored bundle content (tar.gz).")
 	flag.StringVar(&o.unpackDir, "unpack-dir", "/var/cache/unpack", "Directory for unpacked trees and the image cache.")

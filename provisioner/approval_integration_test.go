@@ -16,6 +16,7 @@ import (
 
 	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
 	"github.com/rukpak-dev/rukpak/internal/testenv"
+	"github.com/rukpak-dev/rukpak/internal/testregistry"
 	"github.com/rukpak-dev/rukpak/provisioner/conditions"
 )
 
@@ -226,4 +227,43 @@ func kubectl(t *testing.T, h *harness, args ...string) string {
 		t.Fatalf("kubectl %v: %v\n%s", args, err, out)
 	}
 	return string(out)
+}
+
+// A pivot of a registry+v1 bundle with webhooks (marin3r 0.13.1) to a
+// Bundle with the same content: the preview fills in the serving
+// certificate and CA bundles as the install does, so nothing shows as a
+// change.
+func TestIntegrationApprovalPreviewWebhookBundle(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	dir := "../../shared/testdata/registry-v1/marin3r-0.13.1"
+	ref := h.reg.Ref("approval:marin3r")
+	h.reg.MustPush(t, ref, testregistry.Image(t, testregistry.LayerFromDir(t, dir, "")))
+	bd := newBD("marin3r", rukpakv1alpha1.BundleSource{
+		Type:  rukpakv1alpha1.SourceTypeImage,
+		Image: &rukpakv1alpha1.ImageSource{Ref: ref, CertificateData: string(h.reg.CAPEM)},
+	})
+	bd.Spec.ProvisionerClassName = rukpakv1alpha1.ProvisionerClassRegistry
+	bd.Spec.Template.Spec.ProvisionerClassName = rukpakv1alpha1.ProvisionerClassRegistry
+	bd.Spec.UpgradeApproval = rukpakv1alpha1.UpgradeApprovalManual
+	if err := h.c.Create(ctx, bd); err != nil {
+		t.Fatal(err)
+	}
+	bd = h.waitBD("marin3r", rukpakv1alpha1.TypeInstalled, metav1.ConditionTrue, rukpakv1alpha1.ReasonInstallationSucceeded, "")
+	active := bd.Status.ActiveBundle
+
+	// A template label is a new Bundle of the same content.
+	h.updateBD("marin3r", func(bd *rukpakv1alpha1.BundleDeployment) { bd.Spec.Template.Metadata.Labels["release"] = "same" })
+	bd = h.waitBD("marin3r", rukpakv1alpha1.TypePivotPending, metav1.ConditionTrue, rukpakv1alpha1.ReasonAwaitingApproval, "")
+	c := conditions.Get(bd.Status.Conditions, rukpakv1alpha1.TypePivotPending)
+	// All 22 objects of the release unchanged, the certificate Secret and
+	// the 3 webhook configurations (caBundle, namespaceSelector) included.
+	want := fmt.Sprintf("Pivot from bundle %q to bundle %q awaits approval: set annotation core.rukpak.io/approved-bundle=%s to proceed. "+
+		"Preview (server-side dry run): 0 to create, 0 to change, 0 to delete, 22 unchanged", active, bd.Status.PendingBundle, bd.Status.PendingBundle)
+	if c.Message != want {
+		t.Fatalf("PivotPending message:\n got %s\nwant %s", c.Message, want)
+	}
+	if bd.Status.ActiveBundle != active {
+		t.Fatalf("activeBundle %q, want %q", bd.Status.ActiveBundle, active)
+	}
 }

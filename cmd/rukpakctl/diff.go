@@ -132,6 +132,9 @@ func (o diffOptions) run(ctx context.Context, out io.Writer, name, arg string) e
 	if err != nil {
 		return err
 	}
+	if err := provisioner.PrepareObjects(ctx, c, o.namespace, bd, objs); err != nil {
+		return err
+	}
 	releases, err := release.NewManager(cfg, o.namespace)
 	if err != nil {
 		return err

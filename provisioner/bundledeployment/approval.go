@@ -98,6 +98,15 @@ func (r *Reconciler) preview(ctx context.Context, bd *rukpakv1alpha1.BundleDeplo
 	if r.Objects == nil {
 		return fmt.Sprintf("not available for provisioner class %s (its objects are rendered at install time)", r.Class)
 	}
+	if r.Prepare != nil {
+		// Serving certificates and CA bundles as the install would fill
+		// them in (read from the cluster, nothing written): without them
+		// every caBundle would show as a change.
+		objs = deepCopyAll(objs)
+		if _, err := r.Prepare(ctx, bd, objs); err != nil {
+			return "failed: " + err.Error()
+		}
+	}
 	p, err := PlanPivot(ctx, r.Releases, bd, objs)
 	if err != nil {
 		return "failed: " + err.Error()
@@ -137,3 +146,11 @@ func (r *Reconciler) loadActive(ctx context.Context, bd *rukpakv1alpha1.BundleDe
 // approvalChanged lets a change of the approval annotation through the
 // generation filter: it may release a waiting pivot.
 var approvalChanged = annotationChanged(rukpakv1alpha1.AnnotationApprovedBundle)
+
+func deepCopyAll(objs []*unstructured.Unstructured) []*unstructured.Unstructured {
+	out := make([]*unstructured.Unstructured, len(objs))
+	for i, o := range objs {
+		out[i] = o.DeepCopy()
+	}
+	return out
+}

@@ -35,6 +35,7 @@ import (
 	"github.com/rukpak-dev/rukpak/provisioner/identity"
 	"github.com/rukpak-dev/rukpak/provisioner/plain"
 	"github.com/rukpak-dev/rukpak/provisioner/release"
+	"github.com/rukpak-dev/rukpak/provisioner/servingcert"
 	"github.com/rukpak-dev/rukpak/storage"
 	"github.com/rukpak-dev/rukpak/unpack"
 	"github.com/rukpak-dev/rukpak/unpack/configmaps"
@@ -66,6 +67,8 @@ type options struct {
 	pprofAddr         string
 	limits            unpack.Limits
 	maxReleaseBytes   int64
+	certValidity      time.Duration
+	certRenewBefore   time.Duration
 	defaultSA         string
 	requireSA         bool
 }
@@ -96,6 +99,8 @@ func main() {
 	o.limits.BindFlags(flag.CommandLine)
 	decodeLimits := plain.DefaultLimits
 	decodeLimits.BindFlags(flag.CommandLine)
+	flag.DurationVar(&o.certValidity, "webhook-cert-validity", servingcert.DefaultValidity, "Validity of the serving certificates (and their CAs) issued for the webhooks installed bundles declare.")
+	flag.DurationVar(&o.certRenewBefore, "webhook-cert-renew-before", servingcert.DefaultRenewBefore, "How long before expiry those certificates are renewed; shorter than --webhook-cert-validity.")
 	flag.Int64Var(&o.maxReleaseBytes, "max-release-bytes", release.DefaultMaxRecordBytes, "Largest release record (JSON, about the size of the installed manifests) of one BundleDeployment revision; records over 1 MiB are split across Secrets.")
 	flag.StringVar(&o.defaultSA, "default-service-account", "", "NAMESPACE/NAME of the ServiceAccount that BundleDeployments without spec.serviceAccount install as (impersonated, after a permission check), as Flux's --default-service-account; empty: they install as the provisioner, unless --require-service-account.")
 	flag.BoolVar(&o.requireSA, "require-service-account", false, "Refuse BundleDeployments that name no spec.serviceAccount when there is no --default-service-account, instead of installing them with the provisioner's own rights.")
@@ -202,6 +207,8 @@ func run(ctx context.Context, o options) error {
 		FetchTimeout:          limits.FetchTimeout,
 		BundleWorkers:         o.bundleWorkers,
 		MaxReleaseBytes:       o.maxReleaseBytes,
+		CertValidity:          o.certValidity,
+		CertRenewBefore:       o.certRenewBefore,
 		DefaultServiceAccount: defaultSA,
 		RequireServiceAccount: o.requireSA,
 	}); err != nil {

@@ -109,10 +109,13 @@ func (in *Installer) Install(ctx context.Context, bd *rukpakv1alpha1.BundleDeplo
 		}
 		return res, nil
 	}
+	verb := "installing"
+	if deployed != nil {
+		verb = "upgrading"
+	}
 	if last != nil && last.Info.Status == helmrelease.StatusFailed && last.Labels[labelInputs] == digest &&
 		time.Since(last.Info.LastDeployed.Time) < in.retryAfter() {
-		return res, fmt.Errorf("%s (release %q revision %d failed; retried with the same chart and values after %s)",
-			failure(last, last.Info.Description), bd.Name, last.Version, in.retryAfter())
+		return res, in.failedRevision(verb, last)
 	}
 
 	kc := &guardedKube{Client: in.Releases.NewKubeClient(cfg.InstallNamespace), forbidden: in.Releases.Namespace()}
@@ -148,11 +151,7 @@ func (in *Installer) Install(ctx context.Context, bd *rukpakv1alpha1.BundleDeplo
 		rel, err = act.RunWithContext(ctx, bd.Name, ch, vals)
 	}
 	if err != nil {
-		verb := "installing"
-		if deployed != nil {
-			verb = "upgrading"
-		}
-		return res, fmt.Errorf("%s release %q: %s", verb, bd.Name, in.failed(ctx, bd.Name, err))
+		return res, in.failed(ctx, verb, bd.Name, err, last)
 	}
 	res.Release = rel
 	res.Changed = true
@@ -178,7 +177,7 @@ func (in *Installer) Uninstall(ctx context.Context, name string) ([]string, erro
 	act.Timeout = in.timeout()
 	act.DeletionPropagation = string(metav1.DeletePropagationBackground)
 	if _, err := act.Run(name); err != nil {
-		return nil, fmt.Errorf("uninstalling release %q: %s", name, in.failed(ctx, name, err))
+		return nil, in.failed(ctx, "uninstalling", name, err, nil)
 	}
 	return nil, nil
 }
@@ -221,23 +220,32 @@ func (in *Installer) retryAfter() time.Duration {
 	return DefaultRetryAfter
 }
 
-// failed explains err of an action on release name, naming the hook that
-// failed if the release's newest record says one did.
-func (in *Installer) failed(ctx context.Context, name string, err error) string {
-	msg := strings.Join(strings.Fields(err.Error()), " ")
+// failed explains err of an action on release name. When the action
+// recorded a failed revision (newer than before, the last record before
+// the action), the error is that revision's, as failedRevision words it, so
+// the condition stays the same while the revision is not retried.
+func (in *Installer) failed(ctx context.Context, verb, name string, err error, before *helmrelease.Release) error {
 	hist, herr := in.Releases.History(ctx, name)
-	if herr != nil {
-		return msg
+	if herr == nil {
+		if last, _ := latest(hist); last != nil && last.Info.Status == helmrelease.StatusFailed && (before == nil || last.Version > before.Version) {
+			return in.failedRevision(verb, last)
+		}
 	}
-	last, _ := latest(hist)
-	return failure(last, msg)
+	return fmt.Errorf("%s release %q: %s", verb, name, oneLine(err.Error()))
 }
+
+// failedRevision is the error of a failed revision: what failed (the hook,
+// if one did) and when it is retried.
+func (in *Installer) failedRevision(verb string, rel *helmrelease.Release) error {
+	return fmt.Errorf("%s release %q: %s (revision %d failed; retried with the same chart and values after %s)",
+		verb, rel.Name, failure(rel, oneLine(rel.Info.Description)), rel.Version, in.retryAfter())
+}
+
+// oneLine folds Helm's multi-line errors (lists of errors) into one line.
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
 // failure prefixes msg with the hook of rel that failed, if any.
 func failure(rel *helmrelease.Release, msg string) string {
-	if rel == nil {
-		return msg
-	}
 	for _, h := range rel.Hooks {
 		if h.LastRun.Phase != helmrelease.HookPhaseFailed {
 			continue

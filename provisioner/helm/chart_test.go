@@ -18,6 +18,7 @@ import (
 	"helm.sh/helm/v3/pkg/chartutil"
 
 	"github.com/rukpak-dev/rukpak/provisioner/helm"
+	"github.com/rukpak-dev/rukpak/provisioner/plain"
 )
 
 // testdata holds real charts, unmodified (see its README).
@@ -279,6 +280,67 @@ func TestLoadChartErrors(t *testing.T) {
 		limits:  helm.Limits{MaxFileBytes: 512 << 10},
 		wantErr: `loading the chart: chart file "charts/s.tgz:s/big" is larger than the maximum file size 524288`,
 	}, {
+		// 4 MiB of "0,": 5 MiB took Helm's loader 514 MiB to decode.
+		name: "values.yaml larger than a document may be",
+		fsys: func(*testing.T) fs.FS {
+			return chartWith("values.yaml", "a: ["+strings.Repeat("0,", 2<<20)+"0]\n")
+		},
+		wantErr: `loading the chart: chart file "values.yaml" is larger than 3 MiB`,
+	}, {
+		name: "values.yaml of too many nodes",
+		fsys: func(*testing.T) fs.FS {
+			return chartWith("values.yaml", "a: ["+strings.Repeat("0,", 1<<20)+"0]\n")
+		},
+		wantErr: `loading the chart: chart file "values.yaml" has more than 262144 YAML nodes`,
+	}, {
+		name: "aliases expanding",
+		fsys: func(*testing.T) fs.FS {
+			return chartWith("values.yaml", "a: &a [0,0,0,0,0,0,0,0,0,0]\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a,*a]\nc: [*b,*b,*b,*b,*b,*b,*b,*b,*b,*b]\n")
+		},
+		limits:  helm.Limits{YAML: plain.Limits{MaxNodes: 1000}},
+		wantErr: `loading the chart: chart file "values.yaml" expands to more than 1000 YAML nodes through aliases`,
+	}, {
+		name: "subchart values.yaml nested too deep",
+		fsys: func(*testing.T) fs.FS {
+			m := chartWith("values.yaml", "a: 1\n")
+			m["charts/sub/Chart.yaml"] = &fstest.MapFile{Data: []byte("apiVersion: v2\nname: sub\nversion: 1.0.0\n")}
+			m["charts/sub/values.yaml"] = &fstest.MapFile{Data: []byte(strings.Repeat("[", 100) + strings.Repeat("]", 100))}
+			return m
+		},
+		limits:  helm.Limits{YAML: plain.Limits{MaxDepth: 50}},
+		wantErr: `loading the chart: chart file "charts/sub/values.yaml" is nested more than 50 levels deep`,
+	}, {
+		name: "values.yaml in a chart archive",
+		fsys: func(t *testing.T) fs.FS {
+			return fstest.MapFS{"c.tgz": {Data: tgz(t,
+				[2]string{"c/Chart.yaml", "apiVersion: v2\nname: c\nversion: 1.0.0\n"},
+				[2]string{"c/values.yaml", "a: [" + strings.Repeat("0,", 1000) + "0]\n"})}}
+		},
+		limits:  helm.Limits{YAML: plain.Limits{MaxNodes: 1000}},
+		wantErr: `loading the chart: chart file "c.tgz:c/values.yaml" has more than 1000 YAML nodes`,
+	}, {
+		name: "YAML files together",
+		fsys: func(*testing.T) fs.FS {
+			m := chartWith("values.yaml", "a: ["+strings.Repeat("0,", 300)+"0]\n")
+			m["charts/sub/Chart.yaml"] = &fstest.MapFile{Data: []byte("apiVersion: v2\nname: sub\nversion: 1.0.0\n")}
+			m["charts/sub/values.yaml"] = m["values.yaml"]
+			return m
+		},
+		limits:  helm.Limits{YAML: plain.Limits{MaxNodes: 1000, MaxTotalNodes: 1000}},
+		wantErr: "loading the chart: the chart's Chart.yaml, values.yaml, values.schema.json, Chart.lock, requirements.yaml, requirements.lock files have more than 1000 YAML nodes together",
+	}, {
+		name: "subchart archive of a subchart",
+		fsys: func(t *testing.T) fs.FS {
+			m := chartWith("values.yaml", "a: 1\n")
+			m["charts/sub/Chart.yaml"] = &fstest.MapFile{Data: []byte("apiVersion: v2\nname: sub\nversion: 1.0.0\n")}
+			m["charts/sub/charts/deep.tgz"] = &fstest.MapFile{Data: tgz(t,
+				[2]string{"deep/Chart.yaml", "apiVersion: v2\nname: deep\nversion: 1.0.0\n"},
+				[2]string{"deep/big", strings.Repeat("\x00", 1<<20)})}
+			return m
+		},
+		limits:  helm.Limits{MaxTotalBytes: 1 << 20},
+		wantErr: "loading the chart: the chart's files are larger than the maximum total size 1048576",
+	}, {
 		name: "irregular file",
 		fsys: func(t *testing.T) fs.FS {
 			m := hello(t)
@@ -297,6 +359,14 @@ func TestLoadChartErrors(t *testing.T) {
 				t.Errorf("error:\n%s\nwant:\n%s", err, tt.wantErr)
 			}
 		})
+	}
+}
+
+// chartWith is a minimal chart with one more file.
+func chartWith(name, content string) fstest.MapFS {
+	return fstest.MapFS{
+		"Chart.yaml": {Data: []byte("apiVersion: v2\nname: c\nversion: 1.0.0\n")},
+		name:         {Data: []byte(content)},
 	}
 }
 

@@ -189,3 +189,17 @@ func expandedNodes(text []byte, limit int) (int, error) {
 	}
 	return count(&doc), nil
 }
+
+// CheckYAML estimates what decoding YAML text (JSON included) costs and
+// refuses it when over l (MaxDocumentBytes, MaxNodes with aliases expanded,
+// MaxDepth), before any decoder allocates: for YAML that other formats hand
+// whole to libraries that do not bound it (Helm's chart loader decodes
+// Chart.yaml and values.yaml). It returns the estimated node count, to be
+// held to MaxTotalNodes across files. Messages continue a subject ("values.yaml ").
+func (l Limits) CheckYAML(text []byte) (int, error) {
+	l = l.OrDefault()
+	if int64(len(text)) > l.MaxDocumentBytes {
+		return 0, fmt.Errorf("is larger than %s", formatBytes(l.MaxDocumentBytes))
+	}
+	return l.check(text)
+}

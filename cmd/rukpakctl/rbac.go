@@ -6,19 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 
 	"github.com/spf13/cobra"
-	rbacv1 "k8s.io/api/rbac/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
 	"github.com/rukpak-dev/rukpak/provisioner/identity"
-	"github.com/rukpak-dev/rukpak/provisioner/registry"
 )
 
 type rbacOptions struct {
@@ -81,23 +75,22 @@ func (o rbacOptions) run(ctx context.Context, out io.Writer, arg string) error {
 	if err != nil {
 		return err
 	}
-	// The ServiceAccount's namespace exists already: an install namespace
-	// the registry+v1 conversion adds is not created then (it is someone
-	// else's), and Roles can be bound in it.
-	kept := objs[:0]
-	for _, o := range objs {
-		if o.GetKind() == "Namespace" && o.GetAPIVersion() == "v1" && o.GetName() == sa.Namespace &&
-			o.GetAnnotations()[registry.AnnotationCreatedNamespace] == "true" {
-			continue
-		}
-		kept = append(kept, o)
-	}
-	plan, err := identity.NewPlan(kept, offlineMapping(kept))
+	rbac, err := identity.RBAC(objs, sa, name)
 	if err != nil {
 		return err
 	}
-	delete(plan.Namespaces, sa.Namespace)
-	return writeRBAC(out, identity.RequiredRules(plan), sa, name)
+	for _, o := range rbac {
+		b, err := yaml.Marshal(o)
+		if err != nil {
+			return err
+		}
+		// ObjectMeta's creationTimestamp: null is noise to paste.
+		b = bytes.Replace(b, []byte("  creationTimestamp: null\n"), nil, 1)
+		if _, err := fmt.Fprintf(out, "---\n%s", b); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // objects are the objects render prints for arg (so what it prints is
@@ -137,120 +130,4 @@ func (o rbacOptions) objects(ctx context.Context, arg string) ([]*unstructured.U
 		}
 		objs = append(objs, u)
 	}
-}
-
-// clusterScoped are the built-in kinds that are not namespaced, by group.
-var clusterScoped = map[schema.GroupKind]bool{
-	{Kind: "Namespace"}:        true,
-	{Kind: "Node"}:             true,
-	{Kind: "PersistentVolume"}: true,
-	{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"}:                 true,
-	{Group: "apiregistration.k8s.io", Kind: "APIService"}:                             true,
-	{Group: "rbac.authorization.k8s.io", Kind: "ClusterRole"}:                         true,
-	{Group: "rbac.authorization.k8s.io", Kind: "ClusterRoleBinding"}:                  true,
-	{Group: "admissionregistration.k8s.io", Kind: "ValidatingWebhookConfiguration"}:   true,
-	{Group: "admissionregistration.k8s.io", Kind: "MutatingWebhookConfiguration"}:     true,
-	{Group: "admissionregistration.k8s.io", Kind: "ValidatingAdmissionPolicy"}:        true,
-	{Group: "admissionregistration.k8s.io", Kind: "ValidatingAdmissionPolicyBinding"}: true,
-	{Group: "admissionregistration.k8s.io", Kind: "MutatingAdmissionPolicy"}:          true,
-	{Group: "admissionregistration.k8s.io", Kind: "MutatingAdmissionPolicyBinding"}:   true,
-	{Group: "scheduling.k8s.io", Kind: "PriorityClass"}:                               true,
-	{Group: "storage.k8s.io", Kind: "StorageClass"}:                                   true,
-	{Group: "storage.k8s.io", Kind: "CSIDriver"}:                                      true,
-	{Group: "storage.k8s.io", Kind: "CSINode"}:                                        true,
-	{Group: "storage.k8s.io", Kind: "VolumeAttachment"}:                               true,
-	{Group: "networking.k8s.io", Kind: "IngressClass"}:                                true,
-	{Group: "node.k8s.io", Kind: "RuntimeClass"}:                                      true,
-	{Group: "certificates.k8s.io", Kind: "CertificateSigningRequest"}:                 true,
-	{Group: "flowcontrol.apiserver.k8s.io", Kind: "FlowSchema"}:                       true,
-	{Group: "flowcontrol.apiserver.k8s.io", Kind: "PriorityLevelConfiguration"}:       true,
-	{Group: "console.openshift.io", Kind: "ConsoleCLIDownload"}:                       true,
-	{Group: "console.openshift.io", Kind: "ConsoleLink"}:                              true,
-	{Group: "console.openshift.io", Kind: "ConsolePlugin"}:                            true,
-	{Group: "console.openshift.io", Kind: "ConsoleQuickStart"}:                        true,
-	{Group: "console.openshift.io", Kind: "ConsoleYAMLSample"}:                        true,
-	{Group: "resource.k8s.io", Kind: "DeviceClass"}:                                   true,
-	{Group: "resource.k8s.io", Kind: "ResourceSlice"}:                                 true,
-	{Group: "certificates.k8s.io", Kind: "ClusterTrustBundle"}:                        true,
-	{Group: "internal.apiserver.k8s.io", Kind: "StorageVersion"}:                      true,
-	{Group: "networking.k8s.io", Kind: "IPAddress"}:                                   true,
-	{Group: "networking.k8s.io", Kind: "ServiceCIDR"}:                                 true,
-	{Group: "storagemigration.k8s.io", Kind: "StorageVersionMigration"}:               true,
-	{Group: "policy", Kind: "PodSecurityPolicy"}:                                      true,
-}
-
-// irregular are built-in kinds whose resource is not the guessed plural.
-var irregular = map[string]string{"Endpoints": "endpoints"}
-
-// offlineMapping maps kinds without a cluster (see newRBACCmd).
-func offlineMapping(objs []*unstructured.Unstructured) identity.Mapping {
-	namespacedUse := map[schema.GroupKind]bool{}
-	for _, o := range objs {
-		if o.GetNamespace() != "" {
-			namespacedUse[o.GroupVersionKind().GroupKind()] = true
-		}
-	}
-	return func(gvk schema.GroupVersionKind) (string, bool, error) {
-		gk := gvk.GroupKind()
-		resource, ok := irregular[gk.Kind]
-		if !ok {
-			plural, _ := meta.UnsafeGuessKindToResource(gvk)
-			resource = plural.Resource
-		}
-		if clusterScoped[gk] {
-			return resource, false, nil
-		}
-		if gk.Group == "" || strings.HasSuffix(gk.Group, ".k8s.io") || !strings.Contains(gk.Group, ".") || namespacedUse[gk] {
-			return resource, true, nil
-		}
-		// A kind of someone else's CRD used without a namespace: let the
-		// bundle's CRDs say, else call it cluster-scoped.
-		return "", false, &meta.NoKindMatchError{GroupKind: gk}
-	}
-}
-
-// writeRBAC prints a ClusterRole and ClusterRoleBinding for the
-// cluster-wide rules and a Role and RoleBinding per namespace, each bound
-// to sa.
-func writeRBAC(out io.Writer, rules []identity.Rule, sa identity.ServiceAccount, name string) error {
-	subject := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: sa.Namespace, Name: sa.Name}}
-	byNS := map[string][]rbacv1.PolicyRule{}
-	var order []string
-	for _, r := range rules {
-		if _, ok := byNS[r.Namespace]; !ok {
-			order = append(order, r.Namespace)
-		}
-		byNS[r.Namespace] = append(byNS[r.Namespace], r.PolicyRule)
-	}
-	var docs []any
-	for _, ns := range order {
-		meta := metav1.ObjectMeta{Name: name, Namespace: ns}
-		if ns == "" {
-			docs = append(docs,
-				&rbacv1.ClusterRole{TypeMeta: typeMeta("ClusterRole"), ObjectMeta: meta, Rules: byNS[ns]},
-				&rbacv1.ClusterRoleBinding{TypeMeta: typeMeta("ClusterRoleBinding"), ObjectMeta: meta, Subjects: subject,
-					RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name}})
-			continue
-		}
-		docs = append(docs,
-			&rbacv1.Role{TypeMeta: typeMeta("Role"), ObjectMeta: meta, Rules: byNS[ns]},
-			&rbacv1.RoleBinding{TypeMeta: typeMeta("RoleBinding"), ObjectMeta: meta, Subjects: subject,
-				RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name}})
-	}
-	for _, d := range docs {
-		b, err := yaml.Marshal(d)
-		if err != nil {
-			return err
-		}
-		// ObjectMeta's creationTimestamp: null is noise to paste.
-		b = bytes.Replace(b, []byte("  creationTimestamp: null\n"), nil, 1)
-		if _, err := fmt.Fprintf(out, "---\n%s", b); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func typeMeta(kind string) metav1.TypeMeta {
-	return metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: kind}
 }

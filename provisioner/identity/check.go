@@ -61,11 +61,14 @@ func (c *Checker) Missing(ctx context.Context, sa ServiceAccount, as client.Clie
 		for _, verb := range ApplyVerbs {
 			g.Go(func() error {
 				ok, err := rv.allowed(gctx, authorizationv1.ResourceAttributes{Verb: verb, Group: r.Group, Resource: r.Resource})
-				if err != nil || ok || r.Namespace == "" {
+				if err != nil || ok {
 					return err
 				}
-				if ok, err = rv.allowed(gctx, authorizationv1.ResourceAttributes{Verb: verb, Group: r.Group, Resource: r.Resource, Namespace: r.Namespace}); err != nil || ok {
-					return err
+				if r.Namespace != "" {
+					ok, err = rv.allowed(gctx, authorizationv1.ResourceAttributes{Verb: verb, Group: r.Group, Resource: r.Resource, Namespace: r.Namespace})
+					if err != nil || ok {
+						return err
+					}
 				}
 				mu.Lock()
 				defer mu.Unlock()

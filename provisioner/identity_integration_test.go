@@ -4,11 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -16,9 +20,13 @@ import (
 	"sigs.k8s.io/yaml"
 
 	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
+	"github.com/rukpak-dev/rukpak/internal/testenv"
+	"github.com/rukpak-dev/rukpak/internal/testregistry"
 	"github.com/rukpak-dev/rukpak/provisioner"
 	"github.com/rukpak-dev/rukpak/provisioner/conditions"
 	"github.com/rukpak-dev/rukpak/provisioner/identity"
+	"github.com/rukpak-dev/rukpak/provisioner/plain"
+	"github.com/rukpak-dev/rukpak/provisioner/registry"
 )
 
 const identityBundle = `apiVersion: v1
@@ -351,4 +359,73 @@ func mustJSON(t *testing.T, v any) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// A real registry+v1 bundle (etcd, OwnNamespace) installs and uninstalls
+// as a ServiceAccount granted exactly what rukpakctl rbac prints for it
+// (identity.RBAC of the objects render prints).
+func TestIntegrationServiceAccountRegistry(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	const ns = "etcd-sa"
+	dir := filepath.Join(testenv.RepoRoot(), "test/testdata/bundles/registry-v1/etcd-0.9.4")
+	converted, err := registry.Convert(os.DirFS(dir), registry.Options{InstallNamespace: ns, WatchNamespaces: []string{ns}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := plain.Objects(converted)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sa := identity.ServiceAccount{Namespace: ns, Name: "installer"}
+	rbac, err := identity.RBAC(objs, sa, "etcd-installer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range append([]client.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "installer"}},
+	}, rbac...) {
+		if err := h.c.Create(ctx, o); err != nil {
+			t.Fatalf("creating %T %s: %v", o, o.GetName(), err)
+		}
+	}
+	var kinds []string
+	for _, o := range rbac {
+		kinds = append(kinds, fmt.Sprintf("%T %s/%s", o, o.GetNamespace(), o.GetName()))
+	}
+	if want := "*v1.ClusterRole /etcd-installer, *v1.ClusterRoleBinding /etcd-installer, *v1.Role etcd-sa/etcd-installer, *v1.RoleBinding etcd-sa/etcd-installer"; strings.Join(kinds, ", ") != want {
+		t.Errorf("rbac objects: %s, want %s", strings.Join(kinds, ", "), want)
+	}
+	if got, want := mustJSON(t, rbac[0].(*rbacv1.ClusterRole).Rules), `[{"verbs":["create","delete","get","patch"],"apiGroups":["apiextensions.k8s.io"],"resources":["customresourcedefinitions"]}]`; got != want {
+		t.Errorf("ClusterRole rules %s, want %s", got, want)
+	}
+
+	h.reg.MustPush(t, h.reg.Ref("etcd:v0.9.4"), testregistry.Image(t, testregistry.LayerFromDir(t, dir, "")))
+	bd := newBD("etcd-sa", rukpakv1alpha1.BundleSource{
+		Type:  rukpakv1alpha1.SourceTypeImage,
+		Image: &rukpakv1alpha1.ImageSource{Ref: h.reg.Ref("etcd:v0.9.4"), CertificateData: string(h.reg.CAPEM)},
+	})
+	bd.Spec.ProvisionerClassName = rukpakv1alpha1.ProvisionerClassRegistry
+	bd.Spec.Template.Spec.ProvisionerClassName = rukpakv1alpha1.ProvisionerClassRegistry
+	bd.Spec.Config = &apiextensionsv1.JSON{Raw: []byte(`{"installNamespace":"` + ns + `","watchNamespaces":["` + ns + `"]}`)}
+	bd.Spec.ServiceAccount = &rukpakv1alpha1.ServiceAccountReference{Namespace: ns, Name: "installer"}
+	if err := h.c.Create(ctx, bd); err != nil {
+		t.Fatal(err)
+	}
+	h.waitBD(bd.Name, rukpakv1alpha1.TypeInstalled, metav1.ConditionTrue, rukpakv1alpha1.ReasonInstallationSucceeded, "")
+	if err := h.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "etcd-operator"}, &appsv1.Deployment{}); err != nil {
+		t.Fatalf("operator deployment: %v", err)
+	}
+	if err := h.c.Delete(ctx, bd); err != nil {
+		t.Fatal(err)
+	}
+	crd := &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: "etcdclusters.etcd.database.coreos.com"}}
+	eventually(t, "the CRDs to be uninstalled", func() error {
+		err := h.c.Get(ctx, client.ObjectKeyFromObject(crd), crd)
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("CRD still there: %v", err)
+	})
 }

@@ -345,6 +345,25 @@ func (b *budget) release(size int64) {
 	b.bytes -= size
 }
 
+// capReader fails with err once more than left bytes are read.
+type capReader struct {
+	r    io.Reader
+	left int64
+	err  error
+}
+
+func (c *capReader) Read(p []byte) (int, error) {
+	if c.left <= 0 {
+		return 0, c.err
+	}
+	if int64(len(p)) > c.left {
+		p = p[:c.left]
+	}
+	n, err := c.r.Read(p)
+	c.left -= int64(n)
+	return n, err
+}
+
 // readFile reads one file of fsys within the budget, trusting neither the
 // size the file system reports nor that it stays the same while read.
 func (b *budget) readFile(fsys fs.FS, name string) ([]byte, error) {
@@ -379,7 +398,11 @@ func (b *budget) measureArchive(name string, data []byte) error {
 		return fmt.Errorf("file '%s' does not appear to be a gzipped archive: %w", name, err)
 	}
 	defer zr.Close()
-	tr := tar.NewReader(zr)
+	// Entries that are no files (skipped here, read through by Helm) count
+	// too: the whole expanded stream is bounded, headers and padding
+	// allowed for.
+	expanded := b.MaxTotalBytes + int64(b.MaxFiles+1)*2048
+	tr := tar.NewReader(&capReader{r: zr, left: expanded, err: fmt.Errorf("it expands to more than %d bytes", expanded)})
 	for {
 		hdr, err := tr.Next()
 		if errors.Is(err, io.EOF) {
@@ -388,7 +411,9 @@ func (b *budget) measureArchive(name string, data []byte) error {
 		if err != nil {
 			return fmt.Errorf("reading chart archive %s: %w", name, err)
 		}
-		if hdr.Typeflag != tar.TypeReg {
+		// What Helm's archive loader reads as a file: every entry but
+		// directories and PAX headers.
+		if hdr.FileInfo().IsDir() || hdr.Typeflag == tar.TypeXGlobalHeader || hdr.Typeflag == tar.TypeXHeader {
 			continue
 		}
 		entry := name + ":" + hdr.Name

@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
+	"fmt"
 	"io/fs"
 	"os"
 	"path"
@@ -340,6 +341,52 @@ func TestLoadChartErrors(t *testing.T) {
 		},
 		limits:  helm.Limits{MaxTotalBytes: 1 << 20},
 		wantErr: "loading the chart: the chart's files are larger than the maximum total size 1048576",
+	}, {
+		// Entries of a type no archive writer knows are read as files
+		// by Go's tar reader, and by Helm's loader.
+		name: "archive expanding past the limit in entries of an unknown type",
+		fsys: func(t *testing.T) fs.FS {
+			// A regular entry of 2 MiB turned into type 'Z'.
+			var raw bytes.Buffer
+			tw := tar.NewWriter(&raw)
+			_ = tw.WriteHeader(&tar.Header{Name: "c/odd", Typeflag: tar.TypeReg, Size: 2 << 20, Mode: 0o644})
+			_, _ = tw.Write(make([]byte, 2<<20))
+			_ = tw.Close()
+			data := raw.Bytes()
+			hdr := data[:512]
+			hdr[156] = 'Z'
+			copy(hdr[148:156], "        ")
+			sum := 0
+			for _, c := range hdr {
+				sum += int(c)
+			}
+			copy(hdr[148:156], fmt.Sprintf("%06o\x00 ", sum))
+			var buf bytes.Buffer
+			zw := gzip.NewWriter(&buf)
+			_, _ = zw.Write(data)
+			_ = zw.Close()
+			return fstest.MapFS{"c.tgz": {Data: buf.Bytes()}}
+		},
+		limits:  helm.Limits{MaxFiles: 10, MaxTotalBytes: 1 << 20, MaxFileBytes: 1 << 20},
+		wantErr: `loading the chart: chart file "c.tgz:c/odd" is larger than the maximum file size 1048576`,
+	}, {
+		// Helm's loader reads them through without counting them.
+		name: "archive expanding past the limit in PAX global headers",
+		fsys: func(t *testing.T) fs.FS {
+			var buf bytes.Buffer
+			zw := gzip.NewWriter(&buf)
+			tw := tar.NewWriter(zw)
+			for i := range 2 {
+				if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeXGlobalHeader, Name: fmt.Sprint("g", i), PAXRecords: map[string]string{"comment": strings.Repeat("x", 600<<10)}}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			_ = tw.Close()
+			_ = zw.Close()
+			return fstest.MapFS{"c.tgz": {Data: buf.Bytes()}}
+		},
+		limits:  helm.Limits{MaxFiles: 10, MaxTotalBytes: 1 << 20},
+		wantErr: "loading the chart: reading chart archive c.tgz: it expands to more than 1071104 bytes",
 	}, {
 		name: "irregular file",
 		fsys: func(t *testing.T) fs.FS {

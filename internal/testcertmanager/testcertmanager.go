@@ -62,7 +62,7 @@ func Start(tb testing.TB, kubectl, kubeconfig string) *CertManager {
 	if err != nil {
 		tb.Fatalf("creating cert-manager log: %v", err)
 	}
-	cmd := exec.Command(filepath.Join(dir, "cert-manager"), "--kubeconfig", kubeconfig)
+	cmd := exec.Command(filepath.Join(dir, "cert-manager"), "--kubeconfig", kubeconfig, "--v=2")
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {
 		_ = logFile.Close()

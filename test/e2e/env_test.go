@@ -243,10 +243,8 @@ func contentCA(t *testing.T) []byte {
 	return ca
 }
 
-// contentClient downloads content URLs with the content CA. On the real
-// node, which runs no cluster DNS, it dials a Service's host name
-// (<name>.<namespace>.svc) at its ClusterIP, which the node routes, and
-// localhost node ports at the node's address.
+// contentClient downloads content URLs with the content CA, on the real
+// node through nodeDial.
 func contentClient(t *testing.T) *http.Client {
 	t.Helper()
 	pool := x509.NewCertPool()
@@ -255,26 +253,33 @@ func contentClient(t *testing.T) *http.Client {
 	}
 	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}
 	if suite.node != nil {
-		var d net.Dialer
-		tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
-			host, port, err := net.SplitHostPort(addr)
-			if err != nil {
-				return nil, err
-			}
-			// kind maps localhost:30443 to the node port (overlays/kind);
-			// here the node is this host and serves it on its address.
-			if host == "localhost" {
-				addr = net.JoinHostPort(suite.node.cluster.HostIP, port)
-			}
-			if parts := strings.Split(host, "."); len(parts) >= 3 && parts[2] == "svc" {
-				ip, _, err := kubectl(t, "", "get", "service", parts[0], "-n", parts[1], "-o", "jsonpath={.spec.clusterIP}")
-				if err != nil {
-					return nil, fmt.Errorf("resolving %s: %w", host, err)
-				}
-				addr = net.JoinHostPort(ip, port)
-			}
-			return d.DialContext(ctx, network, addr)
-		}
+		tr.DialContext = nodeDial(t)
 	}
 	return &http.Client{Timeout: 30 * time.Second, Transport: tr}
+}
+
+// nodeDial dials as a pod would on the real node, which runs no cluster DNS:
+// a Service's host name (<name>.<namespace>.svc) at its ClusterIP, which the
+// node routes, and localhost node ports at the node's address.
+func nodeDial(t *testing.T) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	var d net.Dialer
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		host, port, err := net.SplitHostPort(addr)
+		if err != nil {
+			return nil, err
+		}
+		// kind maps localhost:30443 to the node port (overlays/kind);
+		// here the node is this host and serves it on its address.
+		if host == "localhost" {
+			addr = net.JoinHostPort(suite.node.cluster.HostIP, port)
+		}
+		if parts := strings.Split(host, "."); len(parts) >= 3 && parts[2] == "svc" {
+			ip, _, err := kubectl(t, "", "get", "service", parts[0], "-n", parts[1], "-o", "jsonpath={.spec.clusterIP}")
+			if err != nil {
+				return nil, fmt.Errorf("resolving %s: %w", host, err)
+			}
+			addr = net.JoinHostPort(ip, port)
+		}
+		return d.DialContext(ctx, network, addr)
+	}
 }

@@ -2,6 +2,10 @@ package e2e
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"net/http"
@@ -13,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rukpak-dev/rukpak/internal/testcertmanager"
 	"github.com/rukpak-dev/rukpak/internal/testenv"
 	"github.com/rukpak-dev/rukpak/internal/testregistry"
 )
@@ -226,69 +231,91 @@ func TestRealPods(t *testing.T) {
 	})
 
 	t.Run("webhook certificate rotation while Bundles are patched", func(t *testing.T) {
-		mustKubectl(t, fmt.Sprintf(`apiVersion: core.rukpak.io/v1alpha1
-kind: Bundle
-metadata:
-  name: rotation
-spec:
-  source:
-    %s
-  provisionerClassName: core-rukpak-io-plain
-`, strings.ReplaceAll(f.imageSource(f.comboV2), "\n    ", "\n")), "apply", "-f", "-")
-		const want = `Error from server (bundle.spec is immutable): admission webhook "vbundles.core.rukpak.io" denied the request: bundle.spec is immutable`
-		patch := func() error {
-			_, stderr, err := kubectl(t, "", "patch", "bundle", "rotation", "--type=merge", "-p", `{"spec":{"provisionerClassName":"core-rukpak-io-registry"}}`)
-			if err == nil {
-				return errors.New("kubectl patch of bundle.spec succeeded")
-			}
-			if strings.TrimSpace(stderr) != want {
-				return fmt.Errorf("kubectl patch: %q: %w", strings.TrimSpace(stderr), err)
-			}
-			return nil
-		}
-		if err := patch(); err != nil {
-			t.Fatal(err)
-		}
-		ctx, stop := context.WithCancel(t.Context())
-		var wg sync.WaitGroup
-		var mu sync.Mutex
-		var failures []string
-		patches := 0
-		wg.Go(func() {
-			for ctx.Err() == nil {
-				err := patch()
-				mu.Lock()
-				patches++
-				if err != nil {
-					failures = append(failures, err.Error())
+		p := newImmutablePatcher(t, f, "rotation")
+		p.throughout(t, func() {
+			old := jsonpath(t, "secret/rukpak-webhook-certs -n rukpak-system", `{.data.tls\.crt}`)
+			// Dropping the serving certificate is what expiry looks like to
+			// the rotator: it issues a new one from the same CA.
+			mustKubectl(t, "", "-n", "rukpak-system", "patch", "secret", "rukpak-webhook-certs", "--type=json",
+				"-p", `[{"op":"remove","path":"/data/tls.crt"},{"op":"remove","path":"/data/tls.key"}]`)
+			eventually(t, time.Minute, "a new serving certificate", func() error {
+				cur := jsonpath(t, "secret/rukpak-webhook-certs -n rukpak-system", `{.data.tls\.crt}`)
+				if cur == "" || cur == old {
+					return fmt.Errorf("not reissued yet")
 				}
-				mu.Unlock()
-			}
+				return nil
+			})
+			// The webhook picks the new files up; keep patching a while after.
+			time.Sleep(10 * time.Second)
 		})
-		old := jsonpath(t, "secret/rukpak-webhook-certs -n rukpak-system", `{.data.tls\.crt}`)
-		// Dropping the serving certificate is what expiry looks like to the
-		// rotator: it issues a new one from the same CA.
-		mustKubectl(t, "", "-n", "rukpak-system", "patch", "secret", "rukpak-webhook-certs", "--type=json",
-			"-p", `[{"op":"remove","path":"/data/tls.crt"},{"op":"remove","path":"/data/tls.key"}]`)
-		eventually(t, time.Minute, "a new serving certificate", func() error {
-			cur := jsonpath(t, "secret/rukpak-webhook-certs -n rukpak-system", `{.data.tls\.crt}`)
-			if cur == "" || cur == old {
-				return fmt.Errorf("not reissued yet")
+		mustKubectl(t, "", "delete", "bundle", "rotation")
+	})
+
+	t.Run("the cert-manager overlay: cert-manager's certificate and CA, renewed while Bundles are patched, then back to the base", func(t *testing.T) {
+		if suite.node == nil {
+			t.Skip("needs the real-node suite: it switches rukpak's own installation between overlays")
+		}
+		testcertmanager.Start(t, testenv.Kubectl(t), suite.kubeconfig)
+		const (
+			ns      = "rukpak-system"
+			secret  = "secret/rukpak-webhook-certificate -n " + ns
+			webhook = "rukpak-webhook-service.rukpak-system.svc:443"
+		)
+		mustKubectl(t, "", "apply", "--server-side", "-k", filepath.Join(testenv.RepoRoot(), "manifests", "overlays", "cert-manager"))
+		waitFor(t, "certificate/rukpak-webhook-certificate", "condition=Ready", 2*time.Minute, "-n", ns)
+		mustKubectl(t, "", "-n", ns, "rollout", "status", "deployment/rukpak-webhook", "--timeout=100s")
+		if got := jsonpath(t, "deployment/rukpak-webhook -n "+ns, "{.spec.template.spec.containers[0].args}"); !strings.Contains(got, "--cert-mode=cert-manager") {
+			t.Fatalf("webhook args %s: the overlay did not apply", got)
+		}
+		ca := jsonpath(t, secret, `{.data.ca\.crt}`)
+		if subjects(ca) == "[]" || secretLeaf(t, secret, "ca.crt") != secretLeaf(t, "secret/rukpak-webhook-ca -n "+ns, "tls.crt") {
+			t.Fatalf("the serving certificate's ca.crt is not the webhook's CA")
+		}
+		// cert-manager merges its CA into the bundle (its CAInjectorMerging,
+		// GA in 1.21): the self-managed CA of the base stays trusted until
+		// it expires.
+		eventually(t, time.Minute, "cert-manager's CA injected into the webhook configuration", func() error {
+			got := jsonpath(t, "validatingwebhookconfiguration/rukpak-validating-webhook-configuration", "{.webhooks[0].clientConfig.caBundle}")
+			if !strings.Contains(subjects(got), strings.Trim(subjects(ca), "[]")) {
+				return fmt.Errorf("caBundle %s does not hold the CA of Secret rukpak-webhook-certificate, %s", subjects(got), subjects(ca))
 			}
 			return nil
 		})
-		// The webhook picks the new files up; keep patching a while after.
-		time.Sleep(10 * time.Second)
-		stop()
-		wg.Wait()
-		t.Logf("%d patches during the rotation, %d not denied as immutable", patches, len(failures))
-		if len(failures) > 0 {
-			t.Errorf("patches not answered by the webhook during rotation:\n%s", strings.Join(failures[:min(len(failures), 5)], "\n"))
+		servesSecret := func() error {
+			if servedLeaf(t, webhook) != secretLeaf(t, secret, "tls.crt") {
+				return fmt.Errorf("the webhook serves a certificate other than Secret rukpak-webhook-certificate's")
+			}
+			return nil
 		}
-		if err := patch(); err != nil {
-			t.Errorf("after the rotation: %v", err)
+		eventually(t, time.Minute, "the webhook pod serving cert-manager's certificate", servesSecret)
+
+		p := newImmutablePatcher(t, f, "cert-manager-rotation")
+		p.throughout(t, func() {
+			old := jsonpath(t, secret, `{.data.tls\.crt}`)
+			// What cmctl renew does: ask cert-manager to issue now.
+			mustKubectl(t, "", "-n", ns, "patch", "certificate", "rukpak-webhook-certificate", "--subresource=status", "--type=json", "-p",
+				fmt.Sprintf(`[{"op":"add","path":"/status/conditions/-","value":{"type":"Issuing","status":"True","reason":"ManuallyTriggered","message":"renewal requested by the e2e suite","lastTransitionTime":%q}}]`, time.Now().UTC().Format(time.RFC3339)))
+			eventually(t, time.Minute, "a renewed serving certificate", func() error {
+				if cur := jsonpath(t, secret, `{.data.tls\.crt}`); cur == old {
+					return fmt.Errorf("not renewed yet")
+				}
+				return nil
+			})
+			// The kubelet refreshes the pod's Secret volume within about a
+			// minute; the webhook reloads the files when they change.
+			eventually(t, 3*time.Minute, "the webhook pod serving the renewed certificate", servesSecret)
+		})
+		if got := jsonpath(t, secret, `{.data.ca\.crt}`); got != ca {
+			t.Errorf("the renewal changed the CA: the serving certificate alone should be new")
 		}
-		mustKubectl(t, "", "delete", "bundle", "rotation")
+
+		// Back to the base: the webhook manages its certificate again.
+		mustKubectl(t, "", "apply", "--server-side", "-k", filepath.Join(testenv.RepoRoot(), "manifests", "base"))
+		mustKubectl(t, "", "-n", ns, "rollout", "status", "deployment/rukpak-webhook", "--timeout=100s")
+		mustKubectl(t, "", "-n", ns, "delete", "certificates.cert-manager.io,issuers.cert-manager.io", "--all")
+		mustKubectl(t, "", "-n", ns, "delete", "secret", "rukpak-webhook-certificate", "rukpak-webhook-ca")
+		eventually(t, 2*time.Minute, "the base webhook admitting again", p.patch)
+		mustKubectl(t, "", "delete", "bundle", "cert-manager-rotation")
 	})
 
 	t.Run("the overlays run: networkpolicy, pvc, kind, then back to the base", func(t *testing.T) {
@@ -452,4 +479,130 @@ spec:
 		}
 		mustKubectl(t, "", "delete", "bd", "upgrade", "--timeout=2m")
 	})
+}
+
+// immutablePatcher patches one Bundle's spec and expects the webhook's exact
+// denial.
+type immutablePatcher struct {
+	t      *testing.T
+	bundle string
+}
+
+// newImmutablePatcher creates Bundle name and checks a patch is denied.
+func newImmutablePatcher(t *testing.T, f *fixtures, name string) *immutablePatcher {
+	t.Helper()
+	mustKubectl(t, fmt.Sprintf(`apiVersion: core.rukpak.io/v1alpha1
+kind: Bundle
+metadata:
+  name: %s
+spec:
+  source:
+    %s
+  provisionerClassName: core-rukpak-io-plain
+`, name, strings.ReplaceAll(f.imageSource(f.comboV2), "\n    ", "\n")), "apply", "-f", "-")
+	p := &immutablePatcher{t: t, bundle: name}
+	if err := p.patch(); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func (p *immutablePatcher) patch() error {
+	const want = `Error from server (bundle.spec is immutable): admission webhook "vbundles.core.rukpak.io" denied the request: bundle.spec is immutable`
+	_, stderr, err := kubectl(p.t, "", "patch", "bundle", p.bundle, "--type=merge", "-p", `{"spec":{"provisionerClassName":"core-rukpak-io-registry"}}`)
+	if err == nil {
+		return errors.New("kubectl patch of bundle.spec succeeded")
+	}
+	if strings.TrimSpace(stderr) != want {
+		return fmt.Errorf("kubectl patch: %q: %w", strings.TrimSpace(stderr), err)
+	}
+	return nil
+}
+
+// throughout patches the Bundle without pause while during runs (a
+// certificate rotation), and fails t for every patch the webhook did not
+// deny as immutable, then checks one more patch.
+func (p *immutablePatcher) throughout(t *testing.T, during func()) {
+	t.Helper()
+	ctx, stop := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var failures []string
+	patches := 0
+	wg.Go(func() {
+		for ctx.Err() == nil {
+			err := p.patch()
+			mu.Lock()
+			patches++
+			if err != nil {
+				failures = append(failures, err.Error())
+			}
+			mu.Unlock()
+		}
+	})
+	func() {
+		defer func() {
+			stop()
+			wg.Wait()
+		}()
+		during()
+	}()
+	t.Logf("%d patches during the rotation, %d not denied as immutable", patches, len(failures))
+	if len(failures) > 0 {
+		t.Errorf("patches not answered by the webhook during rotation:\n%s", strings.Join(failures[:min(len(failures), 5)], "\n"))
+	}
+	if err := p.patch(); err != nil {
+		t.Errorf("after the rotation: %v", err)
+	}
+}
+
+// servedLeaf returns the leaf certificate a TLS server on the real node
+// presents, PEM encoded.
+func servedLeaf(t *testing.T, addr string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	raw, err := nodeDial(t)(ctx, "tcp", addr)
+	if err != nil {
+		t.Fatalf("dialing %s: %v", addr, err)
+	}
+	// Which certificate is served is the question, not whether to trust it.
+	conn := tls.Client(raw, &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12}) //nolint:gosec
+	defer func() { _ = conn.Close() }()
+	if err := conn.HandshakeContext(ctx); err != nil {
+		t.Fatalf("TLS handshake with %s: %v", addr, err)
+	}
+	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: conn.ConnectionState().PeerCertificates[0].Raw}))
+}
+
+// secretLeaf returns the first certificate of a Secret's key, PEM encoded.
+func secretLeaf(t *testing.T, resource, key string) string {
+	t.Helper()
+	data, err := base64.StdEncoding.DecodeString(jsonpath(t, resource, "{.data."+strings.ReplaceAll(key, ".", `\.`)+"}"))
+	if err != nil {
+		t.Fatalf("%s %s: %v", resource, key, err)
+	}
+	block, _ := pem.Decode(data)
+	if block == nil {
+		t.Fatalf("%s %s holds no PEM certificate", resource, key)
+	}
+	return string(pem.EncodeToMemory(block))
+}
+
+// subjects names the certificates of base64 PEM data, for messages.
+func subjects(b64 string) string {
+	data, err := base64.StdEncoding.DecodeString(b64)
+	if err != nil {
+		return fmt.Sprintf("(not base64: %v)", err)
+	}
+	var names []string
+	for block, rest := pem.Decode(data); block != nil; block, rest = pem.Decode(rest) {
+		c, err := x509.ParseCertificate(block.Bytes)
+		if err != nil {
+			names = append(names, "(unparseable)")
+			continue
+		}
+		names = append(names, fmt.Sprintf("%q (serial %s)", c.Subject.String(), c.SerialNumber))
+	}
+	return "[" + strings.Join(names, ", ") + "]"
 }

@@ -396,7 +396,7 @@ func (p *postRenderer) object(u *unstructured.Unstructured) error {
 	if a[annotationResourcePolicy] == "keep" {
 		// Helm leaves such objects on uninstall; the garbage collector
 		// would not, were the BundleDeployment their owner.
-		refs := u.GetOwnerReferences()[:0]
+		var refs []metav1.OwnerReference // nil drops the field
 		for _, r := range u.GetOwnerReferences() {
 			if r.Kind != "BundleDeployment" || r.APIVersion != rukpakv1alpha1.GroupVersion.String() {
 				refs = append(refs, r)

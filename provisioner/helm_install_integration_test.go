@@ -398,6 +398,37 @@ func TestIntegrationHelmHooksAndCRDs(t *testing.T) {
 		t.Fatalf("message %q (%v), want v3", cfg.Data["message"], err)
 	}
 
+	// A pivot (a new template, so a new Bundle) upgrades the same release.
+	old := h.bd("hooks").Status.ActiveBundle
+	v2 := t.TempDir()
+	if err := os.CopyFS(v2, os.DirFS(hooksChart)); err != nil {
+		t.Fatal(err)
+	}
+	values, err := os.ReadFile(filepath.Join(v2, "values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(v2, "values.yaml"), []byte(strings.Replace(string(values), "message: hello", "message: pivoted", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	src := h.pushChartDir("charts/hooks-v2", v2)
+	h.updateBD("hooks", func(bd *rukpakv1alpha1.BundleDeployment) {
+		bd.Spec.Template.Spec.Source = src
+		bd.Spec.Config = &apiextensionsv1.JSON{Raw: []byte(`{"installNamespace":"hooks"}`)}
+	})
+	h.waitHistory("hooks", h.stockHistory, "1:superseded", "2:failed", "3:superseded", "4:deployed")
+	if err := h.get(cfg, "hooks", "hooks-config"); err != nil || cfg.Data["message"] != "pivoted" {
+		t.Fatalf("message %q (%v) after the pivot, want pivoted", cfg.Data["message"], err)
+	}
+	eventually(t, "the pivot to finish", func() error {
+		active := h.bd("hooks").Status.ActiveBundle
+		if active == old || active == "" {
+			return fmt.Errorf("active bundle %q", active)
+		}
+		_, err := h.getBundle(old)
+		return err
+	})
+
 	// Uninstall: everything of the release goes, crds/ stays.
 	if err := h.c.Delete(ctx, h.bd("hooks")); err != nil {
 		t.Fatal(err)

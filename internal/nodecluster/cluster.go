@@ -63,10 +63,13 @@ type Cluster struct {
 	// Timings of the bring-up phases, in order.
 	Timings []Timing
 
-	opts    Options
-	procs   []*proc
-	before  HostState
-	sysctls map[string]string
+	opts  Options
+	procs []*proc
+	// hostLock is held from Start to the end of Stop: one node cluster per
+	// host (its bridge, iptables rules and sysctls are the host's).
+	hostLock *os.File
+	before   HostState
+	sysctls  map[string]string
 	// paths of HostPaths (and device-plugins) that did not exist.
 	missing []string
 }
@@ -96,7 +99,12 @@ func Start(ctx context.Context, dir string, o Options) (c *Cluster, err error) {
 	}
 	c = &Cluster{Dir: dir, opts: o, Kubeconfig: filepath.Join(dir, "kubeconfig"), sysctls: map[string]string{}}
 	mark := func(p string) { c.Timings = append(c.Timings, Timing{p, time.Since(begin).Round(time.Millisecond)}) }
+	if c.hostLock, err = lockHost(ctx, hostLockPath); err != nil {
+		return nil, err
+	}
+	mark("host lock")
 	if c.before, err = SnapshotHost(ctx); err != nil {
+		_ = c.hostLock.Close()
 		return nil, err
 	}
 	for _, s := range clusterSysctls {
@@ -418,7 +426,47 @@ func (c *Cluster) Stop() error {
 		_ = os.RemoveAll(c.missing[i])
 	}
 	c.procs = nil
+	if c.hostLock != nil {
+		// Closing the file releases the lock.
+		_ = c.hostLock.Close()
+		c.hostLock = nil
+	}
 	return errors.Join(errs...)
+}
+
+// hostLockPath is where node clusters on one host take turns: a second
+// `make test-e2e-node` (another checkout, a CI run) waits instead of
+// fighting over the bridge, iptables rules and sysctls.
+const hostLockPath = "/run/rukpak-nodecluster.lock"
+
+// lockHost waits, until ctx ends, for the lock at path; it is released when
+// the returned file is closed (or the process exits).
+func lockHost(ctx context.Context, path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("opening %s: %w", path, err)
+	}
+	waited := false
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			return f, nil
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			_ = f.Close()
+			return nil, fmt.Errorf("locking %s: %w", path, err)
+		}
+		if !waited {
+			fmt.Fprintf(os.Stderr, "nodecluster: another node cluster runs on this host; waiting for %s\n", path)
+			waited = true
+		}
+		select {
+		case <-ctx.Done():
+			_ = f.Close()
+			return nil, fmt.Errorf("waiting for %s: %w", path, ctx.Err())
+		case <-time.After(time.Second):
+		}
+	}
 }
 
 func stopProc(p *proc) {

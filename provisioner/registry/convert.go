@@ -61,6 +61,9 @@ func Render(fsys fs.FS, opts Options) ([]*unstructured.Unstructured, error) {
 	if err != nil {
 		return nil, err
 	}
+	if t.certProvider, err = certProvider(opts.CertificateProvider); err != nil {
+		return nil, err
+	}
 	return generate(b, t)
 }
 

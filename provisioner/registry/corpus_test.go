@@ -99,6 +99,12 @@ func TestCorpus(t *testing.T) {
 		{bundle: "marin3r-0.13.1", variant: "all", golden: "marin3r-0.13.1-all"},
 		{
 			bundle:  "marin3r-0.13.1",
+			variant: "cert-manager",
+			golden:  "marin3r-0.13.1-cert-manager",
+			opts:    Options{CertificateProvider: CertProviderCertManager},
+		},
+		{
+			bundle:  "marin3r-0.13.1",
 			variant: "own",
 			golden:  "marin3r-0.13.1-own",
 			opts:    Options{InstallNamespace: "marin3r", WatchNamespaces: []string{"marin3r"}},

@@ -20,6 +20,7 @@
 //	  config:
 //	    installNamespace: my-operator   # default: CSV annotation operatorframework.io/suggested-namespace, else <package>-system
 //	    watchNamespaces: [team-a]       # default: see below
+//	    certificateProvider: cert-manager # webhooks' certificates; default: rukpak (the provisioner)
 //
 // watchNamespaces equal to [installNamespace] selects OwnNamespace, one other
 // namespace SingleNamespace, several MultiNamespace, and [""] (OLM's explicit

@@ -25,6 +25,11 @@ type Options struct {
 	// [""] is OLM's explicit spelling of all namespaces and always means
 	// AllNamespaces.
 	WatchNamespaces []string `json:"watchNamespaces,omitempty"`
+	// CertificateProvider issues the serving certificates of the CSV's
+	// webhooks: "rukpak" (the default) is the provisioner itself;
+	// "cert-manager" installs a self-signed cert-manager Issuer and a
+	// Certificate, and has cert-manager's cainjector inject the CA.
+	CertificateProvider string `json:"certificateProvider,omitempty"`
 	// Limits bound decoding the bundle's YAML (manifests and metadata);
 	// unset fields take plain.DefaultLimits. Not part of spec.config.
 	Limits plain.Limits `json:"-"`
@@ -67,6 +72,7 @@ type target struct {
 	mode             string
 	installNamespace string
 	watchNamespaces  []string
+	certProvider     string
 }
 
 func (t target) allNamespaces() bool { return t.mode == InstallModeAllNamespaces }

@@ -71,6 +71,26 @@ var certVolumes = []struct{ name, path, certFile, keyFile string }{
 // BundleDeployments.
 var forbiddenWebhookGroups = []string{"*", "operators.coreos.com", "olm.operatorframework.io", "core.rukpak.io"}
 
+// Certificate providers of Options.CertificateProvider.
+const (
+	CertProviderRukpak      = "rukpak"
+	CertProviderCertManager = "cert-manager"
+)
+
+// certManagerInjectCAFrom is cert-manager's cainjector annotation:
+// <namespace>/<Certificate>.
+const certManagerInjectCAFrom = "cert-manager.io/inject-ca-from"
+
+func certProvider(p string) (string, error) {
+	switch p {
+	case "", CertProviderRukpak:
+		return CertProviderRukpak, nil
+	case CertProviderCertManager:
+		return p, nil
+	}
+	return "", fmt.Errorf("spec.config.certificateProvider %q is not a certificate provider: use %q (the default) or %q", p, CertProviderRukpak, CertProviderCertManager)
+}
+
 // validateWebhooks refuses the webhook definitions OLM refuses (v0's
 // install strategy and v1's registry+v1 validators), with the reason.
 func (b *bundle) validateWebhooks() error {
@@ -234,12 +254,10 @@ func (g *generator) addWebhooks() error {
 		if err != nil {
 			return err
 		}
-		g.emit(object("v1", "Secret", secret, ns, func(m map[string]interface{}) {
-			m["metadata"].(map[string]interface{})["annotations"] = map[string]interface{}{
-				servingcert.AnnotationDNSNames: strings.Join(servingcert.ServiceDNSNames(svc, ns), ","),
-			}
-			m["type"] = "kubernetes.io/tls"
-		}))
+		caFrom, err := g.certificate(svc, secret)
+		if err != nil {
+			return err
+		}
 		g.emit(object("v1", "Service", svc, ns, func(m map[string]interface{}) {
 			sel := map[string]interface{}{}
 			for k, v := range selector {
@@ -255,12 +273,56 @@ func (g *generator) addWebhooks() error {
 			}
 		}
 		for _, w := range webhooks {
-			if err := g.webhookObject(w, svc, ns+"/"+secret); err != nil {
+			if err := g.webhookObject(w, svc, caFrom); err != nil {
 				return err
 			}
 		}
 	}
 	return nil
+}
+
+// certificate emits what issues the serving certificate into Secret
+// secret, and returns what the inject-CA annotation names: with rukpak's
+// provider the Secret itself, filled at install (package servingcert);
+// with cert-manager's a self-signed Issuer and a Certificate, as OLM v1's
+// cert-manager provider does.
+func (g *generator) certificate(svc, secret string) (string, error) {
+	ns := g.t.installNamespace
+	dnsNames := servingcert.ServiceDNSNames(svc, ns)
+	if g.t.certProvider != CertProviderCertManager {
+		g.emit(object("v1", "Secret", secret, ns, func(m map[string]interface{}) {
+			m["metadata"].(map[string]interface{})["annotations"] = map[string]interface{}{
+				servingcert.AnnotationDNSNames: strings.Join(dnsNames, ","),
+			}
+			m["type"] = "kubernetes.io/tls"
+		}))
+		return ns + "/" + secret, nil
+	}
+	issuer := truncateName(secret + "-selfsigned-issuer")
+	for _, o := range [][2]string{{"Issuer", issuer}, {"Certificate", secret}} {
+		if !g.names.reserve(o[0], ns, o[1]) {
+			return "", fmt.Errorf("the bundle already contains %s %q", o[0], o[1])
+		}
+	}
+	g.emit(object("cert-manager.io/v1", "Issuer", issuer, ns, func(m map[string]interface{}) {
+		m["spec"] = map[string]interface{}{"selfSigned": map[string]interface{}{}}
+	}))
+	g.emit(object("cert-manager.io/v1", "Certificate", secret, ns, func(m map[string]interface{}) {
+		m["spec"] = map[string]interface{}{
+			"secretName": secret,
+			"dnsNames":   stringsToInterfaces(dnsNames),
+			"usages":     []interface{}{"server auth"},
+			"issuerRef":  map[string]interface{}{"name": issuer},
+		}
+	}))
+	return ns + "/" + secret, nil
+}
+
+func (g *generator) injectCAAnnotation() string {
+	if g.t.certProvider == CertProviderCertManager {
+		return certManagerInjectCAFrom
+	}
+	return servingcert.AnnotationInjectCAFrom
 }
 
 // servicePorts lists a Deployment's webhook ports, sorted and without
@@ -312,7 +374,7 @@ func (g *generator) webhookObject(w webhookDescription, svc, caFrom string) erro
 			if err := unstructured.SetNestedMap(obj.Object, conversion, "spec", "conversion"); err != nil {
 				return fmt.Errorf("CustomResourceDefinition %q: spec.conversion: %w", obj.GetName(), err)
 			}
-			addAnnotation(obj, servingcert.AnnotationInjectCAFrom, caFrom)
+			addAnnotation(obj, g.injectCAAnnotation(), caFrom)
 		}
 		return nil
 	}
@@ -378,7 +440,7 @@ func (g *generator) webhookObject(w webhookDescription, svc, caFrom string) erro
 	obj := object("admissionregistration.k8s.io/v1", kind, name, "", func(m map[string]interface{}) {
 		m["webhooks"] = []interface{}{hook}
 	})
-	addAnnotation(obj, servingcert.AnnotationInjectCAFrom, caFrom)
+	addAnnotation(obj, g.injectCAAnnotation(), caFrom)
 	g.emit(obj)
 	return nil
 }

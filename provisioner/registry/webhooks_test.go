@@ -378,3 +378,58 @@ func TestWebhookNamespaceSelector(t *testing.T) {
 		}
 	}
 }
+
+// With spec.config.certificateProvider cert-manager, a self-signed Issuer
+// and a Certificate issue the serving certificate into the same Secret, and
+// cert-manager's cainjector injects the CA, as OLM v1 does.
+func TestWebhookCertManager(t *testing.T) {
+	csv := webhookCSV([]string{InstallModeAllNamespaces}, hook(webhookValidating, "v.example.com", nil),
+		hook(webhookConversion, "c.example.com", map[string]interface{}{"conversionCRDs": []interface{}{"foos.example.com"}}))
+	out, err := Convert(testBundle(t, csv), Options{CertificateProvider: CertProviderCertManager})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := summary(t, out)
+	want := []string{
+		"Namespace /op-system", "CustomResourceDefinition /foos.example.com", "ServiceAccount op-system/op-sa",
+		"ClusterRole /op.v1.0.0-op-sa", "ClusterRoleBinding /op.v1.0.0-op-sa",
+		"ClusterRole /op.v1.0.0-op-sa-cluster", "ClusterRoleBinding /op.v1.0.0-op-sa-cluster",
+		"Deployment op-system/op",
+		"Issuer op-system/op-service-cert-selfsigned-issuer", "Certificate op-system/op-service-cert", "Service op-system/op-service",
+		"ValidatingWebhookConfiguration /v.example.com",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("objects:\n got %q\nwant %q", got, want)
+	}
+	b, _ := yaml.Marshal(find(t, out, "Certificate", "op-system", "op-service-cert").Object)
+	if want := `apiVersion: cert-manager.io/v1
+kind: Certificate
+metadata:
+  name: op-service-cert
+  namespace: op-system
+spec:
+  dnsNames:
+  - op-service.op-system.svc
+  - op-service.op-system.svc.cluster.local
+  issuerRef:
+    name: op-service-cert-selfsigned-issuer
+  secretName: op-service-cert
+  usages:
+  - server auth
+`; string(b) != want {
+		t.Errorf("Certificate:\n%s\nwant:\n%s", b, want)
+	}
+	for _, o := range []*unstructured.Unstructured{
+		find(t, out, "ValidatingWebhookConfiguration", "", "v.example.com"),
+		find(t, out, "CustomResourceDefinition", "", "foos.example.com"),
+	} {
+		if a := o.GetAnnotations(); len(a) != 1 || a["cert-manager.io/inject-ca-from"] != "op-system/op-service-cert" {
+			t.Errorf("%s annotations %v, want only cert-manager.io/inject-ca-from: op-system/op-service-cert", o.GetKind(), a)
+		}
+	}
+
+	_, err = Convert(testBundle(t, csv), Options{CertificateProvider: "vault"})
+	if want := `spec.config.certificateProvider "vault" is not a certificate provider: use "rukpak" (the default) or "cert-manager"`; err == nil || err.Error() != want {
+		t.Fatalf("got %v, want %s", err, want)
+	}
+}

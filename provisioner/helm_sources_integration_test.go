@@ -2,11 +2,9 @@ package provisioner_test
 
 import (
 	"context"
-	"io/fs"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"path"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -22,6 +20,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
+	"github.com/rukpak-dev/rukpak/internal/testfiles"
 	"github.com/rukpak-dev/rukpak/internal/testgit"
 	"github.com/rukpak-dev/rukpak/internal/testregistry"
 	"github.com/rukpak-dev/rukpak/provisioner/conditions"
@@ -36,25 +35,7 @@ var helmCharts = []string{"hello-world", "kube-state-metrics", "prometheus-opera
 
 // chartFiles reads a chart directory of the test data: path -> content.
 func chartFiles(t *testing.T, chartName, prefix string) map[string]string {
-	t.Helper()
-	files := map[string]string{}
-	root := filepath.Join(helmTestdata, chartName)
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		data, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(root, p)
-		files[path.Join(prefix, filepath.ToSlash(rel))] = string(data)
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return files
+	return testfiles.Read(t, filepath.Join(helmTestdata, chartName), prefix)
 }
 
 // helmPackage is a chart as `helm package` writes it (chart repositories

@@ -1,4 +1,5 @@
-// Package testfiles lists a filesystem's content for test assertions.
+// Package testfiles lists a filesystem's content for test assertions, and
+// builds test content: a directory read into a map, hand-made archives.
 package testfiles
 
 import (

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -18,6 +17,7 @@ import (
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
 
+	"github.com/rukpak-dev/rukpak/internal/testfiles"
 	"github.com/rukpak-dev/rukpak/provisioner/helm"
 	"github.com/rukpak-dev/rukpak/provisioner/plain"
 )
@@ -41,21 +41,8 @@ var charts = []struct {
 func dirFS(t *testing.T, chartName, prefix string) fstest.MapFS {
 	t.Helper()
 	m := fstest.MapFS{}
-	root := filepath.Join(testdata, chartName)
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		data, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(root, p)
-		m[path.Join(prefix, filepath.ToSlash(rel))] = &fstest.MapFile{Data: data, Mode: 0o644}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
+	for name, data := range testfiles.Read(t, filepath.Join(testdata, chartName), prefix) {
+		m[name] = &fstest.MapFile{Data: []byte(data), Mode: 0o644}
 	}
 	return m
 }
@@ -76,29 +63,6 @@ func packaged(t *testing.T, chartName string) []byte {
 		t.Fatal(err)
 	}
 	return data
-}
-
-// tgz writes files (name -> content) as a gzip tar, in the given order.
-func tgz(t *testing.T, files ...[2]string) []byte {
-	t.Helper()
-	var buf bytes.Buffer
-	zw := gzip.NewWriter(&buf)
-	tw := tar.NewWriter(zw)
-	for _, f := range files {
-		if err := tw.WriteHeader(&tar.Header{Name: f[0], Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(f[1]))}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := tw.Write([]byte(f[1])); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := tw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := zw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
 }
 
 func TestLoadChartRealCharts(t *testing.T) {
@@ -234,7 +198,7 @@ func TestLoadChartErrors(t *testing.T) {
 	}, {
 		name: "archive without a chart directory",
 		fsys: func(t *testing.T) fs.FS {
-			return fstest.MapFS{"c.tgz": {Data: tgz(t, [2]string{"Chart.yaml", "apiVersion: v2\nname: c\nversion: 1.0.0\n"})}}
+			return fstest.MapFS{"c.tgz": {Data: testfiles.TarGz(t, [2]string{"Chart.yaml", "apiVersion: v2\nname: c\nversion: 1.0.0\n"})}}
 		},
 		wantErr: `loading the chart: chart illegally contains content outside the base directory: "Chart.yaml"`,
 	}, {
@@ -261,7 +225,7 @@ func TestLoadChartErrors(t *testing.T) {
 		// is what counts.
 		name: "archive expanding past the limit",
 		fsys: func(t *testing.T) fs.FS {
-			return fstest.MapFS{"c.tgz": {Data: tgz(t,
+			return fstest.MapFS{"c.tgz": {Data: testfiles.TarGz(t,
 				[2]string{"c/Chart.yaml", "apiVersion: v2\nname: c\nversion: 1.0.0\n"},
 				[2]string{"c/big", strings.Repeat("\x00", 1<<20)})}}
 		},
@@ -270,7 +234,7 @@ func TestLoadChartErrors(t *testing.T) {
 	}, {
 		name: "subchart archive expanding past the limit",
 		fsys: func(t *testing.T) fs.FS {
-			sub := tgz(t,
+			sub := testfiles.TarGz(t,
 				[2]string{"s/Chart.yaml", "apiVersion: v2\nname: s\nversion: 1.0.0\n"},
 				[2]string{"s/big", strings.Repeat("\x00", 1<<20)})
 			return fstest.MapFS{
@@ -313,7 +277,7 @@ func TestLoadChartErrors(t *testing.T) {
 	}, {
 		name: "values.yaml in a chart archive",
 		fsys: func(t *testing.T) fs.FS {
-			return fstest.MapFS{"c.tgz": {Data: tgz(t,
+			return fstest.MapFS{"c.tgz": {Data: testfiles.TarGz(t,
 				[2]string{"c/Chart.yaml", "apiVersion: v2\nname: c\nversion: 1.0.0\n"},
 				[2]string{"c/values.yaml", "a: [" + strings.Repeat("0,", 1000) + "0]\n"})}}
 		},
@@ -334,7 +298,7 @@ func TestLoadChartErrors(t *testing.T) {
 		fsys: func(t *testing.T) fs.FS {
 			m := chartWith("values.yaml", "a: 1\n")
 			m["charts/sub/Chart.yaml"] = &fstest.MapFile{Data: []byte("apiVersion: v2\nname: sub\nversion: 1.0.0\n")}
-			m["charts/sub/charts/deep.tgz"] = &fstest.MapFile{Data: tgz(t,
+			m["charts/sub/charts/deep.tgz"] = &fstest.MapFile{Data: testfiles.TarGz(t,
 				[2]string{"deep/Chart.yaml", "apiVersion: v2\nname: deep\nversion: 1.0.0\n"},
 				[2]string{"deep/big", strings.Repeat("\x00", 1<<20)})}
 			return m

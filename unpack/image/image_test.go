@@ -3,7 +3,6 @@ package image
 import (
 	"archive/tar"
 	"bytes"
-	"compress/gzip"
 	"errors"
 	"io/fs"
 	"net/http"
@@ -353,28 +352,9 @@ func TestUnpackConcurrentPullsOnce(t *testing.T) {
 // miniChart is a chart archive as `helm package` lays it out: one
 // top-level directory named after the chart.
 func miniChart(t *testing.T) []byte {
-	t.Helper()
-	var buf bytes.Buffer
-	zw := gzip.NewWriter(&buf)
-	tw := tar.NewWriter(zw)
-	for _, f := range [][2]string{
-		{"mini/Chart.yaml", "apiVersion: v2\nname: mini\nversion: 1.2.3\n"},
-		{"mini/templates/cm.yaml", "kind: ConfigMap"},
-	} {
-		if err := tw.WriteHeader(&tar.Header{Name: f[0], Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(f[1]))}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := tw.Write([]byte(f[1])); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := tw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := zw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
+	return testfiles.TarGz(t,
+		[2]string{"mini/Chart.yaml", "apiVersion: v2\nname: mini\nversion: 1.2.3\n"},
+		[2]string{"mini/templates/cm.yaml", "kind: ConfigMap"})
 }
 
 // TestUnpackHelmChartArtifact: a chart pushed by Helm's own client (`helm

@@ -21,6 +21,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -372,6 +373,18 @@ func TestIntegrationHelmHooksAndCRDs(t *testing.T) {
 		t.Fatalf("no revision %d", version)
 	}
 	checkHookOrder(1)
+	// Rendered for this cluster: its version, and the kinds of crds/.
+	version, err := discovery.NewDiscoveryClientForConfigOrDie(h.env.Config).ServerVersion()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rendered := &corev1.ConfigMap{}
+	if err := h.get(rendered, "hooks", "hooks-config"); err != nil {
+		t.Fatal(err)
+	}
+	if got := rendered.Data; got["kubeVersion"] != version.GitVersion || got["servesGadgets"] != "true" {
+		t.Fatalf("capabilities rendered %v, want kubeVersion %s and servesGadgets true", got, version.GitVersion)
+	}
 
 	// A pre-upgrade hook the API server refuses fails the upgrade: the
 	// revision before stays deployed and its objects as they were.

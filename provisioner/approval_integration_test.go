@@ -112,8 +112,11 @@ func TestIntegrationApprovalGate(t *testing.T) {
 		}
 		eventually(t, "gate-a restored to v1", func() error {
 			cm, err := h.getCM("gate-a")
-			if err != nil || cm.Data["value"] != "v1" {
-				return fmt.Errorf("gate-a %v, %v", cm.Data, err)
+			if err != nil {
+				return err
+			}
+			if cm.Data["value"] != "v1" {
+				return fmt.Errorf("gate-a %v", cm.Data)
 			}
 			return nil
 		})
@@ -160,7 +163,7 @@ func TestIntegrationApprovalGate(t *testing.T) {
 		}
 		eventually(t, "gate-b and the old bundle deleted", func() error {
 			if _, err := h.getCM("gate-b"); !apierrors.IsNotFound(err) {
-				return fmt.Errorf("gate-b: %v", err)
+				return fmt.Errorf("gate-b: %w", err)
 			}
 			_, err := h.getBundle(active)
 			return err
@@ -179,8 +182,11 @@ func TestIntegrationApprovalGate(t *testing.T) {
 		})
 		eventually(t, "pivot to v3", func() error {
 			cm, err := h.getCM("gate-a")
-			if err != nil || cm.Data["value"] != "v3" {
-				return fmt.Errorf("gate-a %v, %v", cm.Data, err)
+			if err != nil {
+				return err
+			}
+			if cm.Data["value"] != "v3" {
+				return fmt.Errorf("gate-a %v", cm.Data)
 			}
 			return nil
 		})

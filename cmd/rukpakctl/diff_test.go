@@ -59,7 +59,12 @@ func TestDiffAgainstInstalledRelease(t *testing.T) {
 	mgrCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(mgrCtx) }()
-	t.Cleanup(func() { stop(); <-done })
+	t.Cleanup(func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Logf("manager stopped: %v", err)
+		}
+	})
 
 	// combo v0.0.2, from the shared test data, as a ConfigMap source.
 	src := shared(t, "plain/combo-v0.0.2/manifests")

@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -200,6 +202,34 @@ in namespace "tenant" (Role):
 		if got := conditions.Get(bd.Status.Conditions, rukpakv1alpha1.TypeInstalled).Message; got != want {
 			t.Errorf("Installed message:\n%s\nwant\n%s", got, want)
 		}
+		// The events list them by namespace, related to it.
+		_, rules, _ := strings.Cut(want, ":\ncluster-wide")
+		cluster, tenant, _ := strings.Cut("cluster-wide"+rules, "\nin namespace")
+		wantEvents := []string{
+			"-: Service account tenant/installer lacks:\n" + cluster,
+			"Namespace tenant: Service account tenant/installer lacks:\nin namespace" + tenant,
+		}
+		eventually(t, "events listing the missing rules", func() error {
+			list := &eventsv1.EventList{}
+			if err := h.c.List(ctx, list); err != nil {
+				return err
+			}
+			var got []string
+			for _, e := range list.Items {
+				if e.Regarding.Name == "id" && e.Reason == rukpakv1alpha1.ReasonInsufficientPermissions {
+					related := "-"
+					if e.Related != nil {
+						related = e.Related.Kind + " " + e.Related.Name
+					}
+					got = append(got, related+": "+e.Note)
+				}
+			}
+			sort.Strings(got)
+			if strings.Join(got, "\n\n") != strings.Join(wantEvents, "\n\n") {
+				return fmt.Errorf("events:\n%s\nwant\n%s", strings.Join(got, "\n\n"), strings.Join(wantEvents, "\n\n"))
+			}
+			return nil
+		})
 		for _, name := range []string{"id-a", "id-b", "id-c"} {
 			cm := &corev1.ConfigMap{}
 			if err := h.c.Get(ctx, client.ObjectKey{Namespace: "tenant", Name: name}, cm); !apierrors.IsNotFound(err) {

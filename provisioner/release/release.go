@@ -173,17 +173,9 @@ type Result struct {
 func (m *Manager) Apply(ctx context.Context, name string, objs []*unstructured.Unstructured, mutate func(*unstructured.Unstructured)) (*Result, error) {
 	defer m.lock(name)()
 
-	stamped := make([]*unstructured.Unstructured, 0, len(objs))
-	for _, o := range objs {
-		o = o.DeepCopy()
-		if mutate != nil {
-			mutate(o)
-		}
-		m.ownershipMetadata(o, name)
-		if err := m.place(o); err != nil {
-			return nil, err
-		}
-		stamped = append(stamped, o)
+	stamped, err := m.stamp(name, objs, mutate)
+	if err != nil {
+		return nil, err
 	}
 	manifest, err := Manifest(stamped, nil)
 	if err != nil {

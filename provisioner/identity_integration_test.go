@@ -154,7 +154,7 @@ metadata: {name: installer, namespace: tenant}`)
 		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: "tenant"}}
 		err := h.c.Create(ctx, cm, client.DryRunAll)
 		if err == nil || !strings.Contains(err.Error(), "written by") {
-			return fmt.Errorf("dry-run create as admin: %v", err)
+			return fmt.Errorf("dry-run create as admin: %w", err)
 		}
 		return nil
 	})
@@ -305,10 +305,10 @@ in namespace "tenant" (Role):
 		eventually(t, "id-a at v2 and id-b deleted", func() error {
 			cm, err := getTenantCM(h, "id-a")
 			if err != nil || cm.Data["value"] != "v2" {
-				return fmt.Errorf("id-a: %v %v", cm.Data, err)
+				return fmt.Errorf("id-a: %v %w", cm.Data, err)
 			}
 			if _, err := getTenantCM(h, "id-b"); !apierrors.IsNotFound(err) {
-				return fmt.Errorf("id-b: %v", err)
+				return fmt.Errorf("id-b: %w", err)
 			}
 			return nil
 		})

@@ -40,6 +40,24 @@ spec:
 // webhook denies, as kubectl prints it.
 const deniedBy = `admission webhook "vgadgets.webhook.rukpak.test" denied the request: denied by the test webhook: no-gadgets-today`
 
+// denied creates a Gadget the test operator's validating webhook denies
+// and expects its message. The first calls may find the webhook's Service
+// without ready endpoints yet (connection refused), a moment after the
+// Deployment is available: those are retried.
+func denied(t *testing.T, ns string) {
+	t.Helper()
+	eventually(t, time.Minute, "the operator's webhook denying a Gadget", func() error {
+		_, stderr, err := kubectl(t, gadget(ns, "denied", `webhook.rukpak.test/deny: no-gadgets-today`), "create", "-f", "-")
+		if err == nil {
+			t.Fatalf("a Gadget the operator denies was created in %s", ns)
+		}
+		if !strings.Contains(stderr, deniedBy) {
+			return fmt.Errorf("%v: %s", err, strings.TrimSpace(stderr))
+		}
+		return nil
+	})
+}
+
 // TestRegistryWebhooks installs registry+v1 operators whose CSVs declare
 // webhooks on real pods: the API server calls them with the certificate the
 // provisioner issued, the certificate rotates while objects keep being
@@ -94,13 +112,13 @@ func TestRegistryWebhooks(t *testing.T) {
 	t.Run("AllNamespaces: validating, mutating and conversion webhooks, rotated", func(t *testing.T) {
 		const ns = "webhook-operator-system"
 		registryBD(t, f, "webhook-operator", all, "")
+		t.Cleanup(func() {
+			_, _, _ = kubectl(t, "", "delete", "bd", "webhook-operator", "--ignore-not-found", "--timeout=2m")
+		})
 		waitFor(t, "bd/webhook-operator", "condition=Installed", 2*time.Minute)
 		waitFor(t, "bd/webhook-operator", "condition=Healthy", 2*time.Minute)
 
-		_, stderr, err := kubectl(t, gadget("default", "denied", `webhook.rukpak.test/deny: no-gadgets-today`), "create", "-f", "-")
-		if err == nil || !strings.Contains(stderr, deniedBy) {
-			t.Fatalf("creating a Gadget the operator denies: %v\n%s\nwant %s", err, stderr, deniedBy)
-		}
+		denied(t, "default")
 		mustKubectl(t, gadget("default", "kept", ""), "create", "-f", "-")
 		if got := jsonpath(t, "gadget/kept -n default", `{.metadata.labels.webhook\.rukpak\.test/mutated}`); got != "true" {
 			t.Fatalf("the mutating webhook's label is %q, want true", got)
@@ -145,13 +163,13 @@ func TestRegistryWebhooks(t *testing.T) {
 	t.Run("OwnNamespace: the admission webhooks see the install namespace only", func(t *testing.T) {
 		const ns = "webhook-own"
 		registryBD(t, f, "webhook-operator-own", own, `{installNamespace: `+ns+`, watchNamespaces: [`+ns+`]}`)
+		t.Cleanup(func() {
+			_, _, _ = kubectl(t, "", "delete", "bd", "webhook-operator-own", "--ignore-not-found", "--timeout=2m")
+		})
 		waitFor(t, "bd/webhook-operator-own", "condition=Installed", 2*time.Minute)
 		waitFor(t, "bd/webhook-operator-own", "condition=Healthy", 2*time.Minute)
 
-		_, stderr, err := kubectl(t, gadget(ns, "denied", `webhook.rukpak.test/deny: no-gadgets-today`), "create", "-f", "-")
-		if err == nil || !strings.Contains(stderr, deniedBy) {
-			t.Fatalf("creating a Gadget the operator denies in its namespace: %v\n%s\nwant %s", err, stderr, deniedBy)
-		}
+		denied(t, ns)
 		mustKubectl(t, gadget(ns, "kept", ""), "create", "-f", "-")
 		if got := jsonpath(t, "gadget/kept -n "+ns, `{.metadata.labels.webhook\.rukpak\.test/mutated}`); got != "true" {
 			t.Fatalf("the mutating webhook's label is %q, want true", got)

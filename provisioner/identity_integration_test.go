@@ -341,7 +341,7 @@ in namespace "tenant" (Role):
 			if apierrors.IsNotFound(err) {
 				return nil
 			}
-			return fmt.Errorf("still there: %v", err)
+			return fmt.Errorf("still there: %w", err)
 		})
 		for _, o := range []client.Object{
 			&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "id-a"}},
@@ -357,7 +357,7 @@ in namespace "tenant" (Role):
 				if apierrors.IsNotFound(err) || (err == nil && !o.GetDeletionTimestamp().IsZero()) {
 					return nil
 				}
-				return fmt.Errorf("still there: %v", err)
+				return fmt.Errorf("still there: %w", err)
 			})
 		}
 	})
@@ -456,6 +456,6 @@ func TestIntegrationServiceAccountRegistry(t *testing.T) {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
-		return fmt.Errorf("CRD still there: %v", err)
+		return fmt.Errorf("CRD still there: %w", err)
 	})
 }

@@ -70,10 +70,11 @@ The local cluster is ready. In another terminal:
 
 Example bundles (see README.md, "Try it"):
   images:   %s/combo:v0.0.2 (plain+v0), %s/etcd-bundle:v0.9.4 (registry+v1)
-  git:      http://%s/combo (tags v0.0.2, v0.0.3)
+  git:      http://%s/combo (tags v0.0.2, v0.0.3),
+            http://%s/charts (Helm chart hello-world/, branch main)
 Logs:       %s/logs/
 Press Ctrl-C to stop everything.
-`, env.Kubeconfig, registryAddr, registryAddr, gitAddr, o.StateDir)
+`, env.Kubeconfig, registryAddr, registryAddr, gitAddr, gitAddr, o.StateDir)
 	<-ctx.Done()
 	return nil
 }

@@ -61,6 +61,10 @@ func ServeExamples(ctx context.Context, repoRoot, stateDir, registryAddr, gitAdd
 		ex.Close()
 		return nil, err
 	}
+	if err := chartsRepo(filepath.Join(gitRoot, "charts"), filepath.Join(repoRoot, "test/testdata/charts/hello-world")); err != nil {
+		ex.Close()
+		return nil, err
+	}
 	gitPath, err := exec.LookPath("git")
 	if err != nil {
 		ex.Close()
@@ -181,13 +185,7 @@ func comboRepo(dir, manifests string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	git := func(args ...string) error {
-		cmd := exec.Command("git", append([]string{"-C", dir, "-c", "user.name=rukpak", "-c", "user.email=rukpak@example.com", "-c", "commit.gpgsign=false", "-c", "tag.gpgsign=false"}, args...)...)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("git %v: %w: %s", args, err, out)
-		}
-		return nil
-	}
+	git := gitIn(dir)
 	if err := git("init", "-q", "-b", "main"); err != nil {
 		return err
 	}
@@ -219,6 +217,45 @@ func comboRepo(dir, manifests string) error {
 		return err
 	}
 	return git("update-server-info")
+}
+
+// chartsRepo makes a repository of Helm charts: hello-world/ holds the
+// hello-world chart of helm/examples (for the helm class's git source with
+// directory), on branch main.
+func chartsRepo(dir, chart string) error {
+	if _, err := os.Stat(filepath.Join(dir, ".git")); err == nil {
+		return nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "hello-world"), 0o755); err != nil {
+		return err
+	}
+	git := gitIn(dir)
+	if err := git("init", "-q", "-b", "main"); err != nil {
+		return err
+	}
+	if err := os.CopyFS(filepath.Join(dir, "hello-world"), os.DirFS(chart)); err != nil {
+		return err
+	}
+	if err := git("add", "-A"); err != nil {
+		return err
+	}
+	if err := git("commit", "-q", "-m", "hello-world 0.1.0"); err != nil {
+		return err
+	}
+	return git("update-server-info")
+}
+
+// gitIn runs git commands in dir as a fixed author, unsigned.
+func gitIn(dir string) func(args ...string) error {
+	return func(args ...string) error {
+		cmd := exec.Command("git", append([]string{"-C", dir, "-c", "user.name=rukpak", "-c", "user.email=rukpak@example.com", "-c", "commit.gpgsign=false", "-c", "tag.gpgsign=false"}, args...)...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("git %v: %w: %s", args, err, out)
+		}
+		return nil
+	}
 }
 
 func nopLogger() *log.Logger { return log.New(io.Discard, "", 0) }

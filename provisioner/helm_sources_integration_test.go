@@ -274,9 +274,9 @@ func TestIntegrationHelmBrokenCharts(t *testing.T) {
 
 	for name, want := range map[string]string{
 		"apiversion-v9":      `invalid chart "hello-world": apiVersion 'v9' is not valid. The value must be either "v1" or "v2"`,
-		"no-chart-yaml":      "loading the chart: Chart.yaml file is missing",
+		"no-chart-yaml":      "loading the chart: Chart.yaml file is missing (looked for at the content's root, in its only directory, and as its only file, a chart .tgz)",
 		"missing-dependency": "invalid chart \"prometheus-operator-crds\": found in Chart.yaml, but missing in charts/ directory: crds (run `helm dependency build` and include charts/ in the bundle)",
-		"plain-image":        "loading the chart: Chart.yaml file is missing",
+		"plain-image":        "loading the chart: Chart.yaml file is missing (looked for at the content's root, in its only directory, and as its only file, a chart .tgz)",
 	} {
 		t.Run(name, func(t *testing.T) {
 			b := h.waitBundle(name, rukpakv1alpha1.PhaseFailing, rukpakv1alpha1.ReasonUnpackFailed, "")

@@ -146,8 +146,12 @@ func load(fsys fs.FS, b *budget) (*chart.Chart, error) {
 			return loader.LoadArchive(bytes.NewReader(data))
 		}
 	}
-	// Helm's loader names what is missing.
-	return loadDir(fsys, ".", b)
+	// Helm's loader names what is missing; where it looked is ours to say.
+	ch, err := loadDir(fsys, ".", b)
+	if err != nil && ch != nil && ch.Metadata == nil {
+		err = fmt.Errorf("%w (looked for at the content's root, in its only directory, and as its only file, a chart .tgz)", err)
+	}
+	return ch, err
 }
 
 // IsChart reports whether fsys holds a chart where LoadChart looks for one

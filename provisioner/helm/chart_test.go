@@ -146,11 +146,11 @@ func TestLoadChartErrors(t *testing.T) {
 			delete(m, "Chart.yaml")
 			return m
 		},
-		wantErr: "loading the chart: Chart.yaml file is missing",
+		wantErr: "loading the chart: Chart.yaml file is missing (looked for at the content's root, in its only directory, and as its only file, a chart .tgz)",
 	}, {
 		name:    "empty content",
 		fsys:    func(*testing.T) fs.FS { return fstest.MapFS{} },
-		wantErr: "loading the chart: Chart.yaml file is missing",
+		wantErr: "loading the chart: Chart.yaml file is missing (looked for at the content's root, in its only directory, and as its only file, a chart .tgz)",
 	}, {
 		name: "chart directory next to other content",
 		fsys: func(t *testing.T) fs.FS {
@@ -158,7 +158,7 @@ func TestLoadChartErrors(t *testing.T) {
 			m["README.md"] = &fstest.MapFile{Data: []byte("x")}
 			return m
 		},
-		wantErr: "loading the chart: Chart.yaml file is missing",
+		wantErr: "loading the chart: Chart.yaml file is missing (looked for at the content's root, in its only directory, and as its only file, a chart .tgz)",
 	}, {
 		name: "apiVersion v9",
 		fsys: func(t *testing.T) fs.FS {

@@ -34,8 +34,6 @@ type Mapping func(gvk schema.GroupVersionKind) (resource string, namespaced bool
 // that a bundle's objects are applied as.
 type Resource struct {
 	Group, Resource, Namespace string
-	// Names are the bundle's objects of it, sorted.
-	Names []string
 }
 
 // Grant is a permission requirement of the API server's RBAC escalation
@@ -88,7 +86,7 @@ func NewPlan(objs []*unstructured.Unstructured, mapping Mapping) (*Plan, error) 
 		return nil, err
 	}
 	type key struct{ group, resource, namespace string }
-	names := map[key][]string{}
+	used := map[key]bool{}
 	roles := map[string][]rbacv1.PolicyRule{} // by roleRefKey
 	var roleObjs, bindings []*unstructured.Unstructured
 	for _, o := range objs {
@@ -106,7 +104,7 @@ func NewPlan(objs []*unstructured.Unstructured, mapping Mapping) (*Plan, error) 
 			ns = ""
 		}
 		k := key{gvk.Group, resource, ns}
-		names[k] = append(names[k], o.GetName())
+		used[k] = true
 		if gvk.Group != rbacv1.GroupName {
 			continue
 		}
@@ -131,9 +129,8 @@ func NewPlan(objs []*unstructured.Unstructured, mapping Mapping) (*Plan, error) 
 			p.Namespaces[o.GetName()] = true
 		}
 	}
-	for k, n := range names {
-		sort.Strings(n)
-		p.Resources = append(p.Resources, Resource{Group: k.group, Resource: k.resource, Namespace: k.namespace, Names: n})
+	for k := range used {
+		p.Resources = append(p.Resources, Resource{Group: k.group, Resource: k.resource, Namespace: k.namespace})
 	}
 	sort.Slice(p.Resources, func(i, j int) bool {
 		a, b := p.Resources[i], p.Resources[j]

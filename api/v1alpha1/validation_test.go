@@ -149,6 +149,15 @@ spec:
 			wantErr: `spec.provisionerClassName: Invalid value: "-plain": spec.provisionerClassName in body should match '^[a-z0-9]([-a-z0-9]*[a-z0-9])?$'`,
 		},
 		{
+			name: "manual upgrade approval is accepted", base: validBD,
+			mutate: func(o map[string]any) { spec(o)["upgradeApproval"] = "Manual" },
+		},
+		{
+			name: "unknown upgrade approval", base: validBD,
+			mutate:  func(o map[string]any) { spec(o)["upgradeApproval"] = "manual" },
+			wantErr: `[spec.upgradeApproval: Unsupported value: "manual": supported values: "Automatic", "Manual", <nil>: Invalid value: null: some validation rules were not checked because the object was invalid; correct the existing errors to complete validation]`,
+		},
+		{
 			name: "bad class name in template", base: validBD,
 			mutate: func(o map[string]any) {
 				tmplSpec(o)["provisionerClassName"] = "plain.v0"

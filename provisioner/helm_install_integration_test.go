@@ -442,6 +442,26 @@ func TestIntegrationHelmHooksAndCRDs(t *testing.T) {
 		return err
 	})
 
+	// A hook Job that never completes (no pods run here) fails the install
+	// once spec.config.timeout has passed, naming the Job.
+	h.createNamespace("slow")
+	h.createHelmBD("slow", src, `{"installNamespace":"slow","timeout":"2s","values":"jobs: true\nconfigMapHooks: false\n"}`)
+	h.waitBDExact("slow", rukpakv1alpha1.TypeInstalled, metav1.ConditionFalse, rukpakv1alpha1.ReasonInstallFailed,
+		`installing release "slow": pre-install,pre-upgrade hook Job slow-job-a (hooks/templates/jobs.yaml) failed: `+
+			`Release "slow" failed: failed pre-install: 1 error occurred: * timed out waiting for the condition `+
+			`(revision 1 failed; retried with the same chart and values after 5m0s)`)
+	h.waitHistory("slow", h.stockHistory, "1:failed")
+	if err := h.get(&corev1.ConfigMap{}, "slow", "slow-config"); !apierrors.IsNotFound(err) {
+		t.Fatalf("the release's ConfigMap after a failed pre-install hook: %v, want none", err)
+	}
+	if err := h.c.Delete(ctx, h.bd("slow")); err != nil {
+		t.Fatal(err)
+	}
+	h.waitGone(&rukpakv1alpha1.BundleDeployment{}, "", "slow")
+	if left := h.releaseSecrets("slow"); len(left) > 0 {
+		t.Fatalf("release Secrets left after uninstall: %v", left)
+	}
+
 	// Uninstall: everything of the release goes, crds/ stays.
 	if err := h.c.Delete(ctx, h.bd("hooks")); err != nil {
 		t.Fatal(err)

@@ -50,8 +50,8 @@ type Installer struct {
 	// Class is the provisioner class whose BundleDeployments read values
 	// sources (watches map changes back to them).
 	Class string
-	// Timeout bounds each hook's run and Helm's wait for it; 0 means
-	// DefaultTimeout.
+	// Timeout bounds each hook's run and Helm's wait for it unless
+	// spec.config.timeout says otherwise; 0 means DefaultTimeout.
 	Timeout time.Duration
 	// RetryAfter is how long a revision that failed is not retried with
 	// the same chart and values (a failing hook Job is not run again on
@@ -134,7 +134,7 @@ func (in *Installer) Install(ctx context.Context, bd *rukpakv1alpha1.BundleDeplo
 		// A name whose earlier installs all failed is reused, as
 		// `helm install --replace` does.
 		act.Replace = len(hist) > 0
-		act.Timeout = in.timeout()
+		act.Timeout = in.timeout(cfg)
 		act.PostRenderer = pr
 		act.Labels = labels
 		rel, err = act.RunWithContext(ctx, ch, vals)
@@ -145,7 +145,7 @@ func (in *Installer) Install(ctx context.Context, bd *rukpakv1alpha1.BundleDeplo
 		// Values are exactly what spec.config says, never the previous
 		// revision's.
 		act.ResetValues = true
-		act.Timeout = in.timeout()
+		act.Timeout = in.timeout(cfg)
 		act.PostRenderer = pr
 		act.Labels = labels
 		rel, err = act.RunWithContext(ctx, bd.Name, ch, vals)
@@ -174,7 +174,7 @@ func (in *Installer) Uninstall(ctx context.Context, name string) ([]string, erro
 	last, _ := latest(hist)
 	kc := &guardedKube{Client: in.Releases.NewKubeClient(last.Namespace), forbidden: in.Releases.Namespace()}
 	act := action.NewUninstall(in.Releases.ActionConfig(ctx, kc))
-	act.Timeout = in.timeout()
+	act.Timeout = in.timeout(nil)
 	act.DeletionPropagation = string(metav1.DeletePropagationBackground)
 	if _, err := act.Run(name); err != nil {
 		return nil, in.failed(ctx, "uninstalling", name, err, nil)
@@ -206,7 +206,12 @@ func (in *Installer) DeleteIfOwned(ctx context.Context, o *unstructured.Unstruct
 	return "", nil
 }
 
-func (in *Installer) timeout() time.Duration {
+// timeout is cfg's spec.config.timeout, else the Installer's (uninstalls,
+// which run after the spec is gone, use the Installer's).
+func (in *Installer) timeout(cfg *Config) time.Duration {
+	if cfg != nil && cfg.timeout > 0 {
+		return cfg.timeout
+	}
 	if in.Timeout > 0 {
 		return in.Timeout
 	}

@@ -35,6 +35,9 @@ func TestParseConfig(t *testing.T) {
 		config, err string
 	}{
 		{`{"installNamespace":"apps","values":"a: 1","valuesFrom":[{"kind":"Secret","name":"s","key":"v.yaml","optional":true}]}`, ""},
+		{`{"installNamespace":"apps","timeout":"90s"}`, ""},
+		{`{"installNamespace":"apps","timeout":"2h"}`, `spec.config.timeout "2h" is not a duration between 0 and 30m0s (e.g. 90s, 10m)`},
+		{`{"installNamespace":"apps","timeout":"soon"}`, `spec.config.timeout "soon" is not a duration between 0 and 30m0s (e.g. 90s, 10m)`},
 		{``, "spec.config.installNamespace is required for helm charts: it is the release's namespace (.Release.Namespace), where objects without a namespace go"},
 		{`{"installNamespace":"Apps"}`, `spec.config.installNamespace "Apps" is not a valid namespace name: a lowercase RFC 1123 label must consist of`},
 		{`{"installNamespace":"rukpak-system"}`, `spec.config.installNamespace "rukpak-system" is the provisioner's namespace, which holds release records and credentials: charts may not install objects there`},

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	"helm.sh/helm/v3/pkg/chartutil"
 	corev1 "k8s.io/api/core/v1"
@@ -28,6 +29,11 @@ type Config struct {
 	// ValuesFrom are ConfigMaps and Secrets of the provisioner's namespace
 	// holding values documents, merged in order (later ones win).
 	ValuesFrom []ValuesSource `json:"valuesFrom,omitempty"`
+	// Timeout bounds each hook's run and Helm's wait for it (a Go
+	// duration, at most maxTimeout); empty means the provisioner's.
+	Timeout string `json:"timeout,omitempty"`
+
+	timeout time.Duration
 }
 
 // ValuesSource is one ConfigMap or Secret key holding a values document.
@@ -54,7 +60,10 @@ const (
 	maxValuesSources = 16
 	// maxValuesBytes bounds all values documents of one BundleDeployment
 	// together, spec.config.values included.
-	maxValuesBytes   = 1 << 20
+	maxValuesBytes = 1 << 20
+	// maxTimeout bounds spec.config.timeout: a worker of the class waits
+	// that long for a hook at most.
+	maxTimeout       = 30 * time.Minute
 	defaultValuesKey = "values.yaml"
 )
 
@@ -76,6 +85,13 @@ func ParseConfig(bd *rukpakv1alpha1.BundleDeployment, provisionerNamespace strin
 		return nil, fmt.Errorf("spec.config.installNamespace %q is not a valid namespace name: %s", ns, strings.Join(validation.IsDNS1123Label(ns), "; "))
 	case ns == provisionerNamespace:
 		return nil, fmt.Errorf("spec.config.installNamespace %q is the provisioner's namespace, which holds release records and credentials: charts may not install objects there", ns)
+	}
+	if cfg.Timeout != "" {
+		d, err := time.ParseDuration(cfg.Timeout)
+		if err != nil || d <= 0 || d > maxTimeout {
+			return nil, fmt.Errorf("spec.config.timeout %q is not a duration between 0 and %s (e.g. 90s, 10m)", cfg.Timeout, maxTimeout)
+		}
+		cfg.timeout = d
 	}
 	if len(cfg.ValuesFrom) > maxValuesSources {
 		return nil, fmt.Errorf("spec.config.valuesFrom has %d sources, more than the maximum %d", len(cfg.ValuesFrom), maxValuesSources)

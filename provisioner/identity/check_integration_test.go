@@ -1,30 +1,13 @@
-package identity_test
+package identity
 
 import (
 	"context"
-	"strings"
 	"testing"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	"github.com/rukpak-dev/rukpak/internal/testenv"
-	"github.com/rukpak-dev/rukpak/provisioner/identity"
 )
-
-func decode(t *testing.T, docs string) []*unstructured.Unstructured {
-	t.Helper()
-	var objs []*unstructured.Unstructured
-	for _, d := range strings.Split(docs, "\n---\n") {
-		u := &unstructured.Unstructured{}
-		if err := yaml.Unmarshal([]byte(d), &u.Object); err != nil {
-			t.Fatal(err)
-		}
-		objs = append(objs, u)
-	}
-	return objs
-}
 
 // The escalation rules as the API server applies them, against a real one:
 // what the identity holds through its bindings covers a role's rules;
@@ -35,7 +18,7 @@ func decode(t *testing.T, docs string) []*unstructured.Unstructured {
 func TestMissingEscalation(t *testing.T) {
 	env := testenv.Start(t)
 	ctx := context.Background()
-	for _, o := range decode(t, `apiVersion: v1
+	for _, o := range objects(t, `apiVersion: v1
 kind: Namespace
 metadata: {name: esc}
 ---
@@ -74,7 +57,7 @@ subjects: [{kind: Group, name: "system:serviceaccounts:esc"}]`) {
 	}
 	bind := func(sa string, roles ...string) {
 		for _, r := range roles {
-			for _, o := range decode(t, `apiVersion: rbac.authorization.k8s.io/v1
+			for _, o := range objects(t, `apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRoleBinding
 metadata: {name: `+sa+`-`+r+`}
 roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: `+r+`}
@@ -89,23 +72,23 @@ subjects: [{kind: ServiceAccount, name: `+sa+`, namespace: esc}]`) {
 	bind("escalator", "esc-apply", "esc-escalate")
 	bind("binder", "esc-apply", "esc-bind")
 
-	clients, err := identity.NewClients(env.Config, env.Client.RESTMapper(), 0)
+	clients, err := NewClients(env.Config, env.Client.RESTMapper(), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	checker := &identity.Checker{Mapper: env.Client.RESTMapper(), RBAC: env.Client}
+	checker := &Checker{Mapper: env.Client.RESTMapper(), RBAC: env.Client}
 	missing := func(sa, docs string) string {
 		t.Helper()
-		id := identity.ServiceAccount{Namespace: "esc", Name: sa}
+		id := ServiceAccount{Namespace: "esc", Name: sa}
 		as, err := clients.For(id)
 		if err != nil {
 			t.Fatal(err)
 		}
-		rules, err := checker.Missing(ctx, id, as, decode(t, docs))
+		rules, err := checker.Missing(ctx, id, as, objects(t, docs))
 		if err != nil {
 			t.Fatal(err)
 		}
-		return identity.Format(rules, 1<<20)
+		return Format(rules, 1<<20)
 	}
 	const podsRole = `apiVersion: rbac.authorization.k8s.io/v1
 kind: Role
@@ -169,11 +152,11 @@ in namespace "default" (Role):
 			}
 			// The API server agrees: a dry-run create as the identity
 			// passes exactly when nothing is missing.
-			as, err := clients.For(identity.ServiceAccount{Namespace: "esc", Name: tc.sa})
+			as, err := clients.For(ServiceAccount{Namespace: "esc", Name: tc.sa})
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, o := range decode(t, tc.docs) {
+			for _, o := range objects(t, tc.docs) {
 				err := as.Create(ctx, o, client.DryRunAll)
 				if (err == nil) != (tc.want == "") {
 					t.Errorf("dry-run create of %s %s as %s: %v", o.GetKind(), o.GetName(), tc.sa, err)

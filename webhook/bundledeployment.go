@@ -11,7 +11,8 @@ import (
 )
 
 // BundleDeploymentValidator admits BundleDeployments: the template's source
-// follows the same rules as a Bundle's.
+// follows the same rules as a Bundle's, and the user may act as the
+// ServiceAccount spec.serviceAccount names.
 type BundleDeploymentValidator struct {
 	Sources *SourceValidator
 }
@@ -20,27 +21,29 @@ var _ admission.Validator[*rukpakv1alpha1.BundleDeployment] = &BundleDeploymentV
 
 var templateSourcePath = field.NewPath("spec", "template", "spec", "source")
 
-// ValidateCreate checks the template's source.
+// ValidateCreate checks the template's source and the ServiceAccount.
 func (v *BundleDeploymentValidator) ValidateCreate(ctx context.Context, bd *rukpakv1alpha1.BundleDeployment) (admission.Warnings, error) {
-	return nil, v.validate(ctx, bd)
+	errs := v.Sources.Validate(ctx, templateSourcePath, bd.Spec.Template.Spec.Source)
+	errs = append(errs, v.Sources.checkServiceAccount(ctx, bd.Spec.ServiceAccount)...)
+	return nil, invalid(rukpakv1alpha1.GroupVersion.WithKind("BundleDeployment").GroupKind(), bd.Name, errs)
 }
 
-// ValidateUpdate checks the template's source when it changes. An unchanged
-// template was checked before, and re-checking it could block finalizer
-// removal because of a ConfigMap edited since.
+// ValidateUpdate checks the template's source and the ServiceAccount when
+// they change. What is unchanged was checked before, and re-checking it
+// could block finalizer removal because of a ConfigMap edited (or a
+// permission withdrawn) since.
 func (v *BundleDeploymentValidator) ValidateUpdate(ctx context.Context, oldBD, newBD *rukpakv1alpha1.BundleDeployment) (admission.Warnings, error) {
-	if equality.Semantic.DeepEqual(oldBD.Spec.Template.Spec.Source, newBD.Spec.Template.Spec.Source) {
-		return nil, nil
+	var errs field.ErrorList
+	if !equality.Semantic.DeepEqual(oldBD.Spec.Template.Spec.Source, newBD.Spec.Template.Spec.Source) {
+		errs = v.Sources.Validate(ctx, templateSourcePath, newBD.Spec.Template.Spec.Source)
 	}
-	return nil, v.validate(ctx, newBD)
+	if !equality.Semantic.DeepEqual(oldBD.Spec.ServiceAccount, newBD.Spec.ServiceAccount) {
+		errs = append(errs, v.Sources.checkServiceAccount(ctx, newBD.Spec.ServiceAccount)...)
+	}
+	return nil, invalid(rukpakv1alpha1.GroupVersion.WithKind("BundleDeployment").GroupKind(), newBD.Name, errs)
 }
 
 // ValidateDelete allows every deletion.
 func (v *BundleDeploymentValidator) ValidateDelete(context.Context, *rukpakv1alpha1.BundleDeployment) (admission.Warnings, error) {
 	return nil, nil
-}
-
-func (v *BundleDeploymentValidator) validate(ctx context.Context, bd *rukpakv1alpha1.BundleDeployment) error {
-	errs := v.Sources.Validate(ctx, templateSourcePath, bd.Spec.Template.Spec.Source)
-	return invalid(rukpakv1alpha1.GroupVersion.WithKind("BundleDeployment").GroupKind(), bd.Name, errs)
 }

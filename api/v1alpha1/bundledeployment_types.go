@@ -38,6 +38,8 @@ type BundleDeploymentSpec struct {
 	// only, from the namespace of their namespaced object. Before anything
 	// is applied, the provisioner checks that it may do everything the
 	// bundle needs and lists the missing rules in the Installed condition.
+	// Setting or changing it requires impersonate on the ServiceAccount
+	// (the webhook checks), as acting as it directly would.
 	// Unset: the provisioner's --default-service-account, else the
 	// provisioner's own identity (unless the provisioner requires one).
 	// +optional

@@ -24,6 +24,9 @@ type RenderOptions struct {
 	// Helm's defaults (as `helm template`).
 	KubeVersion *chartutil.KubeVersion
 	APIVersions []string
+	// Limits bound running the templates; unset fields take
+	// DefaultSandboxLimits.
+	Limits SandboxLimits
 }
 
 // Rendered is what installing a chart applies.
@@ -40,9 +43,31 @@ type Rendered struct {
 // action in client-only dry-run mode (`helm template`): the same value
 // coalescing, values.schema.json validation, dependency conditions and
 // engine as the provisioner's installs, which run that action for real.
-// Without a cluster, `lookup` finds nothing. (rukpakctl render prints this;
-// installs do not call it, they run action.Install themselves.)
+// The templates run in a bounded child process (Freeze, within
+// opts.Limits);
+// without a cluster, `lookup` finds nothing. (rukpakctl render prints
+// this; installs do not call it, they run action.Install themselves.)
 func Render(ctx context.Context, ch *chart.Chart, vals map[string]any, opts RenderOptions) (*Rendered, error) {
+	// The install action checks the name before anything is rendered.
+	if err := chartutil.ValidateReleaseName(opts.ReleaseName); err != nil {
+		return nil, fmt.Errorf("rendering chart %q: release name %q: %w", ch.Name(), opts.ReleaseName, err)
+	}
+	// The capabilities of a client-only install (action.Install).
+	caps := chartutil.DefaultCapabilities.Copy()
+	if opts.KubeVersion != nil {
+		caps.KubeVersion = *opts.KubeVersion
+	}
+	caps.APIVersions = append(caps.APIVersions, opts.APIVersions...)
+	if vals == nil {
+		vals = map[string]any{}
+	}
+	frozen, err := Freeze(ctx, ch, vals, FreezeInput{
+		Release:      chartutil.ReleaseOptions{Name: opts.ReleaseName, Namespace: opts.Namespace, Revision: 1, IsInstall: true},
+		Capabilities: caps,
+	}, opts.Limits)
+	if err != nil {
+		return nil, err
+	}
 	act := action.NewInstall(&action.Configuration{Log: func(string, ...any) {}})
 	act.DryRun = true
 	act.ClientOnly = true
@@ -51,7 +76,7 @@ func Render(ctx context.Context, ch *chart.Chart, vals map[string]any, opts Rend
 	act.Namespace = opts.Namespace
 	act.KubeVersion = opts.KubeVersion
 	act.APIVersions = opts.APIVersions
-	rel, err := act.RunWithContext(ctx, ch, vals)
+	rel, err := act.RunWithContext(ctx, frozen, vals)
 	if err != nil {
 		return nil, fmt.Errorf("rendering chart %q: %w", ch.Name(), err)
 	}

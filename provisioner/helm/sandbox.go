@@ -1,0 +1,387 @@
+package helm
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path"
+	"runtime/debug"
+	"strings"
+	"syscall"
+	"testing/fstest"
+	"time"
+
+	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/engine"
+	"k8s.io/client-go/rest"
+
+	"github.com/rukpak-dev/rukpak/provisioner/plain"
+)
+
+// Helm's template engine is bounded neither in time nor in memory (a chart
+// may `range until 100000000` or double a string a hundred times), and a
+// render cannot be cancelled. So a chart's templates are never executed in
+// the provisioner's (or rukpakctl's) process: Freeze executes them in a
+// child process (the running binary again, see init) capped in address
+// space and killed at a deadline, and returns the chart with every template
+// replaced by the text it rendered to. Helm's install and upgrade actions
+// then render that frozen chart in process, which costs time and memory
+// linear in its size, and install exactly what the child rendered: nothing
+// the child's limits did not see runs twice, so randomness, the time or a
+// lookup cannot make the second render differ from the first.
+
+// SandboxLimits bound rendering one chart in the child process. Unset
+// (zero) fields take DefaultSandboxLimits.
+type SandboxLimits struct {
+	// Memory is the address space the child may add to what it has
+	// mapped when it starts (its binary, the Go runtime), with the chart,
+	// the values and the rendered output in it.
+	Memory int64
+	// Timeout bounds the child's whole run, its start included.
+	Timeout time.Duration
+	// Output bounds the rendered text of all templates together.
+	Output int64
+}
+
+// DefaultSandboxLimits render every chart of the shared test data with room
+// to spare (prometheus-operator-crds, the largest, renders 4.4 MB within 96
+// MiB, not within 48, in about a second): Output is LoadChart's bound on a
+// chart's files.
+var DefaultSandboxLimits = SandboxLimits{
+	Memory:  512 << 20,
+	Timeout: 30 * time.Second,
+	Output:  DefaultLimits.MaxTotalBytes,
+}
+
+// OrDefault fills unset fields from DefaultSandboxLimits.
+func (l SandboxLimits) OrDefault() SandboxLimits {
+	if l.Memory <= 0 {
+		l.Memory = DefaultSandboxLimits.Memory
+	}
+	if l.Timeout <= 0 {
+		l.Timeout = DefaultSandboxLimits.Timeout
+	}
+	if l.Output <= 0 {
+		l.Output = DefaultSandboxLimits.Output
+	}
+	return l
+}
+
+// FreezeInput is what a render depends on besides the chart and values:
+// exactly what Helm's install or upgrade action would render with.
+type FreezeInput struct {
+	// Release is .Release: an install renders revision 1 with IsInstall,
+	// an upgrade the last revision + 1 with IsUpgrade, in the namespace of
+	// the release it upgrades.
+	Release chartutil.ReleaseOptions
+	// Capabilities are the cluster's (action.Configuration.Capabilities,
+	// which the action must then use too); nil takes Helm's defaults.
+	Capabilities *chartutil.Capabilities
+	// RESTConfig, when set, lets `lookup` read the cluster as this config
+	// may (as an install does); nil finds nothing (as `helm template`).
+	// Only its address, TLS settings, bearer token and impersonation are
+	// passed on.
+	RESTConfig *rest.Config
+}
+
+// Freeze renders ch's templates with vals in a child process within limits
+// and returns a copy of ch whose templates are the text they rendered to
+// (partials emptied, templates of subcharts that vals disable emptied);
+// ch is not changed. Installing the copy with the same vals and input
+// installs what installing ch would have. Errors name the limit a render
+// went over, or carry Helm's message.
+func Freeze(ctx context.Context, ch *chart.Chart, vals map[string]any, in FreezeInput, limits SandboxLimits) (*chart.Chart, error) {
+	files, err := renderSandboxed(ctx, ch, vals, in, limits.OrDefault())
+	if err != nil {
+		return nil, err
+	}
+	return frozen(ch, files), nil
+}
+
+// sandboxEnv, set to sandboxEnvValue, makes a binary that links this
+// package the child: it renders the request on stdin and exits.
+const (
+	sandboxEnv      = "RUKPAK_HELM_RENDER_SANDBOX"
+	sandboxEnvValue = "child-v1"
+)
+
+// init runs the child before main (and before a test binary's TestMain),
+// so the provisioner, rukpakctl and every test binary linking this package
+// can render in a child of themselves, with no other binary to ship.
+func init() {
+	if os.Getenv(sandboxEnv) == sandboxEnvValue {
+		os.Exit(sandboxChild(os.Stdin, os.Stdout))
+	}
+}
+
+type sandboxRequest struct {
+	Files        map[string][]byte        `json:"files"`
+	Values       map[string]any           `json:"values"`
+	Release      chartutil.ReleaseOptions `json:"release"`
+	Capabilities *chartutil.Capabilities  `json:"capabilities,omitempty"`
+	REST         *sandboxREST             `json:"rest,omitempty"`
+	Memory       int64                    `json:"memory"`
+	Limits       Limits                   `json:"limits"`
+}
+
+type sandboxREST struct {
+	Host, APIPath   string
+	BearerToken     string
+	BearerTokenFile string
+	TLS             rest.TLSClientConfig
+	Impersonate     rest.ImpersonationConfig
+}
+
+type sandboxResponse struct {
+	Files map[string]string `json:"files,omitempty"`
+	Error string            `json:"error,omitempty"`
+}
+
+// sandboxExitNoMemory is the child's exit code when its address space ran
+// out where Go reports it as an error rather than a fatal runtime error.
+const sandboxExitNoMemory = 3
+
+func renderSandboxed(ctx context.Context, ch *chart.Chart, vals map[string]any, in FreezeInput, limits SandboxLimits) (map[string]string, error) {
+	// The chart loaded in this process; the child loads it within the
+	// same bounds (the YAML ones may come from the provisioner's flags).
+	load := DefaultLimits
+	load.YAML = plain.DefaultLimits
+	req := sandboxRequest{Values: vals, Release: in.Release, Capabilities: in.Capabilities, Memory: limits.Memory, Limits: load}
+	req.Files = map[string][]byte{}
+	for _, f := range ch.Raw {
+		req.Files[path.Join(ChartDir, f.Name)] = f.Data
+	}
+	if c := in.RESTConfig; c != nil {
+		if c.ExecProvider != nil || c.AuthProvider != nil || c.Transport != nil || c.WrapTransport != nil || c.Dial != nil || c.Username != "" {
+			return nil, errors.New("rendering in a child process: the cluster's REST config authenticates in a way the child cannot be given (only bearer tokens and client certificates are)")
+		}
+		req.REST = &sandboxREST{Host: c.Host, APIPath: c.APIPath, BearerToken: c.BearerToken, BearerTokenFile: c.BearerTokenFile, TLS: c.TLSClientConfig, Impersonate: c.Impersonate}
+	}
+	body, err := json.Marshal(req)
+	if err != nil {
+		return nil, fmt.Errorf("rendering chart %q: encoding the request: %w", ch.Name(), err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("rendering chart %q: finding the running binary: %w", ch.Name(), err)
+	}
+
+	parent := ctx
+	ctx, cancel := context.WithTimeout(ctx, limits.Timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, self)
+	cmd.Env = []string{sandboxEnv + "=" + sandboxEnvValue, "GOMAXPROCS=1"}
+	cmd.Stdin = bytes.NewReader(body)
+	stdout := &capped{max: limits.Output*2 + 1<<20}
+	stderr := &capped{max: 4 << 10, tail: true}
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	// The child dies with its parent.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	cmd.WaitDelay = time.Second
+	runErr := cmd.Run()
+	switch {
+	case parent.Err() != nil:
+		return nil, fmt.Errorf("rendering chart %q: %w", ch.Name(), parent.Err())
+	case ctx.Err() != nil:
+		return nil, fmt.Errorf("rendering chart %q did not finish within the time limit of %s", ch.Name(), limits.Timeout)
+	case stdout.over:
+		return nil, fmt.Errorf("rendering chart %q: the rendered templates exceed the limit of %d bytes", ch.Name(), limits.Output)
+	case runErr != nil && (outOfMemory(stderr.String()) || exitCode(runErr) == sandboxExitNoMemory):
+		return nil, fmt.Errorf("rendering chart %q exceeded the memory limit of %d MiB", ch.Name(), limits.Memory>>20)
+	case runErr != nil:
+		return nil, fmt.Errorf("rendering chart %q in a child process: %w: %s", ch.Name(), runErr, oneLine(stderr.String()))
+	}
+	var resp sandboxResponse
+	if err := json.Unmarshal(stdout.Bytes(), &resp); err != nil {
+		return nil, fmt.Errorf("rendering chart %q: reading the child's answer: %w", ch.Name(), err)
+	}
+	if resp.Error != "" {
+		return nil, fmt.Errorf("rendering chart %q: %s", ch.Name(), resp.Error)
+	}
+	var n int64
+	for _, s := range resp.Files {
+		n += int64(len(s))
+	}
+	if n > limits.Output {
+		return nil, fmt.Errorf("rendering chart %q: the rendered templates exceed the limit of %d bytes", ch.Name(), limits.Output)
+	}
+	return resp.Files, nil
+}
+
+// sandboxChild is the child: it caps its address space, loads the chart
+// as LoadChart does and renders it as Helm's install action does
+// (dependencies processed, values coalesced and checked against the
+// schema, the engine run with lookups when given a cluster).
+func sandboxChild(stdin io.Reader, stdout io.Writer) int {
+	var req sandboxRequest
+	if err := json.NewDecoder(stdin).Decode(&req); err != nil {
+		fmt.Fprintf(os.Stderr, "decoding the request: %v\n", err)
+		return 1
+	}
+	if err := capAddressSpace(req.Memory); err != nil {
+		fmt.Fprintf(os.Stderr, "capping memory: %v\n", err)
+		return 1
+	}
+	// Collect garbage harder before the cap is reached.
+	debug.SetMemoryLimit(req.Memory / 2)
+	files, err := sandboxRender(&req)
+	resp := sandboxResponse{Files: files}
+	if err != nil {
+		if errors.Is(err, syscall.ENOMEM) {
+			return sandboxExitNoMemory
+		}
+		resp = sandboxResponse{Error: err.Error()}
+	}
+	req = sandboxRequest{} // garbage before encoding the answer
+	if err := json.NewEncoder(stdout).Encode(resp); err != nil {
+		fmt.Fprintf(os.Stderr, "writing the answer: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func sandboxRender(req *sandboxRequest) (map[string]string, error) {
+	fsys := make(fstest.MapFS, len(req.Files))
+	for name, data := range req.Files {
+		fsys[name] = &fstest.MapFile{Data: data, Mode: 0o644}
+	}
+	ch, err := LoadChartLimited(fsys, req.Limits)
+	if err != nil {
+		return nil, err
+	}
+	if req.Values == nil {
+		req.Values = map[string]any{}
+	}
+	if err := chartutil.ProcessDependenciesWithMerge(ch, req.Values); err != nil {
+		return nil, err
+	}
+	caps := req.Capabilities
+	if caps == nil {
+		caps = chartutil.DefaultCapabilities.Copy()
+	}
+	// Helm's renderResources checks this before rendering.
+	if v := ch.Metadata.KubeVersion; v != "" && !chartutil.IsCompatibleRange(v, caps.KubeVersion.String()) {
+		return nil, fmt.Errorf("chart requires kubeVersion: %s which is incompatible with Kubernetes %s", v, caps.KubeVersion.String())
+	}
+	top, err := chartutil.ToRenderValuesWithSchemaValidation(ch, req.Values, req.Release, caps, false)
+	if err != nil {
+		return nil, err
+	}
+	if r := req.REST; r != nil {
+		cfg := &rest.Config{Host: r.Host, APIPath: r.APIPath, BearerToken: r.BearerToken, BearerTokenFile: r.BearerTokenFile, TLSClientConfig: r.TLS, Impersonate: r.Impersonate}
+		return engine.New(cfg).Render(ch, top)
+	}
+	var e engine.Engine
+	return e.Render(ch, top)
+}
+
+// capAddressSpace lets the process map at most extra bytes more than it
+// has mapped now; the Go runtime then fails (fatally, "out of memory")
+// where an allocation would go over.
+func capAddressSpace(extra int64) error {
+	status, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return fmt.Errorf("reading the address space size: %w", err)
+	}
+	var kib int64
+	for _, line := range strings.Split(string(status), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmSize:"); ok {
+			if _, err := fmt.Sscanf(strings.TrimSpace(v), "%d kB", &kib); err != nil {
+				return fmt.Errorf("parsing VmSize %q: %w", v, err)
+			}
+		}
+	}
+	if kib == 0 {
+		return errors.New("no VmSize in /proc/self/status")
+	}
+	limit := uint64(kib<<10 + extra)
+	if err := syscall.Setrlimit(syscall.RLIMIT_AS, &syscall.Rlimit{Cur: limit, Max: limit}); err != nil {
+		return fmt.Errorf("setting RLIMIT_AS: %w", err)
+	}
+	return nil
+}
+
+func outOfMemory(stderr string) bool {
+	for _, s := range []string{"out of memory", "cannot allocate memory", "failed to create new OS thread"} {
+		if strings.Contains(stderr, s) {
+			return true
+		}
+	}
+	return false
+}
+
+func exitCode(err error) int {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode()
+	}
+	return -1
+}
+
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// frozen copies ch (and its subcharts) with every template replaced by a
+// template that prints what it rendered to.
+func frozen(ch *chart.Chart, files map[string]string) *chart.Chart {
+	cp := *ch
+	cp.Templates = make([]*chart.File, 0, len(ch.Templates))
+	for _, t := range ch.Templates {
+		text := ""
+		if !strings.HasPrefix(path.Base(t.Name), "_") {
+			text = files[path.Join(ch.ChartFullPath(), t.Name)]
+		}
+		cp.Templates = append(cp.Templates, &chart.File{Name: t.Name, Data: []byte(literal(text))})
+	}
+	deps := make([]*chart.Chart, 0, len(ch.Dependencies()))
+	for _, d := range ch.Dependencies() {
+		deps = append(deps, frozen(d, files))
+	}
+	cp.SetDependencies(deps...)
+	return &cp
+}
+
+// literal is a Go template printing s as it is: raw string actions, with
+// the backquotes a raw string cannot hold printed by interpreted ones.
+func literal(s string) string {
+	if s == "" {
+		return ""
+	}
+	return "{{`" + strings.ReplaceAll(s, "`", "`}}{{\"`\"}}{{`") + "`}}"
+}
+
+// capped is a writer that keeps at most max bytes: the first ones, or with
+// tail the last ones; over says whether more were written.
+type capped struct {
+	bytes.Buffer
+	max  int64
+	tail bool
+	over bool
+}
+
+func (c *capped) Write(p []byte) (int, error) {
+	n := len(p)
+	if room := c.max - int64(c.Len()); int64(len(p)) > room {
+		c.over = true
+		if !c.tail {
+			if room > 0 {
+				c.Buffer.Write(p[:room])
+			}
+			return n, nil
+		}
+		keep := append(c.Bytes(), p...)
+		if int64(len(keep)) > c.max {
+			keep = keep[int64(len(keep))-c.max:]
+		}
+		c.Reset()
+		c.Buffer.Write(keep)
+		return n, nil
+	}
+	c.Buffer.Write(p)
+	return n, nil
+}

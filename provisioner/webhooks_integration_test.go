@@ -22,9 +22,12 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
 
 	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
+	"github.com/rukpak-dev/rukpak/internal/testcertmanager"
+	"github.com/rukpak-dev/rukpak/internal/testenv"
 	"github.com/rukpak-dev/rukpak/internal/testregistry"
 	"github.com/rukpak-dev/rukpak/provisioner/servingcert"
 )
@@ -484,3 +487,94 @@ spec:
       operations: [CREATE, UPDATE, DELETE]
       resources: [secrets, configmaps]
 `
+
+// TestIntegrationWebhookCertManager installs a bundle with webhooks with
+// spec.config.certificateProvider cert-manager against a running
+// cert-manager: its Certificate fills the Secret the operator mounts, its
+// CA injector the CA bundles, and the provisioner leaves the injected
+// caBundle alone (no drift correction, no new release revision).
+func TestIntegrationWebhookCertManager(t *testing.T) {
+	h := newHarness(t)
+	user, err := h.env.Env.AddUser(envtest.User{Name: "cert-manager", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kcfg, err := user.KubeConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kubeconfig, kcfg, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	testcertmanager.Start(t, testenv.Kubectl(t), kubeconfig)
+
+	wb := webhookBundles[3]
+	wb.config = `{"certificateProvider":"cert-manager"}`
+	name := "marin3r-cert-manager"
+	h.installWebhookBundle(name, wb)
+	ctx := context.Background()
+	secret := &corev1.Secret{}
+	eventually(t, "cert-manager's certificate and CA injection", func() error {
+		if err := h.c.Get(ctx, client.ObjectKey{Namespace: wb.namespace, Name: wb.secret}, secret); err != nil {
+			return err
+		}
+		vs := &admissionregistrationv1.ValidatingWebhookConfigurationList{}
+		if err := h.c.List(ctx, vs, client.MatchingLabels{rukpakv1alpha1.LabelOwnerName: name}); err != nil {
+			return err
+		}
+		if len(vs.Items) != wb.validating {
+			return fmt.Errorf("%d validating webhook configurations", len(vs.Items))
+		}
+		for _, v := range vs.Items {
+			if got := v.Annotations["cert-manager.io/inject-ca-from"]; got != wb.namespace+"/"+wb.secret {
+				t.Fatalf("%s: cert-manager.io/inject-ca-from %q", v.Name, got)
+			}
+			for _, w := range v.Webhooks {
+				if len(w.ClientConfig.CABundle) == 0 || string(w.ClientConfig.CABundle) != string(secret.Data["ca.crt"]) {
+					return fmt.Errorf("%s: caBundle is not the Secret's ca.crt yet", w.Name)
+				}
+			}
+		}
+		return nil
+	})
+	names := servingcert.ServiceDNSNames(wb.service, wb.namespace)
+	block, _ := pem.Decode(secret.Data["tls.crt"])
+	if block == nil {
+		t.Fatal("cert-manager's Secret holds no certificate")
+	}
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(cert.DNSNames, names) {
+		t.Fatalf("certificate for %v, want %v", cert.DNSNames, names)
+	}
+
+	// The injected caBundle is cert-manager's field: a reconcile changes
+	// nothing.
+	version := h.releaseVersion(name)
+	h.updateBD(name, func(bd *rukpakv1alpha1.BundleDeployment) {
+		if bd.Annotations == nil {
+			bd.Annotations = map[string]string{}
+		}
+		bd.Annotations[rukpakv1alpha1.AnnotationReconcileRequestedAt] = "after-injection"
+	})
+	eventually(t, "the requested reconcile", func() error {
+		if got := h.bd(name).Status.LastHandledReconcileAt; got != "after-injection" {
+			return fmt.Errorf("last handled reconcile %q", got)
+		}
+		return nil
+	})
+	h.waitBD(name, rukpakv1alpha1.TypeInstalled, metav1.ConditionTrue, rukpakv1alpha1.ReasonInstallationSucceeded, "")
+	if v := h.releaseVersion(name); v != version {
+		t.Errorf("release revision %d after a reconcile, was %d", v, version)
+	}
+	v := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+	if err := h.c.Get(ctx, client.ObjectKey{Name: "envoyconfig.marin3r.3scale.net-v1alpha1"}, v); err != nil {
+		t.Fatal(err)
+	}
+	if string(v.Webhooks[0].ClientConfig.CABundle) != string(secret.Data["ca.crt"]) {
+		t.Fatal("the provisioner removed the caBundle cert-manager injected")
+	}
+}

@@ -28,6 +28,7 @@ type renderOptions struct {
 	format          string
 	installNS       string
 	watchNamespaces []string
+	certProvider    string
 	image           imageOptions
 	limits          unpack.Limits
 	chart           chartOptions
@@ -62,9 +63,11 @@ hooks of no install event last. --values and --set are Helm's flags
 Without a cluster, Helm's lookup finds nothing and capabilities are Helm's
 defaults unless --kube-version and --api-versions say otherwise.
 
---install-namespace and --watch-namespaces apply to registry+v1 bundles and
-mean what spec.config.installNamespace and spec.config.watchNamespaces of a
-BundleDeployment mean.`,
+--install-namespace, --watch-namespaces and --certificate-provider apply to
+registry+v1 bundles and mean what spec.config.installNamespace,
+spec.config.watchNamespaces and spec.config.certificateProvider of a
+BundleDeployment mean. Webhook certificates and CA bundles, issued at
+install, show as placeholders.`,
 		Example: `  rukpakctl render ./my-bundle
   rukpakctl render ./etcd-bundle --install-namespace etcd --watch-namespaces etcd
   rukpakctl render 127.0.0.1:5001/etcd-bundle:v0.9.4
@@ -91,6 +94,7 @@ func bindRenderFlags(cmd *cobra.Command, o *renderOptions) {
 	o.limits.BindFlags(limits)
 	cmd.Flags().AddGoFlagSet(limits)
 	bindChartFlags(cmd, &o.chart)
+	cmd.Flags().StringVar(&o.certProvider, "certificate-provider", "", "registry+v1: issuer of the webhooks' serving certificates, rukpak (the provisioner, default) or cert-manager")
 	cmd.Flags().StringSliceVar(&o.watchNamespaces, "watch-namespaces", nil, "registry+v1: comma-separated namespaces the operator watches (default: all namespaces if the CSV supports AllNamespaces, else the install namespace if it supports OwnNamespace)")
 }
 
@@ -130,6 +134,9 @@ func (o renderOptions) run(ctx context.Context, out io.Writer, arg string) error
 		if len(o.watchNamespaces) > 0 {
 			return errors.New("--watch-namespaces only applies to registry+v1 bundles")
 		}
+		if o.certProvider != "" {
+			return errors.New("--certificate-provider only applies to registry+v1 bundles")
+		}
 		return o.chart.render(ctx, out, fsys, o.installNS)
 	}
 	if o.chart.set() {
@@ -141,6 +148,9 @@ func (o renderOptions) run(ctx context.Context, out io.Writer, arg string) error
 		if o.installNS != "" || len(o.watchNamespaces) > 0 {
 			return errors.New("--install-namespace and --watch-namespaces only apply to registry+v1 bundles")
 		}
+		if o.certProvider != "" {
+			return errors.New("--certificate-provider only applies to registry+v1 bundles")
+		}
 		if err := plain.Validate(fsys); err != nil {
 			return err
 		}
@@ -148,7 +158,7 @@ func (o renderOptions) run(ctx context.Context, out io.Writer, arg string) error
 			return err
 		}
 	case formatRegistry:
-		converted, err := registry.Convert(fsys, registry.Options{InstallNamespace: o.installNS, WatchNamespaces: o.watchNamespaces})
+		converted, err := registry.Convert(fsys, registry.Options{InstallNamespace: o.installNS, WatchNamespaces: o.watchNamespaces, CertificateProvider: o.certProvider})
 		if err != nil {
 			return err
 		}

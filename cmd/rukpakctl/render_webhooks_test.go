@@ -65,3 +65,25 @@ func TestRenderWebhooks(t *testing.T) {
 		t.Fatalf("rendered %d webhooks and %d Secrets, want 3 and 1", hooks, secrets)
 	}
 }
+
+// --certificate-provider cert-manager renders cert-manager's Issuer and
+// Certificate instead of the provisioner's certificate Secret.
+func TestRenderWebhooksCertManager(t *testing.T) {
+	out, err := render(t, shared(t, "registry-v1/marin3r-0.13.1"), "--certificate-provider", "cert-manager")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for _, d := range docs(t, out) {
+		if k := strings.Fields(d)[0]; k == "Secret" || k == "Issuer" || k == "Certificate" {
+			kinds = append(kinds, d)
+		}
+	}
+	want := "Issuer marin3r-system/marin3r-controller-webhook-service-cert-selfsigned-issuer,Certificate marin3r-system/marin3r-controller-webhook-service-cert"
+	if strings.Join(kinds, ",") != want {
+		t.Fatalf("certificate objects %q, want %s", kinds, want)
+	}
+	if _, err := render(t, shared(t, "plain/combo-v0.0.2"), "--certificate-provider", "cert-manager"); err == nil || err.Error() != "--certificate-provider only applies to registry+v1 bundles" {
+		t.Fatalf("--certificate-provider on a plain bundle: %v", err)
+	}
+}

@@ -28,6 +28,7 @@ import (
 	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
 	"github.com/rukpak-dev/rukpak/internal/testenv"
 	"github.com/rukpak-dev/rukpak/internal/testregistry"
+	"github.com/rukpak-dev/rukpak/provisioner/conditions"
 	"github.com/rukpak-dev/rukpak/provisioner/helm/install"
 	"github.com/rukpak-dev/rukpak/provisioner/release"
 )
@@ -411,7 +412,8 @@ func TestIntegrationHelmHooksAndCRDs(t *testing.T) {
 		t.Fatalf("message %q (%v), want v3", cfg.Data["message"], err)
 	}
 
-	// A pivot (a new template, so a new Bundle) upgrades the same release.
+	// Values back to the chart's defaults, then a pivot (a new template, so
+	// a new Bundle) upgrades the same release.
 	old := h.bd("hooks").Status.ActiveBundle
 	v2 := t.TempDir()
 	if err := os.CopyFS(v2, os.DirFS(hooksChart)); err != nil {
@@ -425,11 +427,12 @@ func TestIntegrationHelmHooksAndCRDs(t *testing.T) {
 		t.Fatal(err)
 	}
 	src := h.pushChartDir("charts/hooks-v2", v2)
+	h.setConfig("hooks", `{"installNamespace":"hooks"}`)
+	h.waitHistory("hooks", h.stockHistory, "1:superseded", "2:failed", "3:superseded", "4:deployed")
 	h.updateBD("hooks", func(bd *rukpakv1alpha1.BundleDeployment) {
 		bd.Spec.Template.Spec.Source = src
-		bd.Spec.Config = &apiextensionsv1.JSON{Raw: []byte(`{"installNamespace":"hooks"}`)}
 	})
-	h.waitHistory("hooks", h.stockHistory, "1:superseded", "2:failed", "3:superseded", "4:deployed")
+	h.waitHistory("hooks", h.stockHistory, "1:superseded", "2:failed", "3:superseded", "4:superseded", "5:deployed")
 	if err := h.get(cfg, "hooks", "hooks-config"); err != nil || cfg.Data["message"] != "pivoted" {
 		t.Fatalf("message %q (%v) after the pivot, want pivoted", cfg.Data["message"], err)
 	}
@@ -461,6 +464,28 @@ func TestIntegrationHelmHooksAndCRDs(t *testing.T) {
 	if left := h.releaseSecrets("slow"); len(left) > 0 {
 		t.Fatalf("release Secrets left after uninstall: %v", left)
 	}
+
+	// lookup reads the cluster, but not the provisioner's namespace.
+	h.createNamespace("peek")
+	if err := h.c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "peek", Name: "visible"}}); err != nil {
+		t.Fatal(err)
+	}
+	h.createHelmBD("peek", src, `{"installNamespace":"peek","values":"configMapHooks: false\nlookup: {namespace: peek, name: visible}\n"}`)
+	h.waitBD("peek", rukpakv1alpha1.TypeInstalled, metav1.ConditionTrue, rukpakv1alpha1.ReasonInstallationSucceeded, "Instantiated bundle")
+	found := &corev1.ConfigMap{}
+	if err := h.get(found, "peek", "peek-lookup"); err != nil || found.Data["found"] != "visible" {
+		t.Fatalf("lookup in the install namespace found %q (%v), want visible", found.Data["found"], err)
+	}
+	h.setConfig("peek", `{"installNamespace":"peek","values":"configMapHooks: false\nlookup: {namespace: rukpak-system, name: anything}\n"}`)
+	bd := h.waitBD("peek", rukpakv1alpha1.TypeInstalled, metav1.ConditionFalse, rukpakv1alpha1.ReasonUpgradeFailed,
+		`/api/v1/namespaces/rukpak-system/secrets/anything": a chart's lookup may not read the provisioner's namespace "rukpak-system"`)
+	if msg := conditions.Get(bd.Status.Conditions, rukpakv1alpha1.TypeInstalled).Message; !strings.HasPrefix(msg, `upgrading release "peek": template: hooks/templates/objects.yaml:23:42: executing "hooks/templates/objects.yaml" at <lookup "v1" "Secret" .namespace .name>: error calling lookup: Get "https://`) {
+		t.Fatalf("Installed: %s", msg)
+	}
+	if err := h.c.Delete(ctx, h.bd("peek")); err != nil {
+		t.Fatal(err)
+	}
+	h.waitGone(&rukpakv1alpha1.BundleDeployment{}, "", "peek")
 
 	// Uninstall: everything of the release goes, crds/ stays.
 	if err := h.c.Delete(ctx, h.bd("hooks")); err != nil {

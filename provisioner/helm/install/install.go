@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net/http"
 	"sort"
 	"strings"
 	"time"
@@ -24,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -120,6 +122,7 @@ func (in *Installer) Install(ctx context.Context, bd *rukpakv1alpha1.BundleDeplo
 
 	kc := &guardedKube{Client: in.Releases.NewKubeClient(cfg.InstallNamespace), forbidden: in.Releases.Namespace()}
 	acfg := in.Releases.ActionConfig(ctx, kc)
+	acfg.RESTClientGetter = lookupGetter{RESTClientGetter: acfg.RESTClientGetter, forbidden: in.Releases.Namespace()}
 	mapper, err := acfg.RESTClientGetter.ToRESTMapper()
 	if err != nil {
 		return res, fmt.Errorf("creating REST mapper: %w", err)
@@ -439,4 +442,55 @@ func describe(o *unstructured.Unstructured) string {
 		return fmt.Sprintf("%s %s/%s", o.GetKind(), ns, o.GetName())
 	}
 	return fmt.Sprintf("%s %s", o.GetKind(), o.GetName())
+}
+
+// lookupGetter is the getter Helm's engine builds the client of a chart's
+// `lookup` calls from (nothing else in an install or upgrade asks it for a
+// REST config). Charts may read the cluster as Helm lets them, but not
+// the provisioner's namespace, which holds its credentials and the
+// release records, nor list Secrets or ConfigMaps across namespaces (which
+// would include it); and only read.
+type lookupGetter struct {
+	action.RESTClientGetter
+	forbidden string
+}
+
+func (g lookupGetter) ToRESTConfig() (*rest.Config, error) {
+	cfg, err := g.RESTClientGetter.ToRESTConfig()
+	if err != nil {
+		return nil, err
+	}
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return lookupGuard{next: rt, forbidden: g.forbidden}
+	})
+	return cfg, nil
+}
+
+type lookupGuard struct {
+	next      http.RoundTripper
+	forbidden string
+}
+
+func (g lookupGuard) RoundTrip(req *http.Request) (*http.Response, error) {
+	if err := g.allowed(req.Method, req.URL.Path); err != nil {
+		return nil, err
+	}
+	return g.next.RoundTrip(req)
+}
+
+func (g lookupGuard) allowed(method, p string) error {
+	if method != http.MethodGet {
+		return fmt.Errorf("a chart's lookup may only read (%s %s)", method, p)
+	}
+	segs := strings.Split(strings.Trim(p, "/"), "/")
+	for i, s := range segs {
+		if s == "namespaces" && i+1 < len(segs) && segs[i+1] == g.forbidden {
+			return fmt.Errorf("a chart's lookup may not read the provisioner's namespace %q", g.forbidden)
+		}
+	}
+	// /api/v1/secrets, /apis/GROUP/VERSION/... never name these two.
+	if len(segs) == 3 && segs[0] == "api" && (segs[2] == "secrets" || segs[2] == "configmaps") {
+		return fmt.Errorf("a chart's lookup may not list %s across namespaces (the provisioner's namespace holds its credentials)", segs[2])
+	}
+	return nil
 }

@@ -254,3 +254,26 @@ func TestInputsDigest(t *testing.T) {
 		}
 	}
 }
+
+func TestLookupGuard(t *testing.T) {
+	g := lookupGuard{forbidden: "rukpak-system"}
+	for _, tc := range []struct {
+		method, path, err string
+	}{
+		{"GET", "/api/v1/namespaces/apps/secrets/s", ""},
+		{"GET", "/apis/apps/v1/namespaces/apps/deployments", ""},
+		{"GET", "/api/v1/namespaces", ""},
+		{"GET", "/api/v1/namespaces/rukpak-system", `a chart's lookup may not read the provisioner's namespace "rukpak-system"`},
+		{"GET", "/api/v1/namespaces/rukpak-system/secrets/sh.helm.release.v1.x.v1", `a chart's lookup may not read the provisioner's namespace "rukpak-system"`},
+		{"GET", "/apis/core.rukpak.io/v1alpha1/namespaces/rukpak-system/things", `a chart's lookup may not read the provisioner's namespace "rukpak-system"`},
+		{"GET", "/api/v1/secrets", "a chart's lookup may not list secrets across namespaces (the provisioner's namespace holds its credentials)"},
+		{"GET", "/api/v1/configmaps", "a chart's lookup may not list configmaps across namespaces (the provisioner's namespace holds its credentials)"},
+		{"GET", "/apis/apps/v1/deployments", ""},
+		{"DELETE", "/api/v1/namespaces/apps/secrets/s", "a chart's lookup may only read (DELETE /api/v1/namespaces/apps/secrets/s)"},
+	} {
+		err := g.allowed(tc.method, tc.path)
+		if (err == nil) != (tc.err == "") || (err != nil && err.Error() != tc.err) {
+			t.Errorf("%s %s: %v, want %q", tc.method, tc.path, err, tc.err)
+		}
+	}
+}

@@ -21,7 +21,9 @@ import (
 // annotation core.rukpak.io/approved-bundle names that Bundle. While it
 // waits, the reconcile installs the active Bundle instead, so its objects
 // stay as declared (drift correction, health) and the pending Bundle is
-// kept (no pivot deletes it).
+// kept (no pivot deletes it). The same path keeps the active Bundle
+// installed while the Bundle of a new template cannot be installed yet
+// (keepActive): still unpacking, failed to unpack, or invalid objects.
 
 // reasonPivotApproved is the event reason of a pivot that proceeds after
 // its approval.
@@ -76,6 +78,21 @@ func (r *Reconciler) holdPivot(ctx context.Context, bd *rukpakv1alpha1.BundleDep
 	held, err := r.loadActive(ctx, bd, active)
 	if err != nil {
 		return nil, fmt.Errorf("pivot to bundle %q awaits approval, and the active bundle cannot be kept installed meanwhile: %w", b.Name, err)
+	}
+	return held, nil
+}
+
+// keepActive returns the active Bundle to install in place of b, the
+// Bundle of the current template, which cannot be installed (yet); nil
+// when b is the active one or nothing is installed.
+func (r *Reconciler) keepActive(ctx context.Context, bd *rukpakv1alpha1.BundleDeployment, b *rukpakv1alpha1.Bundle) (*heldPivot, error) {
+	active := bd.Status.ActiveBundle
+	if active == "" || active == b.Name {
+		return nil, nil
+	}
+	held, err := r.loadActive(ctx, bd, active)
+	if err != nil {
+		return nil, fmt.Errorf("bundle %q cannot be installed, and the active bundle cannot be kept installed meanwhile: %w", b.Name, err)
 	}
 	return held, nil
 }

@@ -191,50 +191,25 @@ func (r *Reconciler) reconcile(ctx context.Context, bd *rukpakv1alpha1.BundleDep
 		return ctrl.Result{}, err
 	}
 
-	unpacked := conditions.Get(b.Status.Conditions, rukpakv1alpha1.TypeUnpacked)
+	fsys, objs, ready, err := r.content(ctx, bd, b)
+	var held *heldPivot
 	switch {
-	case b.Status.ObservedGeneration != b.Generation || unpacked == nil || unpacked.Status == metav1.ConditionUnknown ||
-		(unpacked.Status == metav1.ConditionFalse && unpacked.Reason != rukpakv1alpha1.ReasonUnpackFailed):
-		msg := fmt.Sprintf("Waiting for bundle %q to unpack", b.Name)
-		if unpacked != nil && unpacked.Message != "" {
-			msg += ": " + unpacked.Message
+	case err != nil:
+		return ctrl.Result{}, err
+	case ready:
+		held, err = r.holdPivot(ctx, bd, b, objs)
+	default:
+		// The new Bundle cannot be installed (yet): the active one stays
+		// installed, kept as declared and its health reported meanwhile.
+		if held, err = r.keepActive(ctx, bd, b); held == nil && err == nil {
+			return ctrl.Result{}, nil
 		}
-		r.set(bd, rukpakv1alpha1.TypeHasValidBundle, metav1.ConditionUnknown, rukpakv1alpha1.ReasonUnpackPending, msg)
-		return ctrl.Result{}, nil
-	case unpacked.Status == metav1.ConditionFalse:
-		r.set(bd, rukpakv1alpha1.TypeHasValidBundle, metav1.ConditionFalse, rukpakv1alpha1.ReasonUnpackFailed,
-			fmt.Sprintf("Failed to unpack bundle %q: %s", b.Name, unpacked.Message))
-		return ctrl.Result{}, nil
 	}
-
-	fsys, err := r.Loader.Load(ctx, b)
-	if err != nil {
-		r.set(bd, rukpakv1alpha1.TypeHasValidBundle, metav1.ConditionFalse, rukpakv1alpha1.ReasonBundleLoadFailed,
-			fmt.Sprintf("Failed to load content of bundle %q: %v", b.Name, err))
-		return ctrl.Result{}, fmt.Errorf("loading bundle %q: %w", b.Name, err)
-	}
-	var objs []*unstructured.Unstructured
-	if r.Objects != nil {
-		objs, err = r.Objects(ctx, fsys, bd)
-	}
-	if err == nil {
-		err = placeObjects(objs, bd)
-	}
-	if err != nil {
-		// Invalid content or config: nothing to retry until the object or
-		// the template changes.
-		r.set(bd, rukpakv1alpha1.TypeHasValidBundle, metav1.ConditionFalse, rukpakv1alpha1.ReasonBundleLoadFailed,
-			fmt.Sprintf("Failed to load objects of bundle %q: %v", b.Name, err))
-		return ctrl.Result{}, nil
-	}
-	r.set(bd, rukpakv1alpha1.TypeHasValidBundle, metav1.ConditionTrue, rukpakv1alpha1.ReasonUnpackSuccessful,
-		fmt.Sprintf("Successfully unpacked bundle %q", b.Name))
-	held, err := r.holdPivot(ctx, bd, b, objs)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 	if held != nil {
-		// The pivot waits for approval: the active Bundle stays installed.
+		// The active Bundle stays installed in place of b.
 		b, fsys, objs = held.bundle, held.fsys, held.objs
 	}
 
@@ -305,8 +280,10 @@ func (r *Reconciler) reconcile(ctx context.Context, bd *rukpakv1alpha1.BundleDep
 		metrics.ObjectsApplied(r.Class, len(result.Objects))
 	}
 
-	if err := r.pivot(ctx, bd, b); err != nil {
-		return ctrl.Result{}, err
+	if ready {
+		if err := r.pivot(ctx, bd, b); err != nil {
+			return ctrl.Result{}, err
+		}
 	}
 	if result.Changed {
 		// Installed is the outcome of the apply: report it now, not after

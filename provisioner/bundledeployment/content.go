@@ -1,0 +1,58 @@
+package bundledeployment
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
+	"github.com/rukpak-dev/rukpak/provisioner/conditions"
+)
+
+// content reads b's content and objects once b has unpacked, and says on
+// HasValidBundle whether b can be installed. ready is false while b
+// unpacks, after its unpack failed and when its objects are invalid; err
+// is set only when loading may succeed on a retry.
+func (r *Reconciler) content(ctx context.Context, bd *rukpakv1alpha1.BundleDeployment, b *rukpakv1alpha1.Bundle) (fsys fs.FS, objs []*unstructured.Unstructured, ready bool, err error) {
+	unpacked := conditions.Get(b.Status.Conditions, rukpakv1alpha1.TypeUnpacked)
+	switch {
+	case b.Status.ObservedGeneration != b.Generation || unpacked == nil || unpacked.Status == metav1.ConditionUnknown ||
+		(unpacked.Status == metav1.ConditionFalse && unpacked.Reason != rukpakv1alpha1.ReasonUnpackFailed):
+		msg := fmt.Sprintf("Waiting for bundle %q to unpack", b.Name)
+		if unpacked != nil && unpacked.Message != "" {
+			msg += ": " + unpacked.Message
+		}
+		r.set(bd, rukpakv1alpha1.TypeHasValidBundle, metav1.ConditionUnknown, rukpakv1alpha1.ReasonUnpackPending, msg)
+		return nil, nil, false, nil
+	case unpacked.Status == metav1.ConditionFalse:
+		r.set(bd, rukpakv1alpha1.TypeHasValidBundle, metav1.ConditionFalse, rukpakv1alpha1.ReasonUnpackFailed,
+			fmt.Sprintf("Failed to unpack bundle %q: %s", b.Name, unpacked.Message))
+		return nil, nil, false, nil
+	}
+
+	fsys, err = r.Loader.Load(ctx, b)
+	if err != nil {
+		r.set(bd, rukpakv1alpha1.TypeHasValidBundle, metav1.ConditionFalse, rukpakv1alpha1.ReasonBundleLoadFailed,
+			fmt.Sprintf("Failed to load content of bundle %q: %v", b.Name, err))
+		return nil, nil, false, fmt.Errorf("loading bundle %q: %w", b.Name, err)
+	}
+	if r.Objects != nil {
+		objs, err = r.Objects(ctx, fsys, bd)
+	}
+	if err == nil {
+		err = placeObjects(objs, bd)
+	}
+	if err != nil {
+		// Invalid content or config: nothing to retry until the object or
+		// the template changes.
+		r.set(bd, rukpakv1alpha1.TypeHasValidBundle, metav1.ConditionFalse, rukpakv1alpha1.ReasonBundleLoadFailed,
+			fmt.Sprintf("Failed to load objects of bundle %q: %v", b.Name, err))
+		return nil, nil, false, nil
+	}
+	r.set(bd, rukpakv1alpha1.TypeHasValidBundle, metav1.ConditionTrue, rukpakv1alpha1.ReasonUnpackSuccessful,
+		fmt.Sprintf("Successfully unpacked bundle %q", b.Name))
+	return fsys, objs, true, nil
+}

@@ -86,8 +86,11 @@ type FreezeInput struct {
 	// RESTConfig, when set, lets `lookup` read the cluster as this config
 	// may (as an install does); nil finds nothing (as `helm template`).
 	// Only its address, TLS settings, bearer token and impersonation are
-	// passed on.
+	// passed on: a config with another way to authenticate or a wrapped
+	// transport is refused (pass the guard as Lookup instead).
 	RESTConfig *rest.Config
+	// Lookup, when set, guards what lookups may read (with RESTConfig).
+	Lookup *LookupGuard
 }
 
 // Freeze renders ch's templates with vals in a child process within limits
@@ -126,6 +129,7 @@ type sandboxRequest struct {
 	Release      chartutil.ReleaseOptions `json:"release"`
 	Capabilities *chartutil.Capabilities  `json:"capabilities,omitempty"`
 	REST         *sandboxREST             `json:"rest,omitempty"`
+	Lookup       *LookupGuard             `json:"lookup,omitempty"`
 	Memory       int64                    `json:"memory"`
 	Limits       Limits                   `json:"limits"`
 }
@@ -152,7 +156,7 @@ func renderSandboxed(ctx context.Context, ch *chart.Chart, vals map[string]any, 
 	// same bounds (the YAML ones may come from the provisioner's flags).
 	load := DefaultLimits
 	load.YAML = plain.DefaultLimits
-	req := sandboxRequest{Values: vals, Release: in.Release, Capabilities: in.Capabilities, Memory: limits.Memory, Limits: load}
+	req := sandboxRequest{Values: vals, Release: in.Release, Capabilities: in.Capabilities, Lookup: in.Lookup, Memory: limits.Memory, Limits: load}
 	req.Files = map[string][]byte{}
 	for _, f := range ch.Raw {
 		req.Files[path.Join(ChartDir, f.Name)] = f.Data
@@ -275,6 +279,9 @@ func sandboxRender(req *sandboxRequest) (map[string]string, error) {
 	}
 	if r := req.REST; r != nil {
 		cfg := &rest.Config{Host: r.Host, APIPath: r.APIPath, BearerToken: r.BearerToken, BearerTokenFile: r.BearerTokenFile, TLSClientConfig: r.TLS, Impersonate: r.Impersonate}
+		if req.Lookup != nil {
+			cfg.Wrap(req.Lookup.Wrap)
+		}
 		return engine.New(cfg).Render(ch, top)
 	}
 	var e engine.Engine

@@ -2,9 +2,11 @@ package helm_test
 
 import (
 	"path/filepath"
+	"strings"
 	"testing"
 	"testing/fstest"
 
+	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
 	corev1 "k8s.io/api/core/v1"
@@ -58,8 +60,35 @@ func TestSandboxAgainstCluster(t *testing.T) {
 		RESTConfig:   env.Config,
 	}, helm.SandboxLimits{})
 	testenv.MustNotError(t, err, "freezing the chart")
-	want := "{{`kind: ConfigMap\ndata:\n  uid: \"" + string(ns.UID) + "\"\n  gadgets: \"true\"\n`}}"
+	// The guard of a chart's lookups holds in the child.
+	_, err = helm.Freeze(t.Context(), guarded(t), map[string]any{}, helm.FreezeInput{
+		Release:    chartutil.ReleaseOptions{Name: "rel", Namespace: "default", Revision: 1, IsInstall: true},
+		RESTConfig: env.Config,
+		Lookup:     &helm.LookupGuard{Forbidden: "kube-system"},
+	}, helm.SandboxLimits{})
+	host := strings.TrimSuffix(env.Config.Host, "/")
+	if !strings.HasPrefix(host, "https://") {
+		host = "https://" + host
+	}
+	want := `rendering chart "guarded": template: guarded/templates/cm.yaml:1:3: executing "guarded/templates/cm.yaml" at <lookup "v1" "Secret" "kube-system" "x">: error calling lookup: Get "` +
+		host + `/api/v1/namespaces/kube-system/secrets/x": a chart's lookup may not read the provisioner's namespace "kube-system"`
+	if err == nil || err.Error() != want {
+		t.Errorf("lookup in the forbidden namespace: %v\nwant: %s", err, want)
+	}
+
+	want = "{{`kind: ConfigMap\ndata:\n  uid: \"" + string(ns.UID) + "\"\n  gadgets: \"true\"\n`}}"
 	if got := string(frozen.Templates[0].Data); got != want {
 		t.Errorf("frozen template:\n%s\nwant:\n%s", got, want)
 	}
+}
+
+// guarded is a chart looking up a Secret in kube-system.
+func guarded(t *testing.T) *chart.Chart {
+	t.Helper()
+	ch, err := helm.LoadChart(fstest.MapFS{
+		"Chart.yaml":        {Data: []byte("apiVersion: v2\nname: guarded\nversion: 1.0.0\n")},
+		"templates/cm.yaml": {Data: []byte(`{{ lookup "v1" "Secret" "kube-system" "x" }}`)},
+	})
+	testenv.MustNotError(t, err, "loading the chart")
+	return ch
 }

@@ -6,7 +6,7 @@ package bench
 //
 //	RUKPAK_BENCH=1 go test -run '^TestBench$' -v -timeout 60m ./test/bench/
 //
-// RUKPAK_BENCH_ONLY=unpack,install,prometheus,many runs a subset;
+// RUKPAK_BENCH_ONLY=unpack,install,prometheus,helm,many runs a subset;
 // RUKPAK_BENCH_OUT=file also writes the table there (markdown);
 // RUKPAK_BENCH_REPS=n repeats each unpack measurement n times (default 3);
 // RUKPAK_BENCH_PROVISIONER_ARGS adds flags to the provisioner (for example
@@ -26,6 +26,10 @@ package bench
 //     the pinned module) and by `kubectl apply --server-side`.
 //   - prometheus (issue 6): prometheus-0.47.0 (registry+v1) pushed as an
 //     image and installed by a BundleDeployment; create -> Installed=True.
+//   - helm (issue 14, helm_bench_test.go): kube-state-metrics through the
+//     helm class vs `helm install` of the same chart, and a chart of 1,000
+//     ConfigMaps through the helm class vs the same ConfigMaps through the
+//     plain class, each side three times, alternating.
 //   - many (issue 4): 200 BundleDeployments of 10 ConfigMaps, a fresh
 //     provisioner process: total time, the process's VmHWM, and the API
 //     server's mutating requests over 60 s once every one is Installed.
@@ -194,11 +198,11 @@ func TestBench(t *testing.T) {
 	if want("unpack") {
 		benchUnpackStore(t, r, reg)
 	}
-	if !want("install") && !want("prometheus") && !want("many") {
+	if !want("install") && !want("prometheus") && !want("helm") && !want("many") {
 		return
 	}
 	c := newCluster(t, reg)
-	if want("install") || want("prometheus") {
+	if want("install") || want("prometheus") || want("helm") {
 		p := c.startProvisioner(t, "a")
 		if want("install") {
 			c.benchInstall1000(t, r)
@@ -206,12 +210,18 @@ func TestBench(t *testing.T) {
 		if want("prometheus") {
 			c.benchPrometheus(t, r)
 		}
+		if want("helm") {
+			c.benchHelm(t, r)
+		}
 		var did []string
 		if want("install") {
 			did = append(did, "1,000-ConfigMap")
 		}
 		if want("prometheus") {
 			did = append(did, "prometheus")
+		}
+		if want("helm") {
+			did = append(did, "helm")
 		}
 		r.add("issue 4", "provisioner VmHWM after the "+strings.Join(did, " and ")+" install(s)", mib(p.hwm(t)), "", "", "separate process, both classes")
 		// Start the next phase from a clean slate: the next provisioner

@@ -406,7 +406,15 @@ func (m *Manager) DeleteIfOwned(ctx context.Context, o *unstructured.Unstructure
 			}
 			return fmt.Sprintf("%s (no ownership metadata of release %s/%s)", describe(o), m.namespace, name), nil
 		}
-		err = m.client.Delete(ctx, live, client.PropagationPolicy(metav1.DeletePropagationBackground),
+		// Deleted as unstructured: the API server answers a delete with the
+		// object (a Service, a custom resource), which a typed delete of
+		// live would decode with the client's scheme, failing after the
+		// object is gone.
+		target := &unstructured.Unstructured{}
+		target.SetGroupVersionKind(o.GroupVersionKind())
+		target.SetNamespace(live.Namespace)
+		target.SetName(live.Name)
+		err = m.client.Delete(ctx, target, client.PropagationPolicy(metav1.DeletePropagationBackground),
 			client.Preconditions{UID: &live.UID})
 		switch {
 		case err == nil || apierrors.IsNotFound(err):

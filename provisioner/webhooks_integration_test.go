@@ -578,3 +578,63 @@ func TestIntegrationWebhookCertManager(t *testing.T) {
 		t.Fatal("the provisioner removed the caBundle cert-manager injected")
 	}
 }
+
+// A pivot to a version without webhooks deletes the webhook configuration
+// before the objects it matches: the blocker's webhook refuses deleting
+// Secrets (nothing serves it), so the pivot succeeds only if the
+// configuration goes before the certificate Secret.
+func TestIntegrationPivotDroppingWebhooks(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	annotations := "annotations:\n  operators.operatorframework.io.bundle.mediatype.v1: registry+v1\n" +
+		"  operators.operatorframework.io.bundle.package.v1: blocker\n  operators.operatorframework.io.bundle.channels.v1: stable\n"
+	v1 := h.pushBundle("blocker-v1", map[string]string{
+		"metadata/annotations.yaml":                    annotations,
+		"manifests/blocker.clusterserviceversion.yaml": blockerCSV,
+	})
+	withoutWebhooks, _, ok := strings.Cut(blockerCSV, "  webhookdefinitions:\n")
+	if !ok {
+		t.Fatal("blockerCSV has no webhookdefinitions")
+	}
+	v2 := h.pushBundle("blocker-v2", map[string]string{
+		"metadata/annotations.yaml":                    annotations,
+		"manifests/blocker.clusterserviceversion.yaml": strings.Replace(withoutWebhooks, "blocker.v1.0.0", "blocker.v2.0.0", 1),
+	})
+	bd := newBD("pivot", v1)
+	bd.Spec.ProvisionerClassName = rukpakv1alpha1.ProvisionerClassRegistry
+	bd.Spec.Template.Spec.ProvisionerClassName = rukpakv1alpha1.ProvisionerClassRegistry
+	if err := h.c.Create(ctx, bd); err != nil {
+		t.Fatal(err)
+	}
+	first := h.waitBD("pivot", rukpakv1alpha1.TypeInstalled, metav1.ConditionTrue, rukpakv1alpha1.ReasonInstallationSucceeded, "")
+	secret := client.ObjectKey{Namespace: "blocker-system", Name: "blocker-service-cert"}
+	if err := h.c.Get(ctx, secret, &corev1.Secret{}); err != nil {
+		t.Fatalf("certificate Secret of v1: %v", err)
+	}
+	installed := h.releaseVersion("pivot")
+	t.Logf("installed at revision %d", installed)
+
+	h.updateBD("pivot", func(bd *rukpakv1alpha1.BundleDeployment) { bd.Spec.Template.Spec.Source = v2 })
+	eventually(t, "the pivot to v2", func() error {
+		bd := h.bd("pivot")
+		if bd.Status.ActiveBundle == first.Status.ActiveBundle {
+			return fmt.Errorf("active bundle still %s", bd.Status.ActiveBundle)
+		}
+		if err := h.c.Get(ctx, secret, &corev1.Secret{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("certificate Secret of v1: %w", err)
+		}
+		return nil
+	})
+	h.waitBD("pivot", rukpakv1alpha1.TypeInstalled, metav1.ConditionTrue, rukpakv1alpha1.ReasonInstallationSucceeded, "")
+	err := h.c.Get(ctx, client.ObjectKey{Name: "deny.blocker.example.com"}, &admissionregistrationv1.ValidatingWebhookConfiguration{})
+	if !apierrors.IsNotFound(err) {
+		t.Fatalf("the webhook configuration v2 dropped: %v", err)
+	}
+	if err := h.c.Get(ctx, client.ObjectKey{Namespace: "blocker-system", Name: "blocker"}, &appsv1.Deployment{}); err != nil {
+		t.Fatalf("the operator's Deployment after the pivot: %v", err)
+	}
+	// One revision for the pivot: none failed on a refused deletion.
+	if v := h.releaseVersion("pivot"); v != installed+1 {
+		t.Fatalf("release revision %d after the pivot from revision %d, want %d", v, installed, installed+1)
+	}
+}

@@ -29,22 +29,27 @@ func Capabilities(dc discovery.CachedDiscoveryInterface, crds []chart.CRD) (*cha
 		// An orphaned API service only warns in Helm.
 		return nil, fmt.Errorf("getting the API versions: %w", err)
 	}
+	return withCRDs(&chartutil.Capabilities{
+		APIVersions: apis,
+		KubeVersion: chartutil.KubeVersion{Version: v.GitVersion, Major: v.Major, Minor: v.Minor},
+		HelmVersion: chartutil.DefaultCapabilities.HelmVersion,
+	}, crds)
+}
+
+// withCRDs adds what crds add to caps.
+func withCRDs(caps *chartutil.Capabilities, crds []chart.CRD) (*chartutil.Capabilities, error) {
 	for _, crd := range crds {
 		added, err := crdVersions(crd)
 		if err != nil {
 			return nil, err
 		}
 		for _, a := range added {
-			if !apis.Has(a) {
-				apis = append(apis, a)
+			if !caps.APIVersions.Has(a) {
+				caps.APIVersions = append(caps.APIVersions, a)
 			}
 		}
 	}
-	return &chartutil.Capabilities{
-		APIVersions: apis,
-		KubeVersion: chartutil.KubeVersion{Version: v.GitVersion, Major: v.Major, Minor: v.Minor},
-		HelmVersion: chartutil.DefaultCapabilities.HelmVersion,
-	}, nil
+	return caps, nil
 }
 
 // crdVersions are the "group/version" and "group/version/Kind" entries

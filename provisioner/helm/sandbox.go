@@ -91,6 +91,10 @@ type FreezeInput struct {
 	RESTConfig *rest.Config
 	// Lookup, when set, guards what lookups may read (with RESTConfig).
 	Lookup *LookupGuard
+	// InstallCRDs adds to Capabilities what the crds/ of the chart (and of
+	// the subcharts vals enable) add once created, as Helm's install
+	// action creates them before it renders.
+	InstallCRDs bool
 }
 
 // Freeze renders ch's templates with vals in a child process within limits
@@ -100,11 +104,18 @@ type FreezeInput struct {
 // installs what installing ch would have. Errors name the limit a render
 // went over, or carry Helm's message.
 func Freeze(ctx context.Context, ch *chart.Chart, vals map[string]any, in FreezeInput, limits SandboxLimits) (*chart.Chart, error) {
-	files, err := renderSandboxed(ctx, ch, vals, in, limits.OrDefault())
+	f, _, err := freeze(ctx, ch, vals, in, limits)
+	return f, err
+}
+
+// freeze is Freeze, also returning the capabilities the child rendered
+// with.
+func freeze(ctx context.Context, ch *chart.Chart, vals map[string]any, in FreezeInput, limits SandboxLimits) (*chart.Chart, *chartutil.Capabilities, error) {
+	resp, err := renderSandboxed(ctx, ch, vals, in, limits.OrDefault())
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return frozen(ch, files), nil
+	return frozen(ch, resp.Files), resp.Capabilities, nil
 }
 
 // sandboxEnv, set to sandboxEnvValue, makes a binary that links this
@@ -130,6 +141,7 @@ type sandboxRequest struct {
 	Capabilities *chartutil.Capabilities  `json:"capabilities,omitempty"`
 	REST         *sandboxREST             `json:"rest,omitempty"`
 	Lookup       *LookupGuard             `json:"lookup,omitempty"`
+	InstallCRDs  bool                     `json:"installCRDs,omitempty"`
 	Memory       int64                    `json:"memory"`
 	Limits       Limits                   `json:"limits"`
 }
@@ -143,20 +155,21 @@ type sandboxREST struct {
 }
 
 type sandboxResponse struct {
-	Files map[string]string `json:"files,omitempty"`
-	Error string            `json:"error,omitempty"`
+	Files        map[string]string       `json:"files,omitempty"`
+	Capabilities *chartutil.Capabilities `json:"capabilities,omitempty"`
+	Error        string                  `json:"error,omitempty"`
 }
 
 // sandboxExitNoMemory is the child's exit code when its address space ran
 // out where Go reports it as an error rather than a fatal runtime error.
 const sandboxExitNoMemory = 3
 
-func renderSandboxed(ctx context.Context, ch *chart.Chart, vals map[string]any, in FreezeInput, limits SandboxLimits) (map[string]string, error) {
+func renderSandboxed(ctx context.Context, ch *chart.Chart, vals map[string]any, in FreezeInput, limits SandboxLimits) (*sandboxResponse, error) {
 	// The chart loaded in this process; the child loads it within the
 	// same bounds (the YAML ones may come from the provisioner's flags).
 	load := DefaultLimits
 	load.YAML = plain.DefaultLimits
-	req := sandboxRequest{Values: vals, Release: in.Release, Capabilities: in.Capabilities, Lookup: in.Lookup, Memory: limits.Memory, Limits: load}
+	req := sandboxRequest{Values: vals, Release: in.Release, Capabilities: in.Capabilities, Lookup: in.Lookup, InstallCRDs: in.InstallCRDs, Memory: limits.Memory, Limits: load}
 	req.Files = map[string][]byte{}
 	for _, f := range ch.Raw {
 		req.Files[path.Join(ChartDir, f.Name)] = f.Data
@@ -215,7 +228,7 @@ func renderSandboxed(ctx context.Context, ch *chart.Chart, vals map[string]any, 
 	if n > limits.Output {
 		return nil, fmt.Errorf("rendering chart %q: the rendered templates exceed the limit of %d bytes", ch.Name(), limits.Output)
 	}
-	return resp.Files, nil
+	return &resp, nil
 }
 
 // sandboxChild is the child: it caps its address space, loads the chart
@@ -234,8 +247,8 @@ func sandboxChild(stdin io.Reader, stdout io.Writer) int {
 	}
 	// Collect garbage harder before the cap is reached.
 	debug.SetMemoryLimit(req.Memory / 2)
-	files, err := sandboxRender(&req)
-	resp := sandboxResponse{Files: files}
+	files, caps, err := sandboxRender(&req)
+	resp := sandboxResponse{Files: files, Capabilities: caps}
 	if err != nil {
 		if errors.Is(err, syscall.ENOMEM) {
 			return sandboxExitNoMemory
@@ -250,42 +263,50 @@ func sandboxChild(stdin io.Reader, stdout io.Writer) int {
 	return 0
 }
 
-func sandboxRender(req *sandboxRequest) (map[string]string, error) {
+func sandboxRender(req *sandboxRequest) (map[string]string, *chartutil.Capabilities, error) {
 	fsys := make(fstest.MapFS, len(req.Files))
 	for name, data := range req.Files {
 		fsys[name] = &fstest.MapFile{Data: data, Mode: 0o644}
 	}
 	ch, err := LoadChartLimited(fsys, req.Limits)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if req.Values == nil {
 		req.Values = map[string]any{}
 	}
 	if err := chartutil.ProcessDependenciesWithMerge(ch, req.Values); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	caps := req.Capabilities
 	if caps == nil {
 		caps = chartutil.DefaultCapabilities.Copy()
 	}
+	if req.InstallCRDs {
+		// The enabled charts' crds/, as action.Install creates them.
+		if caps, err = withCRDs(caps, ch.CRDObjects()); err != nil {
+			return nil, nil, err
+		}
+	}
 	// Helm's renderResources checks this before rendering.
 	if v := ch.Metadata.KubeVersion; v != "" && !chartutil.IsCompatibleRange(v, caps.KubeVersion.String()) {
-		return nil, fmt.Errorf("chart requires kubeVersion: %s which is incompatible with Kubernetes %s", v, caps.KubeVersion.String())
+		return nil, nil, fmt.Errorf("chart requires kubeVersion: %s which is incompatible with Kubernetes %s", v, caps.KubeVersion.String())
 	}
 	top, err := chartutil.ToRenderValuesWithSchemaValidation(ch, req.Values, req.Release, caps, false)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if r := req.REST; r != nil {
 		cfg := &rest.Config{Host: r.Host, APIPath: r.APIPath, BearerToken: r.BearerToken, BearerTokenFile: r.BearerTokenFile, TLSClientConfig: r.TLS, Impersonate: r.Impersonate}
 		if req.Lookup != nil {
 			cfg.Wrap(req.Lookup.Wrap)
 		}
-		return engine.New(cfg).Render(ch, top)
+		files, err := engine.New(cfg).Render(ch, top)
+		return files, caps, err
 	}
 	var e engine.Engine
-	return e.Render(ch, top)
+	files, err := e.Render(ch, top)
+	return files, caps, err
 }
 
 // capAddressSpace lets the process map at most extra bytes more than it

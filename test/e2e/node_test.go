@@ -98,7 +98,38 @@ func startNode(ctx context.Context, root string) (*nodeSuite, error) {
 		return nil, errors.Join(fmt.Errorf("installing rukpak as the README says: %w", err), s.stop())
 	}
 	fmt.Printf("e2e-node: rukpak installed from the README in %s\n", time.Since(installStart).Round(time.Millisecond))
+	if err := waitWebhookAnswers(ctx, c.Kubeconfig); err != nil {
+		s.dumpRukpak(ctx)
+		return nil, errors.Join(err, s.stop())
+	}
 	return s, nil
+}
+
+// waitWebhookAnswers waits until the API server reaches the webhook through
+// its Service: a rollout is complete when the pod is Ready, a moment before
+// kube-proxy routes the Service to it, and until then every create of a
+// Bundle or BundleDeployment fails with "connection refused".
+func waitWebhookAnswers(ctx context.Context, kubeconfig string) error {
+	const probe = `{"apiVersion":"core.rukpak.io/v1alpha1","kind":"Bundle","metadata":{"name":"e2e-webhook-probe"},"spec":{"provisionerClassName":"core-rukpak-io-plain","source":{"type":"image","image":{"ref":"example.com/probe:v1"}}}}`
+	start := time.Now()
+	var last []byte
+	for time.Since(start) < time.Minute {
+		cmd := exec.CommandContext(ctx, "kubectl", "create", "--dry-run=server", "-f", "-")
+		cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+		cmd.Stdin = strings.NewReader(probe)
+		out, err := cmd.CombinedOutput()
+		if err == nil {
+			fmt.Printf("e2e-node: the webhook answers through its Service after %s\n", time.Since(start).Round(time.Millisecond))
+			return nil
+		}
+		last = out
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("the webhook did not answer through its Service within a minute: %s", last)
 }
 
 // stop tears the cluster down and reports what it left on the host.

@@ -282,7 +282,11 @@ func TestRealPods(t *testing.T) {
 			return nil
 		})
 		servesSecret := func() error {
-			if servedLeaf(t, webhook) != secretLeaf(t, secret, "tls.crt") {
+			served, err := tryServedLeaf(t, webhook)
+			if err != nil {
+				return err
+			}
+			if served != secretLeaf(t, secret, "tls.crt") {
 				return fmt.Errorf("the webhook serves a certificate other than Secret rukpak-webhook-certificate's")
 			}
 			return nil
@@ -313,7 +317,7 @@ func TestRealPods(t *testing.T) {
 		mustKubectl(t, "", "apply", "--server-side", "-k", filepath.Join(testenv.RepoRoot(), "manifests", "base"))
 		mustKubectl(t, "", "-n", ns, "rollout", "status", "deployment/rukpak-webhook", "--timeout=100s")
 		mustKubectl(t, "", "-n", ns, "delete", "certificates.cert-manager.io,issuers.cert-manager.io", "--all")
-		mustKubectl(t, "", "-n", ns, "delete", "secret", "rukpak-webhook-certificate", "rukpak-webhook-ca")
+		mustKubectl(t, "", "-n", ns, "delete", "secret", "rukpak-webhook-certificate", "rukpak-webhook-ca", "--ignore-not-found")
 		eventually(t, 2*time.Minute, "the base webhook admitting again", p.patch)
 		mustKubectl(t, "", "delete", "bundle", "cert-manager-rotation")
 	})
@@ -557,22 +561,32 @@ func (p *immutablePatcher) throughout(t *testing.T, during func()) {
 }
 
 // servedLeaf returns the leaf certificate a TLS server on the real node
-// presents, PEM encoded.
+// presents, PEM encoded, and fails t if it cannot be read.
 func servedLeaf(t *testing.T, addr string) string {
+	t.Helper()
+	leaf, err := tryServedLeaf(t, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return leaf
+}
+
+// tryServedLeaf is servedLeaf for a server that may not answer yet.
+func tryServedLeaf(t *testing.T, addr string) (string, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	raw, err := nodeDial(t)(ctx, "tcp", addr)
 	if err != nil {
-		t.Fatalf("dialing %s: %v", addr, err)
+		return "", fmt.Errorf("dialing %s: %w", addr, err)
 	}
 	// Which certificate is served is the question, not whether to trust it.
 	conn := tls.Client(raw, &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12}) //nolint:gosec
 	defer func() { _ = conn.Close() }()
 	if err := conn.HandshakeContext(ctx); err != nil {
-		t.Fatalf("TLS handshake with %s: %v", addr, err)
+		return "", fmt.Errorf("TLS handshake with %s: %w", addr, err)
 	}
-	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: conn.ConnectionState().PeerCertificates[0].Raw}))
+	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: conn.ConnectionState().PeerCertificates[0].Raw})), nil
 }
 
 // secretLeaf returns the first certificate of a Secret's key, PEM encoded.

@@ -52,7 +52,7 @@ func denied(t *testing.T, ns string) {
 			t.Fatalf("a Gadget the operator denies was created in %s", ns)
 		}
 		if !strings.Contains(stderr, deniedBy) {
-			return fmt.Errorf("%v: %s", err, strings.TrimSpace(stderr))
+			return fmt.Errorf("%w: %s", err, strings.TrimSpace(stderr))
 		}
 		return nil
 	})

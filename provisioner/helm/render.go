@@ -2,6 +2,7 @@ package helm
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -65,8 +66,12 @@ func Render(ctx context.Context, ch *chart.Chart, vals map[string]any, opts Rend
 		Release:      chartutil.ReleaseOptions{Name: opts.ReleaseName, Namespace: opts.Namespace, Revision: 1, IsInstall: true},
 		Capabilities: caps,
 	}, opts.Limits)
-	if err != nil {
+	var over limitError
+	switch {
+	case errors.As(err, &over):
 		return nil, err
+	case err != nil:
+		return nil, fmt.Errorf("rendering chart %q: %w", ch.Name(), err)
 	}
 	act := action.NewInstall(&action.Configuration{Log: func(string, ...any) {}})
 	act.DryRun = true

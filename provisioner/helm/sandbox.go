@@ -97,12 +97,16 @@ type FreezeInput struct {
 	InstallCRDs bool
 }
 
+// limitError is a render that went over a limit (its message names the
+// chart and the limit).
+type limitError struct{ error }
+
 // Freeze renders ch's templates with vals in a child process within limits
 // and returns a copy of ch whose templates are the text they rendered to
 // (partials emptied, templates of subcharts that vals disable emptied);
 // ch is not changed. Installing the copy with the same vals and input
-// installs what installing ch would have. Errors name the limit a render
-// went over, or carry Helm's message.
+// installs what installing ch would have. Errors name the chart and the
+// limit a render went over, or are Helm's own, as its action returns them.
 func Freeze(ctx context.Context, ch *chart.Chart, vals map[string]any, in FreezeInput, limits SandboxLimits) (*chart.Chart, error) {
 	f, _, err := freeze(ctx, ch, vals, in, limits)
 	return f, err
@@ -206,11 +210,11 @@ func renderSandboxed(ctx context.Context, ch *chart.Chart, vals map[string]any, 
 	case parent.Err() != nil:
 		return nil, fmt.Errorf("rendering chart %q: %w", ch.Name(), parent.Err())
 	case ctx.Err() != nil:
-		return nil, fmt.Errorf("rendering chart %q did not finish within the time limit of %s", ch.Name(), limits.Timeout)
+		return nil, limitError{fmt.Errorf("rendering chart %q did not finish within the time limit of %s", ch.Name(), limits.Timeout)}
 	case stdout.over:
-		return nil, fmt.Errorf("rendering chart %q: the rendered templates exceed the limit of %d bytes", ch.Name(), limits.Output)
+		return nil, limitError{fmt.Errorf("rendering chart %q: the rendered templates exceed the limit of %d bytes", ch.Name(), limits.Output)}
 	case runErr != nil && (outOfMemory(stderr.String()) || exitCode(runErr) == sandboxExitNoMemory):
-		return nil, fmt.Errorf("rendering chart %q exceeded the memory limit of %d MiB", ch.Name(), limits.Memory>>20)
+		return nil, limitError{fmt.Errorf("rendering chart %q exceeded the memory limit of %d MiB", ch.Name(), limits.Memory>>20)}
 	case runErr != nil:
 		return nil, fmt.Errorf("rendering chart %q in a child process: %w: %s", ch.Name(), runErr, oneLine(stderr.String()))
 	}
@@ -219,14 +223,15 @@ func renderSandboxed(ctx context.Context, ch *chart.Chart, vals map[string]any, 
 		return nil, fmt.Errorf("rendering chart %q: reading the child's answer: %w", ch.Name(), err)
 	}
 	if resp.Error != "" {
-		return nil, fmt.Errorf("rendering chart %q: %s", ch.Name(), resp.Error)
+		// Helm's own message, as its action would return it.
+		return nil, errors.New(resp.Error)
 	}
 	var n int64
 	for _, s := range resp.Files {
 		n += int64(len(s))
 	}
 	if n > limits.Output {
-		return nil, fmt.Errorf("rendering chart %q: the rendered templates exceed the limit of %d bytes", ch.Name(), limits.Output)
+		return nil, limitError{fmt.Errorf("rendering chart %q: the rendered templates exceed the limit of %d bytes", ch.Name(), limits.Output)}
 	}
 	return &resp, nil
 }

@@ -70,7 +70,7 @@ func TestSandboxAgainstCluster(t *testing.T) {
 	if !strings.HasPrefix(host, "https://") {
 		host = "https://" + host
 	}
-	want := `rendering chart "guarded": template: guarded/templates/cm.yaml:1:3: executing "guarded/templates/cm.yaml" at <lookup "v1" "Secret" "kube-system" "x">: error calling lookup: Get "` +
+	want := `template: guarded/templates/cm.yaml:1:3: executing "guarded/templates/cm.yaml" at <lookup "v1" "Secret" "kube-system" "x">: error calling lookup: Get "` +
 		host + `/api/v1/namespaces/kube-system/secrets/x": a chart's lookup may not read the provisioner's namespace "kube-system"`
 	if err == nil || err.Error() != want {
 		t.Errorf("lookup in the forbidden namespace: %v\nwant: %s", err, want)

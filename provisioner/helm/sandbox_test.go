@@ -136,7 +136,7 @@ func TestFreezeLimits(t *testing.T) {
 	}, {
 		name:     "a failing template",
 		template: `{{ fail "no" }}`,
-		wantErr:  `rendering chart "hostile": execution error at (hostile/templates/cm.yaml:1:3): no`,
+		wantErr:  `execution error at (hostile/templates/cm.yaml:1:3): no`,
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/release"
+	restclient "k8s.io/client-go/rest"
 )
 
 // ActionInput says which Helm action a chart is frozen for.
@@ -19,8 +20,10 @@ type ActionInput struct {
 	// created first), else an upgrade of Deployed's namespace to Last's
 	// revision + 1, as action.Upgrade numbers it.
 	Last, Deployed *release.Release
-	// Lookup guards what a chart's lookups read.
+	// Lookup guards what a chart's lookups read; User, when set, is the
+	// user name they read as (impersonated, as the install acts).
 	Lookup *LookupGuard
+	User   string
 }
 
 // FreezeForAction freezes ch (Freeze) for the install or upgrade that cfg
@@ -40,6 +43,9 @@ func FreezeForAction(ctx context.Context, cfg *action.Configuration, ch *chart.C
 	rest, err := cfg.RESTClientGetter.ToRESTConfig()
 	if err != nil {
 		return nil, fmt.Errorf("getting the REST config: %w", err)
+	}
+	if in.User != "" {
+		rest.Impersonate = restclient.ImpersonationConfig{UserName: in.User}
 	}
 	fin := FreezeInput{Capabilities: caps, RESTConfig: rest, Lookup: in.Lookup}
 	if in.Deployed == nil {

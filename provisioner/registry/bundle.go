@@ -158,9 +158,6 @@ func (b *bundle) readAnnotations(fsys fs.FS, limits plain.Limits) error {
 // installing an operator with pieces silently missing.
 func (b *bundle) validateCSV() error {
 	spec := b.csv.Spec
-	if n := len(spec.APIServiceDefinitions.Owned); n > 0 {
-		return fmt.Errorf("spec.apiservicedefinitions.owned are not supported (found %d)", n)
-	}
 	if s := spec.Install.Strategy; s != "deployment" {
 		return fmt.Errorf("spec.install.strategy %q is not supported: only \"deployment\" is", s)
 	}
@@ -192,7 +189,10 @@ func (b *bundle) validateCSV() error {
 	if len(missing) > 0 {
 		return fmt.Errorf("owned CustomResourceDefinitions missing from the bundle: %s", strings.Join(missing, ", "))
 	}
-	return b.validateWebhooks()
+	if err := b.validateWebhooks(); err != nil {
+		return err
+	}
+	return b.validateAPIServices()
 }
 
 func sortedKinds() []string {

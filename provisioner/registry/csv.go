@@ -68,7 +68,7 @@ type crdDescription struct {
 }
 
 type apiServiceDefinitions struct {
-	Owned []interface{} `json:"owned,omitempty"`
+	Owned []apiServiceDescription `json:"owned,omitempty"`
 }
 
 func decodeCSV(obj *unstructured.Unstructured) (*clusterServiceVersion, error) {

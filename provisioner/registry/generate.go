@@ -92,7 +92,7 @@ func generate(b *bundle, t target) ([]*unstructured.Unstructured, error) {
 		}
 		g.emit(dep)
 	}
-	if err := g.addWebhooks(); err != nil {
+	if err := g.addServing(); err != nil {
 		return nil, err
 	}
 	return g.objs, nil

@@ -409,11 +409,6 @@ func TestValidationFailures(t *testing.T) {
 			want: `the bundle contains ConfigMap "c" more than once`,
 		},
 		{
-			name: "owned API services",
-			csv:  withSpec("apiservicedefinitions", map[string]interface{}{"owned": []interface{}{map[string]interface{}{"name": "v1.example.com"}}}),
-			want: `ClusterServiceVersion "op.v1.0.0": spec.apiservicedefinitions.owned are not supported (found 1)`,
-		},
-		{
 			name: "install strategy",
 			csv:  withSpec("install", map[string]interface{}{"strategy": "helm"}),
 			want: `ClusterServiceVersion "op.v1.0.0": spec.install.strategy "helm" is not supported: only "deployment" is`,

@@ -210,25 +210,31 @@ func webhookService(deployment string) string {
 // OLM does: "<service>-cert".
 func certSecret(service string) string { return truncateName(service + "-cert") }
 
-// addWebhooks emits what spec.webhookdefinitions need: per serving
-// Deployment a Service, a certificate Secret (issued at install) and the
-// certificate volumes; the webhook configurations; and the conversion
-// settings of the CRDs. Objects that need the CA of a certificate carry
+// addServing emits what spec.webhookdefinitions and
+// spec.apiservicedefinitions.owned need: per serving Deployment a Service,
+// a certificate Secret (issued at install) and the certificate volumes;
+// the webhook configurations and the conversion settings of the CRDs; the
+// APIServices and what their servers need to delegate authentication.
+// Objects that need the CA of a certificate carry
 // servingcert.AnnotationInjectCAFrom, the Secret
 // servingcert.AnnotationDNSNames.
-func (g *generator) addWebhooks() error {
-	defs := g.b.csv.Spec.WebhookDefinitions
-	if len(defs) == 0 {
+func (g *generator) addServing() error {
+	spec := g.b.csv.Spec
+	if len(spec.WebhookDefinitions) == 0 && len(spec.APIServiceDefinitions.Owned) == 0 {
 		return nil
 	}
 	ns := g.t.installNamespace
-	byDeployment := map[string][]webhookDescription{}
-	for _, w := range defs {
-		byDeployment[w.DeploymentName] = append(byDeployment[w.DeploymentName], w)
+	webhooksOf := map[string][]webhookDescription{}
+	for _, w := range spec.WebhookDefinitions {
+		webhooksOf[w.DeploymentName] = append(webhooksOf[w.DeploymentName], w)
 	}
-	for _, d := range g.b.csv.Spec.Install.Spec.Deployments {
-		webhooks, ok := byDeployment[d.Name]
-		if !ok {
+	apiServicesOf := map[string][]apiServiceDescription{}
+	for _, a := range spec.APIServiceDefinitions.Owned {
+		apiServicesOf[a.DeploymentName] = append(apiServicesOf[a.DeploymentName], a)
+	}
+	for _, d := range spec.Install.Spec.Deployments {
+		webhooks, apiServices := webhooksOf[d.Name], apiServicesOf[d.Name]
+		if len(webhooks) == 0 && len(apiServices) == 0 {
 			continue
 		}
 		svc := webhookService(d.Name)
@@ -248,9 +254,16 @@ func (g *generator) addWebhooks() error {
 		}
 		selector, _, err := unstructured.NestedStringMap(d.Spec, "selector", "matchLabels")
 		if err != nil || len(selector) == 0 {
-			return fmt.Errorf("deployment %q serves webhooks but has no spec.selector.matchLabels for its Service to select its pods", d.Name)
+			return fmt.Errorf("deployment %q serves webhooks or API services but has no spec.selector.matchLabels for its Service to select its pods", d.Name)
 		}
-		ports, err := servicePorts(d.Name, webhooks)
+		var served []servedPort
+		for _, w := range webhooks {
+			served = append(served, servedPort{w.port(), w.targetPort()})
+		}
+		for _, a := range apiServices {
+			served = append(served, servedPort{a.port(), intstr.FromInt32(a.port())})
+		}
+		ports, err := servicePorts(d.Name, served)
 		if err != nil {
 			return err
 		}
@@ -274,6 +287,16 @@ func (g *generator) addWebhooks() error {
 		}
 		for _, w := range webhooks {
 			if err := g.webhookObject(w, svc, caFrom); err != nil {
+				return err
+			}
+		}
+		if len(apiServices) > 0 {
+			if err := g.apiServerRBAC(d, svc); err != nil {
+				return err
+			}
+		}
+		for _, a := range apiServices {
+			if err := g.apiServiceObject(a, svc, caFrom); err != nil {
 				return err
 			}
 		}
@@ -325,16 +348,21 @@ func (g *generator) injectCAAnnotation() string {
 	return servingcert.AnnotationInjectCAFrom
 }
 
-// servicePorts lists a Deployment's webhook ports, sorted and without
+// servedPort is one port of a serving Deployment's Service.
+type servedPort struct {
+	port   int32
+	target intstr.IntOrString
+}
+
+// servicePorts lists a Deployment's served ports, sorted and without
 // repeats; one port may not lead to two target ports.
-func servicePorts(deployment string, webhooks []webhookDescription) ([]interface{}, error) {
+func servicePorts(deployment string, served []servedPort) ([]interface{}, error) {
 	targets := map[int32]intstr.IntOrString{}
-	for _, w := range webhooks {
-		if t, ok := targets[w.port()]; ok && t != w.targetPort() {
-			other := w.targetPort()
-			return nil, fmt.Errorf("webhooks of deployment %q send port %d to both target port %s and %s", deployment, w.port(), t.String(), other.String())
+	for _, s := range served {
+		if t, ok := targets[s.port]; ok && t != s.target {
+			return nil, fmt.Errorf("webhooks and API services of deployment %q send port %d to both target port %s and %s", deployment, s.port, t.String(), s.target.String())
 		}
-		targets[w.port()] = w.targetPort()
+		targets[s.port] = s.target
 	}
 	var out []interface{}
 	for _, p := range slices.Sorted(maps.Keys(targets)) {

@@ -130,7 +130,7 @@ func TestWebhookDefinitionsRefused(t *testing.T) {
 			name: "one port, two targets",
 			csv: webhookCSV(all, hook(webhookValidating, "v.example.com", nil),
 				hook(webhookMutating, "m.example.com", map[string]interface{}{"targetPort": "https"})),
-			want: `webhooks of deployment "op" send port 443 to both target port 9443 and https`,
+			want: `webhooks and API services of deployment "op" send port 443 to both target port 9443 and https`,
 		},
 	}
 	for _, tc := range tests {

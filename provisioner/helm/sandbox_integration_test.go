@@ -1,17 +1,24 @@
 package helm_test
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"testing/fstest"
 
+	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/release"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
+	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rukpak-dev/rukpak/internal/testenv"
@@ -91,4 +98,88 @@ func guarded(t *testing.T) *chart.Chart {
 	})
 	testenv.MustNotError(t, err, "loading the chart")
 	return ch
+}
+
+// getter hands Helm's action configuration a REST config and real
+// discovery, as the provisioner's release manager does.
+type getter struct {
+	cfg *rest.Config
+	dc  discovery.CachedDiscoveryInterface
+}
+
+func (g getter) ToRESTConfig() (*rest.Config, error) { return rest.CopyConfig(g.cfg), nil }
+func (g getter) ToDiscoveryClient() (discovery.CachedDiscoveryInterface, error) {
+	return g.dc, nil
+}
+func (g getter) ToRESTMapper() (meta.RESTMapper, error) {
+	return restmapper.NewDeferredDiscoveryRESTMapper(g.dc), nil
+}
+func (g getter) ToRawKubeConfigLoader() clientcmd.ClientConfig { return nil }
+
+// TestFreezeForAction: an install renders revision 1 in the install
+// namespace with what crds/ adds; an upgrade renders the last revision + 1
+// in the deployed release's namespace without; lookups read as the user
+// given; the action configuration gets the capabilities rendered with.
+func TestFreezeForAction(t *testing.T) {
+	env := testenv.Start(t)
+	dc, err := discovery.NewDiscoveryClientForConfig(env.Config)
+	testenv.MustNotError(t, err, "creating a discovery client")
+	crd, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "test", "testdata", "charts", "hooks", "crds", "gadgets.yaml"))
+	testenv.MustNotError(t, err, "reading the hooks chart's CRD")
+	ch, err := helm.LoadChart(fstest.MapFS{
+		"Chart.yaml":        {Data: []byte("apiVersion: v2\nname: action\nversion: 1.0.0\n")},
+		"crds/gadgets.yaml": {Data: crd},
+		"templates/cm.yaml": {Data: []byte(`{{ .Release.Revision }} {{ .Release.IsUpgrade }} {{ .Release.Namespace }} {{ .Capabilities.APIVersions.Has "hooks.test.rukpak.io/v1/Gadget" }}{{ if .Values.peek }} {{ (lookup "v1" "Namespace" "" "default").metadata.name }}{{ end }}`)},
+	})
+	testenv.MustNotError(t, err, "loading the chart")
+
+	for _, tc := range []struct {
+		name    string
+		in      helm.ActionInput
+		vals    map[string]any
+		want    string
+		wantErr string
+	}{{
+		name: "install",
+		in:   helm.ActionInput{Release: "rel", Namespace: "apps"},
+		want: "1 false apps true",
+	}, {
+		name: "upgrade",
+		in: helm.ActionInput{Release: "rel", Namespace: "apps",
+			Last: &release.Release{Version: 3, Namespace: "apps"}, Deployed: &release.Release{Version: 2, Namespace: "old"}},
+		want: "4 true old false",
+	}, {
+		name: "lookup as the provisioner",
+		in:   helm.ActionInput{Release: "rel", Namespace: "apps", Lookup: &helm.LookupGuard{Forbidden: "rukpak-system"}},
+		vals: map[string]any{"peek": true},
+		want: "1 false apps true default",
+	}, {
+		name: "lookup as a user",
+		in:   helm.ActionInput{Release: "rel", Namespace: "apps", User: "system:serviceaccount:apps:nobody"},
+		vals: map[string]any{"peek": true},
+		wantErr: `template: action/templates/cm.yaml:1:168: executing "action/templates/cm.yaml" at <lookup "v1" "Namespace" "" "default">: error calling lookup: ` +
+			`namespaces "default" is forbidden: User "system:serviceaccount:apps:nobody" cannot get resource "namespaces" in API group "" in the namespace "default"`,
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := &action.Configuration{RESTClientGetter: getter{cfg: env.Config, dc: memory.NewMemCacheClient(dc)}}
+			vals := tc.vals
+			if vals == nil {
+				vals = map[string]any{}
+			}
+			frozen, err := helm.FreezeForAction(t.Context(), cfg, ch, vals, tc.in, helm.SandboxLimits{})
+			if tc.wantErr != "" {
+				if err == nil || err.Error() != tc.wantErr {
+					t.Fatalf("error:\n%v\nwant:\n%s", err, tc.wantErr)
+				}
+				return
+			}
+			testenv.MustNotError(t, err, "freezing the chart")
+			if got, want := string(frozen.Templates[0].Data), "{{`"+tc.want+"`}}"; got != want {
+				t.Errorf("rendered %s, want %s", got, want)
+			}
+			if cfg.Capabilities == nil || cfg.Capabilities.APIVersions.Has("hooks.test.rukpak.io/v1") != (tc.in.Deployed == nil) {
+				t.Errorf("the action's capabilities are not what the chart rendered with")
+			}
+		})
+	}
 }

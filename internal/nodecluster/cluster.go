@@ -711,6 +711,10 @@ evictionHard:
   nodefs.available: "1%%"
   imagefs.available: "1%%"
 resolvConf: /etc/resolv.conf
+# Pods' Secret volumes are refreshed at each pod sync: every 10 s instead of
+# every minute, so certificate rotations reach the pods the suites watch
+# within seconds (a test cluster's choice; the kubelet default is 1m).
+syncFrequency: 10s
 `
 
 // kubeProxyConfig: iptables mode; no conntrack sysctls, no localhost node

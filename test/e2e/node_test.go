@@ -150,11 +150,15 @@ func (s *nodeSuite) stop() error {
 }
 
 // keepLogsOnly removes the images, container and etcd data of a failed
-// run and keeps the components' logs for a look.
+// run and keeps the components' logs for a look (containerd's, from its
+// own directory, too).
 func (s *nodeSuite) keepLogsOnly() {
 	_ = os.RemoveAll(filepath.Join(s.dir, "images"))
 	if s.cluster == nil {
 		return
+	}
+	if s.cluster.Containerd != nil {
+		_ = os.Rename(filepath.Join(s.cluster.Containerd.Dir, "containerd.log"), filepath.Join(s.cluster.Dir, "containerd.log"))
 	}
 	ents, _ := os.ReadDir(s.cluster.Dir)
 	for _, e := range ents {

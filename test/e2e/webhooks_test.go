@@ -74,14 +74,15 @@ func TestRegistryWebhooks(t *testing.T) {
 	}
 	all, own := push("webhook-operator-1.0.0"), push("webhook-operator-own-1.0.0")
 
-	// Certificates valid 6 minutes, renewed 4 minutes before expiry: a
-	// renewal every 2 minutes, longer than the kubelet takes to refresh a
-	// Secret volume (the CA bundle trusts the current and previous CA).
+	// Certificates valid 4 minutes, renewed 3 minutes before expiry: a
+	// renewal every minute, longer than the node's kubelet takes to
+	// refresh a Secret volume (its syncFrequency is 10 s; the CA bundle
+	// trusts the current and previous CA).
 	const deployment = "deployment/rukpak-core"
 	args := jsonpath(t, deployment+" -n rukpak-system", "{.spec.template.spec.containers[0].args}")
 	mustKubectl(t, "", "-n", "rukpak-system", "patch", deployment, "--type=json", "-p",
-		`[{"op":"add","path":"/spec/template/spec/containers/0/args/-","value":"--webhook-cert-validity=6m"},`+
-			`{"op":"add","path":"/spec/template/spec/containers/0/args/-","value":"--webhook-cert-renew-before=4m"}]`)
+		`[{"op":"add","path":"/spec/template/spec/containers/0/args/-","value":"--webhook-cert-validity=4m"},`+
+			`{"op":"add","path":"/spec/template/spec/containers/0/args/-","value":"--webhook-cert-renew-before=3m"}]`)
 	t.Cleanup(func() {
 		mustKubectl(t, "", "-n", "rukpak-system", "patch", deployment, "--type=json", "-p",
 			`[{"op":"replace","path":"/spec/template/spec/containers/0/args","value":`+args+`}]`)

@@ -164,6 +164,10 @@ type sandboxResponse struct {
 	Error        string                  `json:"error,omitempty"`
 }
 
+// sandboxSlots bounds the children running at once (process-wide), so
+// their memory limits add up to at most twice one.
+var sandboxSlots = make(chan struct{}, 2)
+
 // sandboxExitNoMemory is the child's exit code when its address space ran
 // out where Go reports it as an error rather than a fatal runtime error.
 const sandboxExitNoMemory = 3
@@ -193,6 +197,13 @@ func renderSandboxed(ctx context.Context, ch *chart.Chart, vals map[string]any, 
 		return nil, fmt.Errorf("rendering chart %q: finding the running binary: %w", ch.Name(), err)
 	}
 
+	// At most a few children at once: each may map limits.Memory.
+	select {
+	case sandboxSlots <- struct{}{}:
+		defer func() { <-sandboxSlots }()
+	case <-ctx.Done():
+		return nil, fmt.Errorf("rendering chart %q: %w", ch.Name(), ctx.Err())
+	}
 	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, limits.Timeout)
 	defer cancel()

@@ -36,6 +36,7 @@ import (
 // install must hold.
 type webhookBundle struct {
 	dir, config, namespace string
+	path                   string // the bundle's directory when not dir of the shared test data
 	secret, service        string // the serving certificate's Secret and the webhooks' Service
 	deployment             string
 	validating, mutating   int
@@ -57,7 +58,17 @@ var webhookBundles = []webhookBundle{
 
 func (h *harness) installWebhookBundle(name string, wb webhookBundle) *rukpakv1alpha1.BundleDeployment {
 	h.t.Helper()
-	dir := filepath.Join("../../shared/testdata/registry-v1", wb.dir)
+	h.createWebhookBundle(name, wb)
+	return h.waitBD(name, rukpakv1alpha1.TypeInstalled, metav1.ConditionTrue, rukpakv1alpha1.ReasonInstallationSucceeded, "")
+}
+
+// createWebhookBundle creates a BundleDeployment of a webhook bundle.
+func (h *harness) createWebhookBundle(name string, wb webhookBundle) {
+	h.t.Helper()
+	dir := wb.path
+	if dir == "" {
+		dir = filepath.Join("../../shared/testdata/registry-v1", wb.dir)
+	}
 	if _, err := os.Stat(dir); err != nil {
 		h.t.Skipf("shared test data not available: %v", err)
 	}
@@ -75,7 +86,6 @@ func (h *harness) installWebhookBundle(name string, wb webhookBundle) *rukpakv1a
 	if err := h.c.Create(context.Background(), bd); err != nil {
 		h.t.Fatal(err)
 	}
-	return h.waitBD(name, rukpakv1alpha1.TypeInstalled, metav1.ConditionTrue, rukpakv1alpha1.ReasonInstallationSucceeded, "")
 }
 
 // checkWebhooks checks that a webhook bundle's install holds its Service, a

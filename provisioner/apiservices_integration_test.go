@@ -64,7 +64,7 @@ func (h *harness) checkAPIServices(bd string, secret *corev1.Secret) {
 		spec := u.Object["spec"].(map[string]interface{})
 		want := map[string]interface{}{
 			"group": group, "version": version, "groupPriorityMinimum": int64(2000), "versionPriority": int64(15),
-			"service":  map[string]interface{}{"namespace": wb.namespace, "name": wb.service, "port": int64(8443)},
+			"service":  map[string]interface{}{"namespace": wb.namespace, "name": wb.service, "port": int64(9443)},
 			"caBundle": base64.StdEncoding.EncodeToString(secret.Data[servingcert.CAFile]),
 		}
 		for k, v := range want {

@@ -43,8 +43,8 @@ func TestRenderAPIServices(t *testing.T) {
 		}
 		s := obj.Spec.Service
 		got = append(got, strings.Join([]string{obj.Metadata.Name, obj.Spec.Group, obj.Spec.Version, s.Namespace, s.Name}, " "))
-		if s.Port != 8443 {
-			t.Errorf("APIService %s: service port %d, want 8443", obj.Metadata.Name, s.Port)
+		if s.Port != 9443 {
+			t.Errorf("APIService %s: service port %d, want 9443", obj.Metadata.Name, s.Port)
 		}
 	}
 	want := "v1alpha1.apiservice.rukpak.test apiservice.rukpak.test v1alpha1 apis apiservice-operator-service\n" +

@@ -77,7 +77,9 @@ var CrashLoop = Spec{Name: "crashloop", Package: modulePath + "/test/images/cras
 // /validate) and a CRD conversion webhook (/convert) over TLS on $PORT
 // (9443) with the certificate in /tmp/k8s-webhook-server/serving-certs
 // (tls.crt, tls.key; re-read when they change), and plain-HTTP probes
-// /healthz, /readyz on $HEALTH_PORT (8081). See test/images/webhook.
+// /healthz, /readyz on $HEALTH_PORT (8081); on $PORT it also serves the
+// discovery of any aggregated API (GET /apis/{group}/{version}, one
+// resource: widgets). See test/images/webhook.
 var Webhook = Spec{Name: "webhook", Package: modulePath + "/test/images/webhook", UID: 65532, GID: 65532, Env: []string{"PORT=9443", "HEALTH_PORT=8081"}, ExposedPorts: []string{"9443/tcp", "8081/tcp"}}
 
 // All are the images BuildAll writes.

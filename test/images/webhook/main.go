@@ -14,6 +14,10 @@
 //   - POST /convert (ConversionReview v1): sets each object's apiVersion to
 //     the desired one and records the old one in the annotation
 //     webhook.rukpak.test/converted-from.
+//   - GET /apis/{group}/{version}: an aggregated API server's discovery,
+//     one namespaced resource "widgets" (kind Widget), for the APIServices
+//     of a CSV's owned apiservicedefinitions; GET .../widgets (all
+//     namespaces or .../namespaces/{ns}/widgets) lists none.
 //
 // Built by internal/nodeimages.
 package main
@@ -209,12 +213,34 @@ func convert(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, out)
 }
 
+// discovery answers an aggregated API server's discovery of any group and
+// version: the aggregator calls it to mark the APIService Available.
+func discovery(w http.ResponseWriter, r *http.Request) {
+	gv := r.PathValue("group") + "/" + r.PathValue("version")
+	writeJSON(w, metav1.APIResourceList{
+		TypeMeta:     metav1.TypeMeta{APIVersion: "v1", Kind: "APIResourceList"},
+		GroupVersion: gv,
+		APIResources: []metav1.APIResource{{Name: "widgets", SingularName: "widget", Namespaced: true, Kind: "Widget", Verbs: metav1.Verbs{"get", "list"}}},
+	})
+}
+
+// widgets lists no Widgets.
+func widgets(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, map[string]any{
+		"apiVersion": r.PathValue("group") + "/" + r.PathValue("version"), "kind": "WidgetList",
+		"metadata": map[string]any{}, "items": []any{},
+	})
+}
+
 // handler is the TLS mux.
 func handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /mutate", func(w http.ResponseWriter, r *http.Request) { review(w, r, mutate) })
 	mux.HandleFunc("POST /validate", func(w http.ResponseWriter, r *http.Request) { review(w, r, validate) })
 	mux.HandleFunc("POST /convert", convert)
+	mux.HandleFunc("GET /apis/{group}/{version}", discovery)
+	mux.HandleFunc("GET /apis/{group}/{version}/widgets", widgets)
+	mux.HandleFunc("GET /apis/{group}/{version}/namespaces/{namespace}/widgets", widgets)
 	return mux
 }
 

@@ -164,3 +164,32 @@ func TestTLSAndRotation(t *testing.T) {
 		t.Errorf("readyz with a certificate: %d", rec.Code)
 	}
 }
+
+// TestAggregatedAPI: the discovery the aggregator checks before marking an
+// APIService Available, and an empty list of its one resource.
+func TestAggregatedAPI(t *testing.T) {
+	h := handler()
+	get := func(path string) string {
+		t.Helper()
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
+		if rec.Code != http.StatusOK || rec.Header().Get("Content-Type") != "application/json" {
+			t.Fatalf("GET %s: %d %s %s", path, rec.Code, rec.Header().Get("Content-Type"), rec.Body)
+		}
+		return strings.TrimSpace(rec.Body.String())
+	}
+	if got, want := get("/apis/apiservice.rukpak.test/v1alpha1"),
+		`{"kind":"APIResourceList","apiVersion":"v1","groupVersion":"apiservice.rukpak.test/v1alpha1","resources":[{"name":"widgets","singularName":"widget","namespaced":true,"kind":"Widget","verbs":["get","list"]}]}`; got != want {
+		t.Errorf("discovery:\n got %s\nwant %s", got, want)
+	}
+	for _, path := range []string{"/apis/apiservice.rukpak.test/v1beta1/widgets", "/apis/apiservice.rukpak.test/v1beta1/namespaces/ns/widgets"} {
+		if got, want := get(path), `{"apiVersion":"apiservice.rukpak.test/v1beta1","items":[],"kind":"WidgetList","metadata":{}}`; got != want {
+			t.Errorf("%s:\n got %s\nwant %s", path, got, want)
+		}
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/apis", nil))
+	if rec.Code != http.StatusNotFound {
+		t.Errorf("GET /apis: %d, want 404 (no aggregated discovery: the aggregator falls back to each group version)", rec.Code)
+	}
+}

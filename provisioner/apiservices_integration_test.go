@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -166,31 +165,8 @@ func TestIntegrationAPIServices(t *testing.T) {
 		}
 		return fmt.Errorf("still there: %w", err)
 	})
-	deleted := func(wi watch.Interface, want int) []int {
-		var rvs []int
-		for len(rvs) < want {
-			select {
-			case ev := <-wi.ResultChan():
-				if ev.Type != watch.Deleted {
-					continue
-				}
-				o, ok := ev.Object.(metav1.Object)
-				if !ok {
-					t.Fatalf("watch event %T", ev.Object)
-				}
-				rv, err := strconv.Atoi(o.GetResourceVersion())
-				if err != nil {
-					t.Fatal(err)
-				}
-				rvs = append(rvs, rv)
-			case <-time.After(time.Minute):
-				t.Fatalf("%d of %d deletions seen", len(rvs), want)
-			}
-		}
-		return rvs
-	}
-	apis := deleted(watches[0], len(apiServiceNames))
-	workload := append(deleted(watches[1], 1), deleted(watches[2], 1)...)
+	apis := deletedVersions(t, watches[0], len(apiServiceNames))
+	workload := append(deletedVersions(t, watches[1], 1), deletedVersions(t, watches[2], 1)...)
 	if last, first := slices.Max(apis), slices.Min(workload); last > first {
 		t.Fatalf("an APIService was deleted (resource version %d) after the workload serving it (%d)", last, first)
 	}

@@ -315,31 +315,8 @@ func TestIntegrationWebhookBundles(t *testing.T) {
 		}
 		return fmt.Errorf("still there: %w", err)
 	})
-	deleted := func(wi watch.Interface, want int) []int {
-		var rvs []int
-		for len(rvs) < want {
-			select {
-			case ev := <-wi.ResultChan():
-				if ev.Type != watch.Deleted {
-					continue
-				}
-				o, ok := ev.Object.(metav1.Object)
-				if !ok {
-					t.Fatalf("watch event %T", ev.Object)
-				}
-				rv, err := strconv.Atoi(o.GetResourceVersion())
-				if err != nil {
-					t.Fatal(err)
-				}
-				rvs = append(rvs, rv)
-			case <-time.After(time.Minute):
-				t.Fatalf("%d of %d deletions seen", len(rvs), want)
-			}
-		}
-		return rvs
-	}
-	hooks := append(deleted(watches[0], wb.validating), deleted(watches[1], wb.mutating)...)
-	workload := append(deleted(watches[2], len(deps.Items)), deleted(watches[3], len(svcs.Items))...)
+	hooks := append(deletedVersions(t, watches[0], wb.validating), deletedVersions(t, watches[1], wb.mutating)...)
+	workload := append(deletedVersions(t, watches[2], len(deps.Items)), deletedVersions(t, watches[3], len(svcs.Items))...)
 	if last, first := slices.Max(hooks), slices.Min(workload); last > first {
 		t.Fatalf("a webhook configuration was deleted (resource version %d) after the workload serving it (%d)", last, first)
 	}
@@ -647,4 +624,31 @@ func TestIntegrationPivotDroppingWebhooks(t *testing.T) {
 	if v := h.releaseVersion("pivot"); v != installed+1 {
 		t.Fatalf("release revision %d after the pivot from revision %d, want %d", v, installed, installed+1)
 	}
+}
+
+// deletedVersions waits for want deletions on wi and returns their
+// resource versions, which order deletions across resources.
+func deletedVersions(t *testing.T, wi watch.Interface, want int) []int {
+	t.Helper()
+	var rvs []int
+	for len(rvs) < want {
+		select {
+		case ev := <-wi.ResultChan():
+			if ev.Type != watch.Deleted {
+				continue
+			}
+			o, ok := ev.Object.(metav1.Object)
+			if !ok {
+				t.Fatalf("watch event %T", ev.Object)
+			}
+			rv, err := strconv.Atoi(o.GetResourceVersion())
+			if err != nil {
+				t.Fatal(err)
+			}
+			rvs = append(rvs, rv)
+		case <-time.After(time.Minute):
+			t.Fatalf("%d of %d deletions seen", len(rvs), want)
+		}
+	}
+	return rvs
 }

@@ -64,7 +64,7 @@ func (r *Reconciler) holdPivot(ctx context.Context, bd *rukpakv1alpha1.BundleDep
 
 	if r.previewStale(bd, b) {
 		msg := fmt.Sprintf("Pivot from bundle %q to bundle %q awaits approval: set annotation %s=%s to proceed. Preview (server-side dry run): %s",
-			active, b.Name, rukpakv1alpha1.AnnotationApprovedBundle, b.Name, r.preview(ctx, bd, objs))
+			active, b.Name, rukpakv1alpha1.AnnotationApprovedBundle, b.Name, r.preview(ctx, bd, b, objs))
 		if len(msg) > maxPreviewMessage {
 			msg = strings.ToValidUTF8(msg[:maxPreviewMessage-3], "") + "..."
 		}
@@ -111,7 +111,18 @@ func (r *Reconciler) previewStale(bd *rukpakv1alpha1.BundleDeployment, b *rukpak
 }
 
 // preview is the pivot's plan in one line, or why there is none.
-func (r *Reconciler) preview(ctx context.Context, bd *rukpakv1alpha1.BundleDeployment, objs []*unstructured.Unstructured) string {
+func (r *Reconciler) preview(ctx context.Context, bd *rukpakv1alpha1.BundleDeployment, b *rukpakv1alpha1.Bundle, objs []*unstructured.Unstructured) string {
+	if ri, ok := r.installer().(RenderingInstaller); ok && r.Objects == nil {
+		fsys, err := r.Loader.Load(ctx, b)
+		if err != nil {
+			return fmt.Sprintf("failed: loading bundle %q: %v", b.Name, err)
+		}
+		p, err := PlanRender(ctx, r.Releases, ri, bd, fsys)
+		if err != nil {
+			return "failed: " + err.Error()
+		}
+		return p.Summary(previewObjects)
+	}
 	if r.Objects == nil {
 		return fmt.Sprintf("not available for provisioner class %s (its objects are rendered at install time)", r.Class)
 	}

@@ -25,13 +25,17 @@ type Identity struct {
 }
 
 // ImpersonatingInstaller is an Installer that can install as another
-// identity: As returns one whose objects are applied and deleted with c.
+// identity: As returns one whose objects are applied and deleted as sa,
+// with c (sa's client) or, for installers that act through other clients
+// (Helm's), with sa impersonated.
 type ImpersonatingInstaller interface {
-	As(c client.Client) Installer
+	As(sa identity.ServiceAccount, c client.Client) Installer
 }
 
 // As installs with c; release records stay the provisioner's.
-func (i ObjectInstaller) As(c client.Client) Installer { return ObjectInstaller{i.Manager.As(c)} }
+func (i ObjectInstaller) As(_ identity.ServiceAccount, c client.Client) Installer {
+	return ObjectInstaller{i.Manager.As(c)}
+}
 
 // maxPermissionsMessage bounds the rules the Installed condition lists
 // (conditions allow 32 KiB): a bundle of many kinds in many namespaces
@@ -82,7 +86,7 @@ func (r *Reconciler) installAs(ctx context.Context, bd *rukpakv1alpha1.BundleDep
 		// RBAC changes come with no event for this BundleDeployment.
 		return nil, nil, ctrl.Result{RequeueAfter: healthRecheck}, false, nil
 	}
-	return imp.As(as), as, res, true, nil
+	return imp.As(sa, as), as, res, true, nil
 }
 
 // permissionEvents records the missing rules, one event per namespace
@@ -128,5 +132,5 @@ func (r *Reconciler) uninstaller(bd *rukpakv1alpha1.BundleDeployment) (Installer
 	if err != nil {
 		return nil, err
 	}
-	return imp.As(as), nil
+	return imp.As(sa, as), nil
 }

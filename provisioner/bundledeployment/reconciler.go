@@ -213,11 +213,15 @@ func (r *Reconciler) reconcile(ctx context.Context, bd *rukpakv1alpha1.BundleDep
 		b, fsys, objs = held.bundle, held.fsys, held.objs
 	}
 
-	inst, as, res, ok, err := r.installAs(ctx, bd, b, objs)
+	perms, crds, ok, err := r.checked(ctx, bd, b, fsys, objs)
+	if err != nil || !ok {
+		return ctrl.Result{}, err
+	}
+	inst, as, res, ok, err := r.installAs(ctx, bd, b, perms)
 	if err != nil || !ok {
 		return res, err
 	}
-	if ok, err := r.preflight(ctx, bd, b, objs); err != nil {
+	if ok, err := r.preflight(ctx, bd, b, crds); err != nil {
 		return ctrl.Result{}, err
 	} else if !ok {
 		// Stored objects may be fixed without an event for this

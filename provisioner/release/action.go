@@ -8,6 +8,7 @@ import (
 	helmrelease "helm.sh/helm/v3/pkg/release"
 	"helm.sh/helm/v3/pkg/storage"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 )
 
@@ -37,6 +38,34 @@ func (m *Manager) NewKubeClient(namespace string) *kube.Client {
 	kc := kube.New(m.getter)
 	kc.Namespace = namespace
 	return kc
+}
+
+// NewKubeClientAs is NewKubeClient acting as user (impersonated; "" is
+// m's own identity): the objects and hooks of an action are created,
+// watched and deleted with user's rights, while discovery and the REST
+// mapper stay m's (discovery is not a privilege).
+func (m *Manager) NewKubeClientAs(namespace, user string) *kube.Client {
+	if user == "" {
+		return m.NewKubeClient(namespace)
+	}
+	kc := kube.New(&impersonatingGetter{restGetter: m.getter, user: user})
+	kc.Namespace = namespace
+	return kc
+}
+
+// impersonatingGetter is m's getter whose REST config impersonates user.
+type impersonatingGetter struct {
+	*restGetter
+	user string
+}
+
+func (g *impersonatingGetter) ToRESTConfig() (*rest.Config, error) {
+	cfg, err := g.restGetter.ToRESTConfig()
+	if err != nil {
+		return nil, err
+	}
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: g.user}
+	return cfg, nil
 }
 
 // Lock serialises actions on release name with m's own; call the returned

@@ -43,6 +43,9 @@ type Plan struct {
 	// Unchanged counts the existing objects the apply would leave as they
 	// are.
 	Unchanged int
+	// Hooks lists the hooks the install would run (the helm class's), not
+	// part of the release: "Kind ns/name (pre-upgrade)".
+	Hooks []string
 }
 
 // ObjectChange is one object a plan changes.
@@ -69,6 +72,18 @@ func (m *Manager) Plan(ctx context.Context, name string, objs []*unstructured.Un
 	if err != nil {
 		return nil, err
 	}
+	return m.plan(ctx, name, m.namespace, stamped)
+}
+
+// PlanStamped is Plan for objects already stamped and placed as release
+// name's whose ownership annotations name releaseNamespace: the helm
+// class's, whose post-renderer stamps them and whose release namespace is
+// the install namespace.
+func (m *Manager) PlanStamped(ctx context.Context, name, releaseNamespace string, stamped []*unstructured.Unstructured) (*Plan, error) {
+	return m.plan(ctx, name, releaseNamespace, stamped)
+}
+
+func (m *Manager) plan(ctx context.Context, name, releaseNamespace string, stamped []*unstructured.Unstructured) (*Plan, error) {
 	deployed, err := m.deployed(name)
 	if err != nil {
 		return nil, err
@@ -87,7 +102,7 @@ func (m *Manager) Plan(ctx context.Context, name string, objs []*unstructured.Un
 
 	var mu sync.Mutex
 	err = parallel(stamped, func(o *unstructured.Unstructured) error {
-		verdict, change, err := m.planObject(ctx, name, o)
+		verdict, change, err := m.planObject(ctx, name, releaseNamespace, o)
 		if err != nil {
 			return err
 		}
@@ -124,7 +139,7 @@ func (m *Manager) Plan(ctx context.Context, name string, objs []*unstructured.Un
 		if err != nil {
 			return fmt.Errorf("reading %s: %w", describe(o), err)
 		}
-		if live != nil && live.DeletionTimestamp.IsZero() && ownedBy(live, name, m.namespace) {
+		if live != nil && live.DeletionTimestamp.IsZero() && ownedBy(live, name, releaseNamespace) {
 			mu.Lock()
 			p.Delete = append(p.Delete, describe(o))
 			mu.Unlock()
@@ -152,7 +167,7 @@ const (
 
 // planObject dry-runs the apply of one stamped object. A refusal comes back
 // as planRefuse with the reason in change.Object.
-func (m *Manager) planObject(ctx context.Context, name string, o *unstructured.Unstructured) (planVerdict, ObjectChange, error) {
+func (m *Manager) planObject(ctx context.Context, name, releaseNamespace string, o *unstructured.Unstructured) (planVerdict, ObjectChange, error) {
 	live := &unstructured.Unstructured{}
 	live.SetGroupVersionKind(o.GroupVersionKind())
 	err := m.client.Get(ctx, client.ObjectKeyFromObject(o), live)
@@ -162,7 +177,7 @@ func (m *Manager) planObject(ctx context.Context, name string, o *unstructured.U
 		return planCreate, ObjectChange{}, nil
 	case err != nil:
 		return 0, ObjectChange{}, fmt.Errorf("reading %s: %w", describe(o), err)
-	case !ownedBy(live, name, m.namespace):
+	case !ownedBy(live, name, releaseNamespace):
 		why := "it exists and is not managed by this release"
 		if ns, other := Owner(live); other != "" {
 			why += fmt.Sprintf(" (it is owned by release %s/%s)", ns, other)
@@ -430,6 +445,7 @@ func (p *Plan) Summary(maxObjects int) string {
 	}
 	list("delete", p.Delete)
 	list("refused", p.Refused)
+	list("hooks would run:", p.Hooks)
 	return b.String()
 }
 

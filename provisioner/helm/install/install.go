@@ -59,6 +59,10 @@ type Installer struct {
 	// the same chart and values (a failing hook Job is not run again on
 	// every reconcile); 0 means DefaultRetryAfter.
 	RetryAfter time.Duration
+
+	// user, when set, is the identity (a ServiceAccount's user name) Helm's
+	// kube client and a chart's lookups act as: see As.
+	user string
 }
 
 const (
@@ -120,9 +124,9 @@ func (in *Installer) Install(ctx context.Context, bd *rukpakv1alpha1.BundleDeplo
 		return res, in.failedRevision(verb, last)
 	}
 
-	kc := &guardedKube{Client: in.Releases.NewKubeClient(cfg.InstallNamespace), forbidden: in.Releases.Namespace()}
+	kc := &guardedKube{Client: in.Releases.NewKubeClientAs(cfg.InstallNamespace, in.user), forbidden: in.Releases.Namespace()}
 	acfg := in.Releases.ActionConfig(ctx, kc)
-	acfg.RESTClientGetter = lookupGetter{RESTClientGetter: acfg.RESTClientGetter, forbidden: in.Releases.Namespace()}
+	acfg.RESTClientGetter = lookupGetter{RESTClientGetter: acfg.RESTClientGetter, forbidden: in.Releases.Namespace(), user: in.user}
 	mapper, err := acfg.RESTClientGetter.ToRESTMapper()
 	if err != nil {
 		return res, fmt.Errorf("creating REST mapper: %w", err)
@@ -175,7 +179,7 @@ func (in *Installer) Uninstall(ctx context.Context, name string) ([]string, erro
 		return nil, err
 	}
 	last, _ := latest(hist)
-	kc := &guardedKube{Client: in.Releases.NewKubeClient(last.Namespace), forbidden: in.Releases.Namespace()}
+	kc := &guardedKube{Client: in.Releases.NewKubeClientAs(last.Namespace, in.user), forbidden: in.Releases.Namespace()}
 	act := action.NewUninstall(in.Releases.ActionConfig(ctx, kc))
 	act.Timeout = in.timeout(nil)
 	act.DeletionPropagation = string(metav1.DeletePropagationBackground)
@@ -453,12 +457,17 @@ func describe(o *unstructured.Unstructured) string {
 type lookupGetter struct {
 	action.RESTClientGetter
 	forbidden string
+	// user, when set, is who lookups read as (impersonated).
+	user string
 }
 
 func (g lookupGetter) ToRESTConfig() (*rest.Config, error) {
 	cfg, err := g.RESTClientGetter.ToRESTConfig()
 	if err != nil {
 		return nil, err
+	}
+	if g.user != "" {
+		cfg.Impersonate = rest.ImpersonationConfig{UserName: g.user}
 	}
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		return lookupGuard{next: rt, forbidden: g.forbidden}

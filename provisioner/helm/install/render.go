@@ -1,0 +1,169 @@
+package install
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io/fs"
+	"time"
+
+	helmrelease "helm.sh/helm/v3/pkg/release"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
+	"github.com/rukpak-dev/rukpak/provisioner/bundledeployment"
+	"github.com/rukpak-dev/rukpak/provisioner/helm"
+	"github.com/rukpak-dev/rukpak/provisioner/identity"
+	"github.com/rukpak-dev/rukpak/provisioner/release"
+)
+
+// As returns an Installer that installs, upgrades and uninstalls as sa:
+// Helm's kube client (the release's objects, crds/ and hooks) and a chart's
+// lookups act with sa's identity, and c (sa's client) deletes what an
+// interrupted uninstall left. Release records and values sources stay read
+// and written with the provisioner's own identity.
+func (in *Installer) As(sa identity.ServiceAccount, c client.Client) bundledeployment.Installer {
+	v := *in
+	v.user = sa.Username()
+	v.Client = c
+	v.Releases = in.Releases.As(c)
+	return &v
+}
+
+// Render returns what the next Install of bd from fsys would apply, applying
+// nothing: the deployed release's objects when its inputs are unchanged
+// (Current), nil while a failed revision of the same inputs waits for its
+// retry (Install applies nothing then), else a render of the chart with
+// the values Install would use, for the cluster's capabilities, in the
+// bounded child process, through the same post-renderer. Lookups find
+// nothing in that render (as in `rukpakctl render`).
+func (in *Installer) Render(ctx context.Context, bd *rukpakv1alpha1.BundleDeployment, fsys fs.FS, stamp func(*unstructured.Unstructured)) (*release.Rendered, error) {
+	cfg, err := ParseConfig(bd, in.Releases.Namespace())
+	if err != nil {
+		return nil, err
+	}
+	ch, err := helm.LoadChart(fsys)
+	if err != nil {
+		return nil, err
+	}
+	vals, err := cfg.MergedValues(ctx, in.Reader, in.Releases.Namespace())
+	if err != nil {
+		return nil, err
+	}
+	digest, err := inputsDigest(ch, vals, cfg.InstallNamespace)
+	if err != nil {
+		return nil, err
+	}
+	hist, err := in.history(ctx, bd.Name)
+	if err != nil {
+		return nil, err
+	}
+	last, deployed := latest(hist)
+	switch {
+	case deployed != nil && last == deployed && deployed.Labels[labelInputs] == digest:
+		objs, err := installed(deployed)
+		if err != nil {
+			return nil, err
+		}
+		return &release.Rendered{Objects: objs, Namespace: deployed.Namespace, Upgrade: true, Current: true}, nil
+	case last != nil && last.Info.Status == helmrelease.StatusFailed && last.Labels[labelInputs] == digest &&
+		time.Since(last.Info.LastDeployed.Time) < in.retryAfter():
+		return nil, nil
+	}
+
+	getter := in.Releases.ActionConfig(ctx, nil).RESTClientGetter
+	dc, err := getter.ToDiscoveryClient()
+	if err != nil {
+		return nil, fmt.Errorf("creating a discovery client: %w", err)
+	}
+	caps, err := helm.Capabilities(dc, ch.CRDObjects())
+	if err != nil {
+		return nil, err
+	}
+	mapper, err := getter.ToRESTMapper()
+	if err != nil {
+		return nil, fmt.Errorf("creating REST mapper: %w", err)
+	}
+	r, err := helm.Render(ctx, ch, vals, helm.RenderOptions{
+		ReleaseName: bd.Name, Namespace: cfg.InstallNamespace,
+		KubeVersion: &caps.KubeVersion, APIVersions: caps.APIVersions,
+	})
+	if err != nil {
+		return nil, err
+	}
+	pr := &postRenderer{stamp: stamp, release: bd.Name, namespace: cfg.InstallNamespace, forbidden: in.Releases.Namespace(), mapper: mapper}
+	manifest, err := pr.Run(bytes.NewBufferString(r.Release.Manifest))
+	if err != nil {
+		return nil, err
+	}
+	out := &release.Rendered{Namespace: cfg.InstallNamespace, Upgrade: deployed != nil}
+	if out.Objects, err = release.DecodeManifest(manifest.String()); err != nil {
+		return nil, fmt.Errorf("chart %q: %w", ch.Name(), err)
+	}
+	var crds []*unstructured.Unstructured
+	for _, crd := range r.CRDs {
+		objs, err := release.DecodeManifest(string(crd.File.Data))
+		if err != nil {
+			return nil, fmt.Errorf("chart %q %s: %w", ch.Name(), crd.Filename, err)
+		}
+		crds = append(crds, objs...)
+	}
+	if deployed == nil {
+		out.CRDs = crds
+	}
+	for _, h := range r.Release.Hooks {
+		objs, err := release.DecodeManifest(h.Manifest)
+		if err != nil {
+			return nil, fmt.Errorf("chart %q hook %s: %w", ch.Name(), h.Path, err)
+		}
+		out.Hooks = append(out.Hooks, objs...)
+	}
+	// Helm's client places objects without a namespace in the release's,
+	// kinds of the chart's own CRDs included, which the cluster serves
+	// only once the install created them.
+	scopes := namespacedKinds(append(crds, out.Objects...))
+	placeIn(out.Objects, cfg.InstallNamespace, mapper, scopes)
+	placeIn(out.Hooks, cfg.InstallNamespace, mapper, scopes)
+	return out, nil
+}
+
+// namespacedKinds says, for each kind the CRDs among objs define, whether
+// it is namespaced.
+func namespacedKinds(objs []*unstructured.Unstructured) map[schema.GroupKind]bool {
+	kinds := map[schema.GroupKind]bool{}
+	for _, o := range objs {
+		if o.GroupVersionKind().GroupKind() != (schema.GroupKind{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"}) {
+			continue
+		}
+		group, _, _ := unstructured.NestedString(o.Object, "spec", "group")
+		kind, _, _ := unstructured.NestedString(o.Object, "spec", "names", "kind")
+		scope, _, _ := unstructured.NestedString(o.Object, "spec", "scope")
+		kinds[schema.GroupKind{Group: group, Kind: kind}] = scope == "Namespaced"
+	}
+	return kinds
+}
+
+// history reads release name's records under its lock.
+func (in *Installer) history(ctx context.Context, name string) ([]*helmrelease.Release, error) {
+	defer in.Releases.Lock(name)()
+	return in.Releases.History(ctx, name)
+}
+
+func placeIn(objs []*unstructured.Unstructured, namespace string, mapper meta.RESTMapper, scopes map[schema.GroupKind]bool) {
+	for _, o := range objs {
+		if o.GetNamespace() != "" {
+			continue
+		}
+		gvk := o.GroupVersionKind()
+		namespaced, ok := scopes[gvk.GroupKind()]
+		if m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version); err == nil {
+			namespaced, ok = m.Scope.Name() == meta.RESTScopeNameNamespace, true
+		}
+		if ok && namespaced {
+			o.SetNamespace(namespace)
+		}
+	}
+}

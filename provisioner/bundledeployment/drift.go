@@ -36,11 +36,18 @@ func (r *Reconciler) correctDrift(ctx context.Context, as client.Client, owner s
 	var taken []takenObject
 	defer func() { metrics.DriftCorrected(r.Class, owner, len(restored)) }()
 	for _, want := range desired {
-		live := &unstructured.Unstructured{}
-		live.SetGroupVersionKind(want.GroupVersionKind())
-		live.SetName(want.GetName())
-		live.SetNamespace(want.GetNamespace())
-		err := r.tracker.Get(ctx, live)
+		live, err := r.tracker.Metadata(ctx, want)
+		if err == nil {
+			if owner := ownedElsewhere(want, live); owner != "" {
+				taken = append(taken, takenObject{want, owner})
+				continue
+			}
+			var o observation
+			o, err = r.tracker.Observe(ctx, owner, want, live)
+			if err == nil && !o.drifted {
+				continue
+			}
+		}
 		switch {
 		case apierrors.IsNotFound(err):
 			// The cache only holds objects labelled as installed by some
@@ -58,11 +65,6 @@ func (r *Reconciler) correctDrift(ctx context.Context, as client.Client, owner s
 			}
 		case err != nil:
 			return taken, fmt.Errorf("reading %s: %w", describe(want), err)
-		case ownedElsewhere(want, live) != "":
-			taken = append(taken, takenObject{want, ownedElsewhere(want, live)})
-			continue
-		case !drifted(want, live):
-			continue
 		}
 		if err := release.ApplyObject(ctx, as, want); err != nil {
 			return taken, fmt.Errorf("restoring %s: %w", describe(want), err)

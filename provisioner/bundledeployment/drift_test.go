@@ -77,8 +77,7 @@ func TestDrifted(t *testing.T) {
 	}
 }
 
-// The tracker reads built-in kinds as typed objects and converts them;
-// what the API server stored (with its defaults) must not look drifted
+// What the API server stored (with its defaults) must not look drifted
 // from the bundle's YAML, and a real edit must.
 func TestDriftedAgainstTypedObjects(t *testing.T) {
 	decode := func(y string) *unstructured.Unstructured {
@@ -175,4 +174,16 @@ spec:
 			}
 		})
 	}
+}
+
+// fromTyped fills into with typed object o of kind gvk, as the API server
+// would send it.
+func fromTyped(o runtime.Object, gvk schema.GroupVersionKind, into *unstructured.Unstructured) error {
+	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
+	if err != nil {
+		return err
+	}
+	into.SetUnstructuredContent(content)
+	into.SetGroupVersionKind(gvk)
+	return nil
 }

@@ -255,6 +255,7 @@ func (r *Reconciler) reconcile(ctx context.Context, bd *rukpakv1alpha1.BundleDep
 	stamped := result.Objects
 	var taken []takenObject
 	if result.Changed {
+		r.tracker.Forget(bd.Name)
 		r.droppedEvents(bd, result.Dropped)
 		r.event(bd, "Normal", rukpakv1alpha1.ReasonInstallationSucceeded, fmt.Sprintf("Installed bundle %q (release revision %d)", b.Name, result.Release.Version))
 	} else {
@@ -315,7 +316,7 @@ func (r *Reconciler) reconcile(ctx context.Context, bd *rukpakv1alpha1.BundleDep
 const healthRecheck = 30 * time.Second
 
 func (r *Reconciler) health(ctx context.Context, bd *rukpakv1alpha1.BundleDeployment, objs []*unstructured.Unstructured) (ctrl.Result, error) {
-	bad, err := r.unhealthy(ctx, objs)
+	bad, err := r.unhealthy(ctx, bd.Name, objs)
 	if err != nil {
 		return ctrl.Result{}, err
 	}

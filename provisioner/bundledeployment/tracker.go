@@ -3,12 +3,12 @@ package bundledeployment
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 
-	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/selection"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -20,26 +20,28 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
+	"github.com/rukpak-dev/rukpak/provisioner/health"
 )
 
 // Tracker watches the kinds BundleDeployments installed, so a deleted or
 // edited object brings its BundleDeployment back for drift correction and
-// health updates. Its cache holds only objects labelled as installed by a
-// BundleDeployment, which keeps memory proportional to what was installed,
-// not to the cluster.
+// health updates. Its cache holds only the metadata of objects labelled as
+// installed by a BundleDeployment (metadata-only watches, and of the
+// annotations only Helm's ownership ones): memory grows with the number of
+// installed objects, not with their size (a CRD's schema can be 1 MB).
 //
-// Kinds the scheme knows (the built-in ones) are watched as typed objects,
-// which the API server sends as protobuf: for the watch events of a
-// 1,000-object install that is far cheaper to encode and decode than the
-// JSON of unstructured objects, and typed objects are smaller in the cache.
-// Readers still get unstructured objects (see Get).
+// Drift correction and health need whole objects: they read one from the
+// API server only when its resourceVersion differs from the one last
+// judged, and remember the verdict (observed), so a steady state costs no
+// reads.
 type Tracker struct {
 	cache      cache.Cache
+	reader     client.Reader
 	controller controller.Controller
-	scheme     *runtime.Scheme
 
-	mu      sync.Mutex
-	watched map[schema.GroupVersionKind]bool
+	mu       sync.Mutex
+	watched  map[schema.GroupVersionKind]bool
+	observed map[string]map[objectKey]observation
 }
 
 func newTracker(mgr ctrl.Manager) (*Tracker, error) {
@@ -52,9 +54,7 @@ func newTracker(mgr ctrl.Manager) (*Tracker, error) {
 		Mapper:               mgr.GetRESTMapper(),
 		HTTPClient:           mgr.GetHTTPClient(),
 		DefaultLabelSelector: labels.NewSelector().Add(*owned),
-		// managedFields are often the larger part of an object and nothing
-		// here reads them.
-		DefaultTransform: cache.TransformStripManagedFields(),
+		DefaultTransform:     trimMetadata,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating cache of installed objects: %w", err)
@@ -62,34 +62,52 @@ func newTracker(mgr ctrl.Manager) (*Tracker, error) {
 	if err := mgr.Add(c); err != nil {
 		return nil, err
 	}
-	return &Tracker{cache: c, scheme: mgr.GetScheme(), watched: map[schema.GroupVersionKind]bool{}}, nil
+	return &Tracker{
+		cache:    c,
+		reader:   mgr.GetAPIReader(),
+		watched:  map[schema.GroupVersionKind]bool{},
+		observed: map[string]map[objectKey]observation{},
+	}, nil
 }
 
-// object returns an empty object of gvk to read the cache with: typed if
-// the scheme knows the kind, unstructured otherwise.
-func (t *Tracker) object(gvk schema.GroupVersionKind) client.Object {
-	if o, err := t.scheme.New(gvk); err == nil {
-		if co, ok := o.(client.Object); ok {
-			return co
+// trimMetadata keeps of a cached object's metadata what the tracker reads:
+// managedFields and annotations (but Helm's ownership ones) can be the
+// larger part of it, and a bundle's author chooses their size.
+func trimMetadata(in any) (any, error) {
+	o, ok := in.(metav1.Object)
+	if !ok {
+		return in, nil
+	}
+	o.SetManagedFields(nil)
+	var kept map[string]string
+	for k, v := range o.GetAnnotations() {
+		if strings.HasPrefix(k, "meta.helm.sh/") {
+			if kept == nil {
+				kept = map[string]string{}
+			}
+			kept[k] = v
 		}
 	}
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(gvk)
-	return u
+	o.SetAnnotations(kept)
+	return in, nil
 }
 
-// list returns an empty list of gvk's kind, typed like object (a scheme
-// registers a kind and its list together).
-func (t *Tracker) list(gvk schema.GroupVersionKind) client.ObjectList {
-	listGVK := gvk.GroupVersion().WithKind(gvk.Kind + "List")
-	if o, err := t.scheme.New(listGVK); err == nil {
-		if l, ok := o.(client.ObjectList); ok {
-			return l
-		}
-	}
-	l := &unstructured.UnstructuredList{}
-	l.SetGroupVersionKind(listGVK)
-	return l
+// objectKey names one installed object.
+type objectKey struct {
+	gvk             schema.GroupVersionKind
+	namespace, name string
+}
+
+func keyOf(o *unstructured.Unstructured) objectKey {
+	return objectKey{o.GroupVersionKind(), o.GetNamespace(), o.GetName()}
+}
+
+// observation is the verdict on one installed object at one
+// resourceVersion.
+type observation struct {
+	resourceVersion string
+	drifted         bool
+	health          health.Result
 }
 
 // Watch makes sure changes to objects of each kind in objs are seen.
@@ -101,7 +119,7 @@ func (t *Tracker) Watch(objs []*unstructured.Unstructured) error {
 		if t.watched[gvk] {
 			continue
 		}
-		src := source.Kind[client.Object](t.cache, t.object(gvk), handler.EnqueueRequestsFromMapFunc(ownerRequest))
+		src := source.Kind[client.Object](t.cache, metadataOf(gvk), handler.EnqueueRequestsFromMapFunc(ownerRequest))
 		if err := t.controller.Watch(src); err != nil {
 			return fmt.Errorf("watching %s: %w", gvk, err)
 		}
@@ -110,29 +128,54 @@ func (t *Tracker) Watch(objs []*unstructured.Unstructured) error {
 	return nil
 }
 
-// Get reads an installed object from the cache into obj, whose kind,
-// namespace and name say which.
-func (t *Tracker) Get(ctx context.Context, obj *unstructured.Unstructured) error {
-	gvk := obj.GroupVersionKind()
-	o := t.object(gvk)
-	if _, ok := o.(*unstructured.Unstructured); ok {
-		return t.cache.Get(ctx, client.ObjectKeyFromObject(obj), obj)
-	}
-	if err := t.cache.Get(ctx, client.ObjectKeyFromObject(obj), o); err != nil {
-		return err
-	}
-	return fromTyped(o, gvk, obj)
+func metadataOf(gvk schema.GroupVersionKind) *metav1.PartialObjectMetadata {
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(gvk)
+	return m
 }
 
-// fromTyped fills into with typed object o of kind gvk.
-func fromTyped(o runtime.Object, gvk schema.GroupVersionKind, into *unstructured.Unstructured) error {
-	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
-	if err != nil {
-		return fmt.Errorf("converting %s: %w", gvk.Kind, err)
+// Metadata reads want's live metadata from the cache.
+func (t *Tracker) Metadata(ctx context.Context, want *unstructured.Unstructured) (*metav1.PartialObjectMetadata, error) {
+	m := metadataOf(want.GroupVersionKind())
+	if err := t.cache.Get(ctx, client.ObjectKeyFromObject(want), m); err != nil {
+		return nil, err
 	}
-	into.SetUnstructuredContent(content)
-	into.SetGroupVersionKind(gvk) // typed objects from a cache have no TypeMeta
-	return nil
+	return m, nil
+}
+
+// Observe judges want's live object, whose cached metadata is m: whether
+// it drifted from want, and its health. The live object is read from the
+// API server only if owner's last verdict on it was at another
+// resourceVersion.
+func (t *Tracker) Observe(ctx context.Context, owner string, want *unstructured.Unstructured, m *metav1.PartialObjectMetadata) (observation, error) {
+	key := keyOf(want)
+	t.mu.Lock()
+	o, ok := t.observed[owner][key]
+	t.mu.Unlock()
+	if ok && o.resourceVersion == m.ResourceVersion {
+		return o, nil
+	}
+	live := &unstructured.Unstructured{}
+	live.SetGroupVersionKind(want.GroupVersionKind())
+	if err := t.reader.Get(ctx, client.ObjectKeyFromObject(want), live); err != nil {
+		return observation{}, err
+	}
+	o = observation{resourceVersion: live.GetResourceVersion(), drifted: drifted(want, live), health: health.Check(live)}
+	t.mu.Lock()
+	if t.observed[owner] == nil {
+		t.observed[owner] = map[objectKey]observation{}
+	}
+	t.observed[owner][key] = o
+	t.mu.Unlock()
+	return o, nil
+}
+
+// Forget drops owner's verdicts: its release changed, and with it what
+// drifted means.
+func (t *Tracker) Forget(owner string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.observed, owner)
 }
 
 func ownerRequest(_ context.Context, o client.Object) []reconcile.Request {
@@ -157,6 +200,7 @@ type Deleter interface {
 // that failed part-way (whose release record may already be gone) and
 // clusters without a garbage collector.
 func (t *Tracker) DeleteOwned(ctx context.Context, d Deleter, owner string) (int, []string, error) {
+	t.Forget(owner)
 	t.mu.Lock()
 	gvks := make([]schema.GroupVersionKind, 0, len(t.watched))
 	for gvk := range t.watched {
@@ -166,22 +210,15 @@ func (t *Tracker) DeleteOwned(ctx context.Context, d Deleter, owner string) (int
 	deleted := 0
 	var kept []string
 	for _, gvk := range gvks {
-		list := t.list(gvk)
+		list := &metav1.PartialObjectMetadataList{}
+		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
 		if err := t.cache.List(ctx, list, client.MatchingLabels{
 			rukpakv1alpha1.LabelOwnerKind: "BundleDeployment",
 			rukpakv1alpha1.LabelOwnerName: owner,
 		}); err != nil {
 			return deleted, kept, fmt.Errorf("listing %s: %w", gvk.Kind, err)
 		}
-		items, err := meta.ExtractList(list)
-		if err != nil {
-			return deleted, kept, fmt.Errorf("listing %s: %w", gvk.Kind, err)
-		}
-		for _, item := range items {
-			m, err := meta.Accessor(item)
-			if err != nil {
-				return deleted, kept, err
-			}
+		for _, m := range list.Items {
 			if !m.GetDeletionTimestamp().IsZero() {
 				continue
 			}

@@ -17,6 +17,7 @@ import (
 	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
 	"github.com/rukpak-dev/rukpak/provisioner"
 	"github.com/rukpak-dev/rukpak/provisioner/bundledeployment"
+	"github.com/rukpak-dev/rukpak/provisioner/helm/install"
 	"github.com/rukpak-dev/rukpak/provisioner/release"
 	"github.com/rukpak-dev/rukpak/unpack"
 )
@@ -33,7 +34,7 @@ type diffOptions struct {
 func newDiffCmd() *cobra.Command {
 	var o diffOptions
 	cmd := &cobra.Command{
-		Use:   "diff BUNDLEDEPLOYMENT DIR|IMAGE",
+		Use:   "diff BUNDLEDEPLOYMENT DIR|CHART.tgz|IMAGE",
 		Short: "Show what pivoting a BundleDeployment to a bundle would change",
 		Long: `Diff shows, before a pivot, which objects installing a bundle would create,
 change (with the changed field paths) or delete for a BundleDeployment, and
@@ -42,6 +43,12 @@ release from the cluster, renders the bundle with the BundleDeployment's
 provisioner class and spec.config, and compares with server-side dry-run
 applies, so the API server's defaulting and admission are accounted for.
 Nothing is changed.
+
+For a helm-class BundleDeployment, the chart (DIR, CHART.tgz or IMAGE) is
+rendered with the BundleDeployment's spec.config values (valuesFrom read
+from --namespace) as its next upgrade would, and the hooks that upgrade
+would run are listed apart ("hook ... would run"); they are not part of
+the release.
 
 DIR and IMAGE are read as "rukpakctl render" reads them. The release records
 are Secrets in the provisioner's namespace (--namespace): diff needs to read
@@ -103,18 +110,19 @@ func (o diffOptions) run(ctx context.Context, out io.Writer, name, arg string) e
 	if err != nil {
 		return err
 	}
-	if bd.Spec.ProvisionerClassName == rukpakv1alpha1.ProvisionerClassHelm {
-		return fmt.Errorf("diff supports the %s and %s classes: %s renders its objects at install time", rukpakv1alpha1.ProvisionerClassPlain, rukpakv1alpha1.ProvisionerClassRegistry, bd.Spec.ProvisionerClassName)
-	}
-
 	var fsys fs.FS
-	if isImageRef(arg) {
+	switch {
+	case isChartArchive(arg):
+		if fsys, err = openChartArchive(arg, o.limits); err != nil {
+			return err
+		}
+	case isImageRef(arg):
 		var cleanup func()
 		if fsys, cleanup, err = pullBundle(ctx, arg, o.image, o.limits); err != nil {
 			return err
 		}
 		defer cleanup()
-	} else {
+	default:
 		b, err := openBundle(ctx, arg, o.limits)
 		if err != nil {
 			return err
@@ -127,6 +135,20 @@ func (o diffOptions) run(ctx context.Context, out io.Writer, name, arg string) e
 	content, err := handler.Handle(ctx, fsys, &rukpakv1alpha1.Bundle{Spec: bd.Spec.Template.Spec})
 	if err != nil {
 		return err
+	}
+	if bd.Spec.ProvisionerClassName == rukpakv1alpha1.ProvisionerClassHelm {
+		// The chart rendered with the BundleDeployment's values (its
+		// valuesFrom read from the provisioner's namespace), as the
+		// installer's next upgrade would.
+		releases, err := release.NewManager(cfg, o.namespace)
+		if err != nil {
+			return err
+		}
+		plan, err := bundledeployment.PlanRender(ctx, releases, &install.Installer{Releases: releases, Reader: c}, bd, content)
+		if err != nil {
+			return err
+		}
+		return writePlan(out, bd, plan)
 	}
 	objs, err := provisioner.DeploymentObjects(ctx, c, content, bd)
 	if err != nil {
@@ -172,6 +194,9 @@ func writePlan(out io.Writer, bd *rukpakv1alpha1.BundleDeployment, p *release.Pl
 	}
 	for _, o := range p.Refused {
 		w.printf("refused %s\n", o)
+	}
+	for _, h := range p.Hooks {
+		w.printf("hook    %s would run\n", h)
 	}
 	w.printf("%d to create, %d to change, %d to delete, %d unchanged", len(p.Create), len(p.Change), len(p.Delete), p.Unchanged)
 	if len(p.Refused) > 0 {

@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -40,31 +41,7 @@ func TestDiffAgainstInstalledRelease(t *testing.T) {
 	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		t.Fatal(err)
 	}
-	mgr, err := ctrl.NewManager(env.Config, manager.Options{
-		Scheme:                 env.Env.Scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := provisioner.Setup(mgr, provisioner.Options{
-		Classes:   []string{rukpakv1alpha1.ProvisionerClassPlain},
-		Namespace: ns,
-		Unpacker:  sources.New(unpack.Config{Reader: mgr.GetAPIReader(), Namespace: ns, BaseDir: t.TempDir()}),
-		Storage:   &storage.LocalDirectory{RootDirectory: t.TempDir(), BaseURL: "https://content.test"},
-	}); err != nil {
-		t.Fatal(err)
-	}
-	mgrCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(mgrCtx) }()
-	t.Cleanup(func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Logf("manager stopped: %v", err)
-		}
-	})
+	startProvisioner(t, env, ns, rukpakv1alpha1.ProvisionerClassPlain)
 
 	// combo v0.0.2, from the shared test data, as a ConfigMap source.
 	src := shared(t, "plain/combo-v0.0.2/manifests")
@@ -102,32 +79,9 @@ func TestDiffAgainstInstalledRelease(t *testing.T) {
 	if err := env.Client.Create(ctx, bd); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(time.Minute)
-	for {
-		if err := env.Client.Get(ctx, client.ObjectKey{Name: "combo"}, bd); err != nil {
-			t.Fatal(err)
-		}
-		if c := conditions.Get(bd.Status.Conditions, rukpakv1alpha1.TypeInstalled); c != nil && c.Status == metav1.ConditionTrue {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("combo not installed: %+v", bd.Status.Conditions)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	waitInstalled(t, env, bd)
 
-	user, err := env.Env.ControlPlane.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kubeconfig, err := user.KubeConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	kubeconfigPath := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(kubeconfigPath, kubeconfig, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	kubeconfigPath := adminKubeconfig(t, env)
 	// bundle writes combo v0.0.2 with edit applied to its files.
 	bundle := func(edit func(files map[string]string)) string {
 		dir := t.TempDir()
@@ -200,4 +154,72 @@ delete  ClusterRoleBinding combo-operator
 			t.Fatalf("got error %v, want %s", err, want)
 		}
 	})
+}
+
+// startProvisioner runs a provisioner of classes against env, recording
+// releases in ns, until the test ends.
+func startProvisioner(t *testing.T, env *testenv.Env, ns string, classes ...string) {
+	t.Helper()
+	mgr, err := ctrl.NewManager(env.Config, manager.Options{
+		Scheme:                 env.Env.Scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := provisioner.Setup(mgr, provisioner.Options{
+		Classes:   classes,
+		Namespace: ns,
+		Unpacker:  sources.New(unpack.Config{Reader: mgr.GetAPIReader(), Namespace: ns, BaseDir: t.TempDir()}),
+		Storage:   &storage.LocalDirectory{RootDirectory: t.TempDir(), BaseURL: "https://content.test"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	mgrCtx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(mgrCtx) }()
+	t.Cleanup(func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Logf("manager stopped: %v", err)
+		}
+	})
+}
+
+// adminKubeconfig writes a kubeconfig of a system:masters user of env.
+func adminKubeconfig(t *testing.T, env *testenv.Env) string {
+	t.Helper()
+	user, err := env.Env.ControlPlane.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig, err := user.KubeConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(path, kubeconfig, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// waitInstalled waits until bd is Installed, and reads it into bd.
+func waitInstalled(t *testing.T, env *testenv.Env, bd *rukpakv1alpha1.BundleDeployment) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		if err := env.Client.Get(context.Background(), client.ObjectKey{Name: bd.Name}, bd); err != nil {
+			t.Fatal(err)
+		}
+		if c := conditions.Get(bd.Status.Conditions, rukpakv1alpha1.TypeInstalled); c != nil && c.Status == metav1.ConditionTrue {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s not installed: %+v", bd.Name, bd.Status.Conditions)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }

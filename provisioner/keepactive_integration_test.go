@@ -204,7 +204,7 @@ func TestIntegrationActiveBundleKeptWhileNewOneUnresolved(t *testing.T) {
 		h.waitBDExact("keep", rukpakv1alpha1.TypeHealthy, metav1.ConditionTrue, rukpakv1alpha1.ReasonHealthy, "All installed objects are healthy")
 		eventually(t, "the Deployment removed and the superseded bundles deleted", func() error {
 			if err := h.c.Get(ctx, types.NamespacedName{Namespace: "default", Name: "keep-web"}, &appsv1.Deployment{}); !apierrors.IsNotFound(err) {
-				return fmt.Errorf("the Deployment is still there: %v", err)
+				return fmt.Errorf("the Deployment is still there: %w", err)
 			}
 			list := &rukpakv1alpha1.BundleList{}
 			if err := h.c.List(ctx, list, client.MatchingLabels{rukpakv1alpha1.LabelOwnerName: "keep"}); err != nil {

@@ -155,7 +155,6 @@ func TestIntegrationRetainedHeapOfLargeCRDs(t *testing.T) {
 	h := newHarness(t)
 	ctx := context.Background()
 	src := h.pushBundle("big-crds", files)
-	files = nil
 
 	busy0 := busy(t)
 	before := liveHeap()

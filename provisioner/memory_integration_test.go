@@ -9,14 +9,10 @@ import (
 	"runtime"
 	"runtime/metrics"
 	"runtime/pprof"
-	"sort"
 	"strconv"
 	"strings"
 	"testing"
 
-	"helm.sh/helm/v3/pkg/chart/loader"
-	"helm.sh/helm/v3/pkg/chartutil"
-	"helm.sh/helm/v3/pkg/engine"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -25,6 +21,7 @@ import (
 	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
 	"github.com/rukpak-dev/rukpak/internal/heapwatch"
 	"github.com/rukpak-dev/rukpak/internal/testenv"
+	"github.com/rukpak-dev/rukpak/internal/testfiles"
 	"github.com/rukpak-dev/rukpak/internal/testmetrics"
 )
 
@@ -36,25 +33,8 @@ func realCRDs(t *testing.T) (map[string]string, int) {
 	t.Helper()
 	shared := filepath.Join(testenv.RepoRoot(), "..", "shared", "testdata")
 	var docs [][]byte
-	chrt, err := loader.Load(filepath.Join(shared, "helm", "prometheus-operator-crds"))
-	if err != nil {
-		t.Skipf("shared test data not available: %v", err)
-	}
-	values, err := chartutil.ToRenderValues(chrt, nil, chartutil.ReleaseOptions{Name: "crds", Namespace: "default"}, chartutil.DefaultCapabilities)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rendered, err := engine.Render(chrt, values)
-	if err != nil {
-		t.Fatal(err)
-	}
-	names := make([]string, 0, len(rendered))
-	for n := range rendered {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		docs = append(docs, []byte(rendered[n]))
+	for _, r := range testfiles.RenderChart(t, filepath.Join(shared, "helm", "prometheus-operator-crds")) {
+		docs = append(docs, []byte(r))
 	}
 	files, err := filepath.Glob(filepath.Join(shared, "registry-v1", "*", "manifests", "*.yaml"))
 	if err != nil {

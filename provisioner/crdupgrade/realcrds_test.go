@@ -4,16 +4,13 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
-	"sort"
-	"strings"
 	"testing"
 
-	"helm.sh/helm/v3/pkg/chart/loader"
-	"helm.sh/helm/v3/pkg/chartutil"
-	"helm.sh/helm/v3/pkg/engine"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+
+	"github.com/rukpak-dev/rukpak/internal/testfiles"
 )
 
 const testdata = "../../../shared/testdata"
@@ -42,28 +39,9 @@ func oldPrometheusCRDs(t testing.TB) map[string]*apiextensionsv1.CustomResourceD
 // with Helm's engine and its default values.
 func newPrometheusCRDs(t testing.TB) map[string]*apiextensionsv1.CustomResourceDefinition {
 	t.Helper()
-	chrt, err := loader.Load(filepath.Join(testdata, "helm", "prometheus-operator-crds"))
-	if err != nil {
-		t.Skipf("shared test data not available: %v", err)
-	}
-	values, err := chartutil.ToRenderValues(chrt, nil, chartutil.ReleaseOptions{Name: "crds", Namespace: "default"}, chartutil.DefaultCapabilities)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rendered, err := engine.Render(chrt, values)
-	if err != nil {
-		t.Fatal(err)
-	}
-	names := make([]string, 0, len(rendered))
-	for n := range rendered {
-		names = append(names, n)
-	}
-	sort.Strings(names)
 	out := map[string]*apiextensionsv1.CustomResourceDefinition{}
-	for _, n := range names {
-		if strings.HasSuffix(n, ".yaml") {
-			decodeCRDs(t, []byte(rendered[n]), out)
-		}
+	for _, r := range testfiles.RenderChart(t, filepath.Join(testdata, "helm", "prometheus-operator-crds")) {
+		decodeCRDs(t, []byte(r), out)
 	}
 	return out
 }

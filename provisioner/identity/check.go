@@ -58,7 +58,7 @@ func (c *Checker) Missing(ctx context.Context, sa ServiceAccount, as client.Clie
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(reviewConcurrency)
 	for _, r := range plan.Resources {
-		for _, verb := range ApplyVerbs {
+		for _, verb := range r.Verbs() {
 			g.Go(func() error {
 				ok, err := rv.allowed(gctx, authorizationv1.ResourceAttributes{Verb: verb, Group: r.Group, Resource: r.Resource})
 				if err != nil || ok {

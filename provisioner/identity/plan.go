@@ -34,6 +34,31 @@ type Mapping func(gvk schema.GroupVersionKind) (resource string, namespaced bool
 // that a bundle's objects are applied as.
 type Resource struct {
 	Group, Resource, Namespace string
+	// Watched: Helm waits for a hook of this resource (a Job or Pod) with
+	// a list and watch, which need their verbs too.
+	Watched bool
+}
+
+// WatchVerbs are what Helm's wait for a hook Job or Pod takes besides
+// ApplyVerbs.
+var WatchVerbs = []string{"list", "watch"}
+
+// Verbs are the verbs r needs.
+func (r Resource) Verbs() []string {
+	if r.Watched {
+		return append(append([]string{}, ApplyVerbs...), WatchVerbs...)
+	}
+	return ApplyVerbs
+}
+
+// watchedHook says whether Helm waits for o with a watch: a hook (the
+// helm class's) Job or Pod.
+func watchedHook(o *unstructured.Unstructured) bool {
+	if _, hook := o.GetAnnotations()["helm.sh/hook"]; !hook {
+		return false
+	}
+	gvk := o.GroupVersionKind()
+	return gvk.GroupKind() == schema.GroupKind{Group: "batch", Kind: "Job"} || gvk.GroupKind() == schema.GroupKind{Kind: "Pod"}
 }
 
 // Grant is a permission requirement of the API server's RBAC escalation
@@ -86,7 +111,7 @@ func NewPlan(objs []*unstructured.Unstructured, mapping Mapping) (*Plan, error) 
 		return nil, err
 	}
 	type key struct{ group, resource, namespace string }
-	used := map[key]bool{}
+	used := map[key]bool{}                    // value: watched
 	roles := map[string][]rbacv1.PolicyRule{} // by roleRefKey
 	var roleObjs, bindings []*unstructured.Unstructured
 	for _, o := range objs {
@@ -104,7 +129,7 @@ func NewPlan(objs []*unstructured.Unstructured, mapping Mapping) (*Plan, error) 
 			ns = ""
 		}
 		k := key{gvk.Group, resource, ns}
-		used[k] = true
+		used[k] = used[k] || watchedHook(o)
 		if gvk.Group != rbacv1.GroupName {
 			continue
 		}
@@ -129,8 +154,8 @@ func NewPlan(objs []*unstructured.Unstructured, mapping Mapping) (*Plan, error) 
 			p.Namespaces[o.GetName()] = true
 		}
 	}
-	for k := range used {
-		p.Resources = append(p.Resources, Resource{Group: k.group, Resource: k.resource, Namespace: k.namespace})
+	for k, watched := range used {
+		p.Resources = append(p.Resources, Resource{Group: k.group, Resource: k.resource, Namespace: k.namespace, Watched: watched})
 	}
 	sort.Slice(p.Resources, func(i, j int) bool {
 		a, b := p.Resources[i], p.Resources[j]

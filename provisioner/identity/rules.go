@@ -30,7 +30,7 @@ func RequiredRules(plan *Plan) []Rule {
 	var rules []Rule
 	for _, r := range plan.Resources {
 		rules = append(rules, Rule{Namespace: r.Namespace, PolicyRule: rbacv1.PolicyRule{
-			APIGroups: []string{r.Group}, Resources: []string{r.Resource}, Verbs: ApplyVerbs,
+			APIGroups: []string{r.Group}, Resources: []string{r.Resource}, Verbs: r.Verbs(),
 		}})
 	}
 	for _, g := range plan.Grants {

@@ -41,7 +41,10 @@ DIR, IMAGE, --format, --install-namespace and --watch-namespaces are read as
 by render: the rules are for the objects render prints. For plain+v0 bundles
 --install-namespace places objects that name no namespace, as a
 BundleDeployment's spec.config.installNamespace does (for a plain+v0 IMAGE,
-with --format plain+v0).
+with --format plain+v0). For a chart (DIR, CHART.tgz or IMAGE), --values,
+--set and --release-name are read as by render and --install-namespace is
+the release's namespace: the rules cover crds/, the manifest and every
+hook, with list and watch on hook Jobs and Pods, which Helm waits for.
 
 Kinds are mapped without a cluster: built-in kinds by their known scope, the
 bundle's own CRDs by their spec, other kinds as namespaced when the object

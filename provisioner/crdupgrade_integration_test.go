@@ -66,6 +66,22 @@ func (h *harness) liveModes() []any {
 	return modes
 }
 
+// createGizmos creates gizmos g1 (mode a) and g2, g3, g4 (mode b) in
+// default.
+func (h *harness) createGizmos() {
+	h.t.Helper()
+	for name, mode := range map[string]string{"g1": "a", "g2": "b", "g3": "b", "g4": "b"} {
+		g := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "example.com/v1", "kind": "Gizmo",
+			"metadata": map[string]any{"name": name, "namespace": "default"},
+			"spec":     map[string]any{"mode": mode, "size": int64(50)},
+		}}
+		if err := h.c.Create(context.Background(), g); err != nil {
+			h.t.Fatal(err)
+		}
+	}
+}
+
 // A pivot whose CRD would break existing objects applies nothing and keeps
 // the old Bundle active; fixing the objects, or the opt-out annotation,
 // lets it through.
@@ -78,16 +94,7 @@ func TestIntegrationCRDUpgradePreflight(t *testing.T) {
 		t.Fatal(err)
 	}
 	first := h.waitBD("gizmos", rukpakv1alpha1.TypeInstalled, metav1.ConditionTrue, rukpakv1alpha1.ReasonInstallationSucceeded, "").Status.ActiveBundle
-	for name, mode := range map[string]string{"g1": "a", "g2": "b", "g3": "b", "g4": "b"} {
-		g := &unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": "example.com/v1", "kind": "Gizmo",
-			"metadata": map[string]any{"name": name, "namespace": "default"},
-			"spec":     map[string]any{"mode": mode, "size": int64(50)},
-		}}
-		if err := h.c.Create(ctx, g); err != nil {
-			t.Fatal(err)
-		}
-	}
+	h.createGizmos()
 
 	// v2 drops the mode "b" that g2, g3 and g4 use.
 	v2 := h.pushBundle("gizmo-v2", map[string]string{"manifests/crd.yaml": gizmoCRD("a", 100)})

@@ -51,16 +51,7 @@ func TestIntegrationHelmCRDUpgradePreflight(t *testing.T) {
 	ctx := context.Background()
 	h.createHelmBD("hgizmos", h.pushChartDir("charts/gizmos", gizmoChart(t)), `{"installNamespace":"default"}`)
 	active := h.waitBD("hgizmos", rukpakv1alpha1.TypeInstalled, metav1.ConditionTrue, rukpakv1alpha1.ReasonInstallationSucceeded, "").Status.ActiveBundle
-	for name, mode := range map[string]string{"g1": "a", "g2": "b", "g3": "b", "g4": "b"} {
-		g := &unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": "example.com/v1", "kind": "Gizmo",
-			"metadata": map[string]any{"name": name, "namespace": "default"},
-			"spec":     map[string]any{"mode": mode, "size": int64(50)},
-		}}
-		if err := h.c.Create(ctx, g); err != nil {
-			t.Fatal(err)
-		}
-	}
+	h.createGizmos()
 
 	h.setConfig("hgizmos", `{"installNamespace":"default","values":"modes: a\n"}`)
 	bd := h.waitBD("hgizmos", rukpakv1alpha1.TypeInstalled, metav1.ConditionFalse, rukpakv1alpha1.ReasonUpgradePreflightFailed, "")

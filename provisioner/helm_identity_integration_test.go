@@ -12,8 +12,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
 	"github.com/rukpak-dev/rukpak/provisioner/conditions"
@@ -63,37 +61,8 @@ func chartObjects(t *testing.T, dir, name, namespace string) []*unstructured.Uns
 func TestIntegrationHelmServiceAccount(t *testing.T) {
 	h := newHarness(t)
 	ctx := context.Background()
-	create := func(docs string) []client.Object {
-		t.Helper()
-		var objs []client.Object
-		for _, d := range strings.Split(docs, "\n---\n") {
-			u := &unstructured.Unstructured{}
-			if err := yaml.Unmarshal([]byte(d), &u.Object); err != nil {
-				t.Fatal(err)
-			}
-			if err := h.c.Create(ctx, u); err != nil {
-				t.Fatalf("creating %s %s: %v", u.GetKind(), u.GetName(), err)
-			}
-			objs = append(objs, u)
-		}
-		return objs
-	}
-	create(`apiVersion: v1
-kind: Namespace
-metadata: {name: tenant}
----
-apiVersion: v1
-kind: ServiceAccount
-metadata: {name: installer, namespace: tenant}`)
-	create(asInstaller)
-	eventually(t, "admission policies enforced", func() error {
-		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: "tenant"}}
-		if err := h.c.Create(ctx, cm, client.DryRunAll); err == nil || !strings.Contains(err.Error(), "written by") {
-			return fmt.Errorf("dry-run create as admin: %w", err)
-		}
-		return nil
-	})
-	partial := create(`apiVersion: rbac.authorization.k8s.io/v1
+	h.tenantInstaller()
+	partial := h.createDocs(`apiVersion: rbac.authorization.k8s.io/v1
 kind: Role
 metadata: {name: partial, namespace: tenant}
 rules:

@@ -127,37 +127,8 @@ spec: {policyName: id-deletes-as-installer, validationActions: [Deny]}
 func TestIntegrationServiceAccount(t *testing.T) {
 	h := newHarnessWith(t, func(o *provisioner.Options) { o.RequireServiceAccount = true })
 	ctx := context.Background()
-	create := func(docs string) []client.Object {
-		t.Helper()
-		var objs []client.Object
-		for _, d := range strings.Split(docs, "\n---\n") {
-			u := &unstructured.Unstructured{}
-			if err := yaml.Unmarshal([]byte(d), &u.Object); err != nil {
-				t.Fatal(err)
-			}
-			if err := h.c.Create(ctx, u); err != nil {
-				t.Fatalf("creating %s %s: %v", u.GetKind(), u.GetName(), err)
-			}
-			objs = append(objs, u)
-		}
-		return objs
-	}
-	create(`apiVersion: v1
-kind: Namespace
-metadata: {name: tenant}
----
-apiVersion: v1
-kind: ServiceAccount
-metadata: {name: installer, namespace: tenant}`)
-	create(asInstaller)
-	eventually(t, "admission policies enforced", func() error {
-		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: "tenant"}}
-		err := h.c.Create(ctx, cm, client.DryRunAll)
-		if err == nil || !strings.Contains(err.Error(), "written by") {
-			return fmt.Errorf("dry-run create as admin: %w", err)
-		}
-		return nil
-	})
+	create := func(docs string) []client.Object { return h.createDocs(docs) }
+	h.tenantInstaller()
 	partial := create(`apiVersion: rbac.authorization.k8s.io/v1
 kind: Role
 metadata: {name: partial, namespace: tenant}
@@ -457,5 +428,45 @@ func TestIntegrationServiceAccountRegistry(t *testing.T) {
 			return nil
 		}
 		return fmt.Errorf("CRD still there: %w", err)
+	})
+}
+
+// createDocs creates every object of the YAML documents docs.
+func (h *harness) createDocs(docs string) []client.Object {
+	h.t.Helper()
+	var objs []client.Object
+	for _, d := range strings.Split(docs, "\n---\n") {
+		u := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal([]byte(d), &u.Object); err != nil {
+			h.t.Fatal(err)
+		}
+		if err := h.c.Create(context.Background(), u); err != nil {
+			h.t.Fatalf("creating %s %s: %v", u.GetKind(), u.GetName(), err)
+		}
+		objs = append(objs, u)
+	}
+	return objs
+}
+
+// tenantInstaller creates namespace tenant, its ServiceAccount installer,
+// and the asInstaller admission policies, and waits until they refuse
+// writes by anyone else.
+func (h *harness) tenantInstaller() {
+	h.t.Helper()
+	h.createDocs(`apiVersion: v1
+kind: Namespace
+metadata: {name: tenant}
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: installer, namespace: tenant}`)
+	h.createDocs(asInstaller)
+	eventually(h.t, "admission policies enforced", func() error {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: "tenant"}}
+		err := h.c.Create(context.Background(), cm, client.DryRunAll)
+		if err == nil || !strings.Contains(err.Error(), "written by") {
+			return fmt.Errorf("dry-run create as admin: %w", err)
+		}
+		return nil
 	})
 }

@@ -101,7 +101,7 @@ func (h *harness) managerHistory(name string) ([]string, []map[string]any, error
 	if err != nil {
 		return nil, nil, err
 	}
-	hist, err := m.History(context.Background(), name)
+	hist, err := m.History(name)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -130,6 +130,13 @@ func (h *harness) waitHistory(name string, read func(string) ([]string, []map[st
 			return err
 		}
 		if !reflect.DeepEqual(got, want) {
+			// The BundleDeployment says why, when a revision failed.
+			bd := &rukpakv1alpha1.BundleDeployment{}
+			if err := h.get(bd, "", name); err == nil {
+				if c := conditions.Get(bd.Status.Conditions, rukpakv1alpha1.TypeInstalled); c != nil {
+					return fmt.Errorf("history %v (Installed %s/%s: %s)", got, c.Status, c.Reason, c.Message)
+				}
+			}
 			return fmt.Errorf("history %v", got)
 		}
 		vals = v
@@ -353,7 +360,7 @@ func TestIntegrationHelmHooksAndCRDs(t *testing.T) {
 	}
 	checkHookOrder := func(version int) {
 		t.Helper()
-		hist, err := m.History(ctx, "hooks")
+		hist, err := m.History("hooks")
 		if err != nil {
 			t.Fatal(err)
 		}

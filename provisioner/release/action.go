@@ -2,11 +2,14 @@ package release
 
 import (
 	"context"
+	"errors"
+	"fmt"
 
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/kube"
 	helmrelease "helm.sh/helm/v3/pkg/release"
 	"helm.sh/helm/v3/pkg/storage"
+	"helm.sh/helm/v3/pkg/storage/driver"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -72,12 +75,28 @@ func (g *impersonatingGetter) ToRESTConfig() (*rest.Config, error) {
 // function to unlock.
 func (m *Manager) Lock(name string) (unlock func()) { return m.lock(name) }
 
-// History returns every record of release name, oldest first is not
-// promised; records a crash left pending are marked failed first (the
-// caller holds the release's Lock). A missing release has no records.
-func (m *Manager) History(ctx context.Context, name string) ([]*helmrelease.Release, error) {
+// RecoverHistory returns every record of release name (oldest first is not
+// promised), marking failed first the records a crash left pending. The
+// caller must hold the release's Lock: a pending record is a crash's
+// leftover only if no action of this Manager runs on the release. A missing
+// release has no records.
+func (m *Manager) RecoverHistory(ctx context.Context, name string) ([]*helmrelease.Release, error) {
 	h, err := m.history(ctx, name)
 	return h.all, err
+}
+
+// History returns every record of release name as stored, changing
+// nothing: what readers that are not the release's writer use (a pending
+// record may be an action running now, in this or another process).
+func (m *Manager) History(name string) ([]*helmrelease.Release, error) {
+	all, err := m.store.History(name)
+	if errors.Is(err, driver.ErrReleaseNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading release %q: %w", name, err)
+	}
+	return all, nil
 }
 
 // DecodeManifest splits a release manifest into its objects.

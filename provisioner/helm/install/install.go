@@ -103,7 +103,7 @@ func (in *Installer) Install(ctx context.Context, bd *rukpakv1alpha1.BundleDeplo
 	}
 
 	defer in.Releases.Lock(bd.Name)()
-	hist, err := in.Releases.History(ctx, bd.Name)
+	hist, err := in.Releases.RecoverHistory(ctx, bd.Name)
 	if err != nil {
 		return nil, err
 	}
@@ -126,6 +126,14 @@ func (in *Installer) Install(ctx context.Context, bd *rukpakv1alpha1.BundleDeplo
 
 	kc := &guardedKube{Client: in.Releases.NewKubeClientAs(cfg.InstallNamespace, in.user), forbidden: in.Releases.Namespace()}
 	acfg := in.Releases.ActionConfig(ctx, kc)
+	// The templates run once, bounded, in a child process; the action
+	// installs what they rendered to (helm.Freeze, docs/security.md).
+	if ch, err = helm.FreezeForAction(ctx, acfg, ch, vals, helm.ActionInput{
+		Release: bd.Name, Namespace: cfg.InstallNamespace, Last: last, Deployed: deployed,
+		Lookup: &helm.LookupGuard{Forbidden: in.Releases.Namespace()}, User: in.user,
+	}, helm.SandboxLimits{}); err != nil {
+		return res, fmt.Errorf("%s release %q: %w", verb, bd.Name, err)
+	}
 	acfg.RESTClientGetter = lookupGetter{RESTClientGetter: acfg.RESTClientGetter, forbidden: in.Releases.Namespace(), user: in.user}
 	mapper, err := acfg.RESTClientGetter.ToRESTMapper()
 	if err != nil {
@@ -174,7 +182,7 @@ func (in *Installer) Install(ctx context.Context, bd *rukpakv1alpha1.BundleDeplo
 // A missing release is not an error.
 func (in *Installer) Uninstall(ctx context.Context, name string) ([]string, error) {
 	defer in.Releases.Lock(name)()
-	hist, err := in.Releases.History(ctx, name)
+	hist, err := in.Releases.RecoverHistory(ctx, name)
 	if err != nil || len(hist) == 0 {
 		return nil, err
 	}
@@ -237,7 +245,7 @@ func (in *Installer) retryAfter() time.Duration {
 // the action), the error is that revision's, as failedRevision words it, so
 // the condition stays the same while the revision is not retried.
 func (in *Installer) failed(ctx context.Context, verb, name string, err error, before *helmrelease.Release) error {
-	hist, herr := in.Releases.History(ctx, name)
+	hist, herr := in.Releases.RecoverHistory(ctx, name)
 	if herr == nil {
 		if last, _ := latest(hist); last != nil && last.Info.Status == helmrelease.StatusFailed && (before == nil || last.Version > before.Version) {
 			return in.failedRevision(verb, last)

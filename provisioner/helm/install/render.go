@@ -149,7 +149,7 @@ func namespacedKinds(objs []*unstructured.Unstructured) map[schema.GroupKind]boo
 // history reads release name's records under its lock.
 func (in *Installer) history(ctx context.Context, name string) ([]*helmrelease.Release, error) {
 	defer in.Releases.Lock(name)()
-	return in.Releases.History(ctx, name)
+	return in.Releases.RecoverHistory(ctx, name)
 }
 
 func placeIn(objs []*unstructured.Unstructured, namespace string, mapper meta.RESTMapper, scopes map[schema.GroupKind]bool) {

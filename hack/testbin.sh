@@ -10,6 +10,8 @@
 #   hack/testbin.sh node     kubelet and kube-proxy, built with version ldflags
 #                            (they report v${K8S_VERSION}) into their own
 #                            directory, which is printed instead
+#   hack/testbin.sh helm     the helm CLI (hack/helmcli), in its own
+#                            directory, which is printed instead
 #   hack/testbin.sh cert-manager
 #                            cert-manager's controllers and CA injector
 #                            (hack/certmanager) and its CRDs (crds.yaml), in
@@ -152,7 +154,28 @@ build_cert_manager() {
   echo "${dir}"
 }
 
+# The helm CLI of the helm.sh/helm/v3 version hack/helmcli pins (the
+# project's own); its own module, as the CLI needs go.sum entries the
+# project does not.
+build_helm() {
+  local here version
+  here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/helmcli"
+  version="$(cd "${here}" && go list -m -f '{{.Version}}' helm.sh/helm/v3)"
+  local dir="${CACHE_ROOT}/helm-${version}"
+  if [[ ! -x "${dir}/helm" ]]; then
+    log "building helm ${version} (first run only, ~1 min)..."
+    mkdir -p "${dir}"
+    (cd "${here}" && go build -ldflags "-X helm.sh/helm/v3/internal/version.version=${version}" -o "${dir}/helm.tmp" helm.sh/helm/v3/cmd/helm)
+    mv "${dir}/helm.tmp" "${dir}/helm"
+  fi
+  echo "${dir}"
+}
+
 want="${1:-all}"
+if [[ "${want}" == "helm" ]]; then
+  build_helm
+  exit 0
+fi
 if [[ "${want}" == "cert-manager" ]]; then
   build_cert_manager
   exit 0

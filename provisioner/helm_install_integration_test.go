@@ -216,6 +216,18 @@ func TestIntegrationHelmInstall(t *testing.T) {
 	if *dep.Spec.Replicas != 3 || dep.UID != uid {
 		t.Fatalf("replicas %d uid %s, want 3 and the same Deployment %s", *dep.Spec.Replicas, dep.UID, uid)
 	}
+	// The helm CLI reads the release as an admin would.
+	t.Log(h.helmCLI("history", "hello-world"))
+	helmCLICheck(t, h, "hello-world", map[string]string{
+		"get values --revision 1 -o json": `{"replicaCount":2}`,
+		"get values -o json":              `{"replicaCount":3}`,
+	})
+	if got := helmCLIHistory(t, h, "hello-world"); got != "1:superseded 2:deployed" {
+		t.Errorf("helm history hello-world: %s, want 1:superseded 2:deployed", got)
+	}
+	if got := helmCLIList(t, h); got != "hello-world:2:deployed" {
+		t.Errorf("helm list: %s, want hello-world:2:deployed", got)
+	}
 
 	// Drift on the chart's Deployment is corrected; no new revision.
 	patch := client.RawPatch("application/merge-patch+json", []byte(`{"spec":{"replicas":7}}`))

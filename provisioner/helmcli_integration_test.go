@@ -26,14 +26,7 @@ func (h *harness) helmCLI(args ...string) string {
 	if err := cmd.Run(); err != nil {
 		h.t.Fatalf("building the helm CLI with hack/testbin.sh: %v", err)
 	}
-	user, err := h.env.Env.AddUser(envtest.User{Name: "helm-admin", Groups: []string{"system:masters"}}, nil)
-	testenv.MustNotError(h.t, err, "adding a user")
-	kcfg, err := user.KubeConfig()
-	testenv.MustNotError(h.t, err, "writing a kubeconfig")
-	kubeconfig := filepath.Join(h.t.TempDir(), "kubeconfig")
-	testenv.MustNotError(h.t, os.WriteFile(kubeconfig, kcfg, 0o600), "writing %s", kubeconfig)
-
-	helm := exec.Command(filepath.Join(strings.TrimSpace(dir.String()), "helm"), append([]string{"--kubeconfig", kubeconfig, "-n", namespace}, args...)...)
+	helm := exec.Command(filepath.Join(strings.TrimSpace(dir.String()), "helm"), append([]string{"--kubeconfig", h.adminKubeconfig(), "-n", namespace}, args...)...)
 	// Nothing of the machine's own helm configuration.
 	home := h.t.TempDir()
 	helm.Env = append(os.Environ(), "HELM_CONFIG_HOME="+home, "HELM_CACHE_HOME="+home, "HELM_DATA_HOME="+home)
@@ -44,6 +37,19 @@ func (h *harness) helmCLI(args ...string) string {
 		h.t.Fatalf("helm %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
 	}
 	return string(out)
+}
+
+// adminKubeconfig writes a kubeconfig of a cluster admin of the harness's
+// API server, for tools run as processes.
+func (h *harness) adminKubeconfig() string {
+	h.t.Helper()
+	user, err := h.env.Env.AddUser(envtest.User{Name: "admin-tool", Groups: []string{"system:masters"}}, nil)
+	testenv.MustNotError(h.t, err, "adding a user")
+	kcfg, err := user.KubeConfig()
+	testenv.MustNotError(h.t, err, "writing a kubeconfig")
+	kubeconfig := filepath.Join(h.t.TempDir(), "kubeconfig")
+	testenv.MustNotError(h.t, os.WriteFile(kubeconfig, kcfg, 0o600), "writing %s", kubeconfig)
+	return kubeconfig
 }
 
 // helmCLICheck is what an admin reads of a release with helm itself.

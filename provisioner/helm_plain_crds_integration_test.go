@@ -8,8 +8,10 @@ import (
 	"reflect"
 	"sort"
 	"testing"
+	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -113,8 +115,23 @@ func TestIntegrationPlainPrometheusOperatorCRDs(t *testing.T) {
 	if err := h.c.Delete(ctx, h.bd("prom-crds-plain")); err != nil {
 		t.Fatal(err)
 	}
+	// A CRD deleted moments after it was created can meet the API server's
+	// own cleanup while the CRD's storage still initialises ("could not list
+	// instances: storage is (re)initializing"); the API server retries with
+	// a backoff that can pass a minute, so wait longer than eventually does.
+	deadline := time.Now().Add(4 * time.Minute)
 	for _, crd := range crds {
-		h.waitGone(&apiextensionsv1.CustomResourceDefinition{}, "", crd.Name)
+		for {
+			live := &apiextensionsv1.CustomResourceDefinition{}
+			err := h.get(live, "", crd.Name)
+			if apierrors.IsNotFound(err) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("CRD %s not deleted after the uninstall: %v (conditions %v)", crd.Name, err, live.Status.Conditions)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
 	}
 	h.waitGone(&rukpakv1alpha1.BundleDeployment{}, "", "prom-crds-plain")
 	if records, chunks := h.releaseState("prom-crds-plain"); len(records) != 0 || chunks != 0 {

@@ -27,6 +27,7 @@ import (
 	"github.com/rukpak-dev/rukpak/provisioner/registry"
 	"github.com/rukpak-dev/rukpak/provisioner/release"
 	"github.com/rukpak-dev/rukpak/provisioner/servingcert"
+	"github.com/rukpak-dev/rukpak/provisioner/shard"
 	"github.com/rukpak-dev/rukpak/storage"
 	"github.com/rukpak-dev/rukpak/unpack"
 )
@@ -59,6 +60,10 @@ type Options struct {
 	// for installed webhooks; zero means servingcert's defaults.
 	CertValidity    time.Duration
 	CertRenewBefore time.Duration
+	// Shard, when set, is the part of the cluster's Bundles and
+	// BundleDeployments this process reconciles; the manager's cache must
+	// hold only that part (Shard.ByObject).
+	Shard *shard.Shard
 }
 
 // Setup registers a Bundle and a BundleDeployment reconciler for every class.
@@ -80,6 +85,10 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	}
 	preflight := &crdupgrade.Preflight{CRDs: mgr.GetAPIReader(), Objects: crdupgrade.DynamicLister{Client: dyn}}
 	prepare := prepareObjects(&servingcert.Issuer{Reader: mgr.GetAPIReader(), Validity: opts.CertValidity, RenewBefore: opts.CertRenewBefore}, opts.Namespace)
+	var contentURL func(context.Context, *rukpakv1alpha1.Bundle) (string, error)
+	if opts.Storage != nil {
+		contentURL = opts.Storage.URLFor
+	}
 	for _, class := range opts.Classes {
 		h, err := HandlerFor(class)
 		if err != nil {
@@ -120,6 +129,10 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 			PodReader: mgr.GetAPIReader(),
 			Identity:  ident,
 			Prepare:   prepare,
+
+			Shard:        opts.Shard,
+			BundleReader: mgr.GetAPIReader(),
+			ContentURL:   contentURL,
 		}).SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("setting up bundle deployment controller for %s: %w", class, err)
 		}

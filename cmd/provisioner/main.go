@@ -36,6 +36,7 @@ import (
 	"github.com/rukpak-dev/rukpak/provisioner/plain"
 	"github.com/rukpak-dev/rukpak/provisioner/release"
 	"github.com/rukpak-dev/rukpak/provisioner/servingcert"
+	"github.com/rukpak-dev/rukpak/provisioner/shard"
 	"github.com/rukpak-dev/rukpak/storage"
 	"github.com/rukpak-dev/rukpak/unpack"
 	"github.com/rukpak-dev/rukpak/unpack/configmaps"
@@ -71,6 +72,7 @@ type options struct {
 	certRenewBefore   time.Duration
 	defaultSA         string
 	requireSA         bool
+	watchSelector     string
 }
 
 func main() {
@@ -104,6 +106,7 @@ func main() {
 	flag.Int64Var(&o.maxReleaseBytes, "max-release-bytes", release.DefaultMaxRecordBytes, "Largest release record (JSON, about the size of the installed manifests) of one BundleDeployment revision; records over 1 MiB are split across Secrets.")
 	flag.StringVar(&o.defaultSA, "default-service-account", "", "NAMESPACE/NAME of the ServiceAccount that BundleDeployments without spec.serviceAccount install as (impersonated, after a permission check), as Flux's --default-service-account; empty: they install as the provisioner, unless --require-service-account.")
 	flag.BoolVar(&o.requireSA, "require-service-account", false, "Refuse BundleDeployments that name no spec.serviceAccount when there is no --default-service-account, instead of installing them with the provisioner's own rights.")
+	flag.StringVar(&o.watchSelector, "watch-label-selector", "", "Reconcile only the Bundles and BundleDeployments this label selector matches (e.g. '"+shard.Label+" in (shard1)', or '!"+shard.Label+"' for the main instance), as Flux's flag of this name: several provisioner Deployments, each with its own selector, --leader-election-id, --content-url and --content-cert-secret, split the cluster between them. Bundles a BundleDeployment generates get its values of the selector's label keys. Empty: everything.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -138,6 +141,18 @@ func run(ctx context.Context, o options) error {
 		}
 		defaultSA = &sa
 	}
+	sh, err := shard.Parse(o.watchSelector)
+	if err != nil {
+		return fmt.Errorf("--watch-label-selector: %w", err)
+	}
+	byObject := map[client.Object]cache.ByObject{
+		// Watched only to wake Bundles waiting for a ConfigMap; unpacks
+		// read ConfigMaps from the API server. Names only, not content.
+		&corev1.ConfigMap{}: {Namespaces: map[string]cache.Config{o.namespace: {}}, Transform: configmaps.StripContent},
+	}
+	for obj, by := range sh.ByObject() {
+		byObject[obj] = by
+	}
 	mgr, err := ctrl.NewManager(cfg, manager.Options{
 		Scheme:                        scheme,
 		Metrics:                       metricsserver.Options{BindAddress: o.metricsAddr},
@@ -150,11 +165,7 @@ func run(ctx context.Context, o options) error {
 		// ConfigMap sources live in the provisioner's namespace only; caching
 		// every ConfigMap of the cluster would cost memory for nothing.
 		Cache: cache.Options{
-			ByObject: map[client.Object]cache.ByObject{
-				// Watched only to wake Bundles waiting for a ConfigMap; unpacks
-				// read ConfigMaps from the API server. Names only, not content.
-				&corev1.ConfigMap{}: {Namespaces: map[string]cache.Config{o.namespace: {}}, Transform: configmaps.StripContent},
-			},
+			ByObject:         byObject,
 			DefaultTransform: cache.TransformStripManagedFields(),
 		},
 	})
@@ -211,6 +222,7 @@ func run(ctx context.Context, o options) error {
 		CertRenewBefore:       o.certRenewBefore,
 		DefaultServiceAccount: defaultSA,
 		RequireServiceAccount: o.requireSA,
+		Shard:                 sh,
 	}); err != nil {
 		return err
 	}
@@ -273,7 +285,7 @@ func run(ctx context.Context, o options) error {
 	if err := mgr.AddReadyzCheck("readyz", certs.ReadyChecker(certsReady)); err != nil {
 		return err
 	}
-	log.Info("starting", "classes", classes, "namespace", o.namespace)
+	log.Info("starting", "classes", classes, "namespace", o.namespace, "watchLabelSelector", sh.String(), "leaderElectionID", o.leaderElectionID)
 	return mgr.Start(ctx)
 }
 

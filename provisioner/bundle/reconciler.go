@@ -122,7 +122,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 
 	if r.upToDate(ctx, b) {
 		r.background().cancel(b.Name)
-		return ctrl.Result{}, r.recordDigest(ctx, b)
+		return ctrl.Result{}, r.recordStored(ctx, b)
 	}
 
 	before := b.DeepCopy()
@@ -155,19 +155,25 @@ func (r *Reconciler) stored(ctx context.Context, b *rukpakv1alpha1.Bundle) bool 
 	return err == nil && found
 }
 
-// recordDigest fills in status.contentDigest of a Bundle stored before
-// digests were recorded.
-func (r *Reconciler) recordDigest(ctx context.Context, b *rukpakv1alpha1.Bundle) error {
-	d, ok := r.Storage.(storage.Digester)
-	if !ok || b.Status.ContentDigest != "" {
-		return nil
-	}
-	digest, err := d.Digest(ctx, b)
-	if err != nil {
-		return err
-	}
+// recordStored fills in status.contentDigest of a Bundle stored before
+// digests were recorded, and points status.contentURL at this process's
+// content service if it points elsewhere: the content service's URL
+// changed, or the Bundle moved here from another shard (whose last status
+// write may land after this shard's).
+func (r *Reconciler) recordStored(ctx context.Context, b *rukpakv1alpha1.Bundle) error {
 	before := b.DeepCopy()
-	b.Status.ContentDigest = digest
+	if d, ok := r.Storage.(storage.Digester); ok && b.Status.ContentDigest == "" {
+		digest, err := d.Digest(ctx, b)
+		if err != nil {
+			return err
+		}
+		b.Status.ContentDigest = digest
+	}
+	url, err := r.Storage.URLFor(ctx, b)
+	if err != nil {
+		return fmt.Errorf("content URL of bundle %q: %w", b.Name, err)
+	}
+	b.Status.ContentURL = url
 	return r.updateStatus(ctx, before, b)
 }
 
@@ -237,8 +243,9 @@ func (r *Reconciler) unpack(ctx context.Context, b *rukpakv1alpha1.Bundle) (ctrl
 	b.Status.ResolvedSource = res.ResolvedSource
 	b.Status.ContentURL = url
 	b.Status.ObservedGeneration = b.Generation
+	// No event: the Unpacked condition says it, and an event is one more
+	// API write per install (issue 15); failures have theirs.
 	setPhase(b, rukpakv1alpha1.PhaseUnpacked, metav1.ConditionTrue, rukpakv1alpha1.ReasonUnpackSuccessful, "Successfully unpacked the bundle")
-	r.event(b, "Normal", rukpakv1alpha1.ReasonUnpackSuccessful, "Unpacked the bundle")
 	return ctrl.Result{}, nil
 }
 

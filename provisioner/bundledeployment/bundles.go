@@ -77,10 +77,12 @@ func (rs *records) save(bd *rukpakv1alpha1.BundleDeployment) {
 	rs.m[bd.UID] = append([]rukpakv1alpha1.GeneratedBundle(nil), bd.Status.GeneratedBundles...)
 }
 
-func (rs *records) drop(bd *rukpakv1alpha1.BundleDeployment) {
+func (rs *records) drop(bd *rukpakv1alpha1.BundleDeployment) { rs.dropUID(bd.UID) }
+
+func (rs *records) dropUID(uid types.UID) {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
-	delete(rs.m, bd.UID)
+	delete(rs.m, uid)
 }
 
 // record sets name's entry (uid empty for an intent), keeping at most twice
@@ -201,6 +203,8 @@ func (r *Reconciler) desiredBundle(ctx context.Context, bd *rukpakv1alpha1.Bundl
 	for k, v := range bd.Spec.Template.Metadata.Annotations {
 		b.Annotations[k] = v
 	}
+	// On bd's shard, whatever the template's labels say.
+	r.Shard.Stamp(bd.Labels, b.Labels)
 	b.Labels[rukpakv1alpha1.LabelOwnerKind] = "BundleDeployment"
 	b.Labels[rukpakv1alpha1.LabelOwnerName] = bd.Name
 	b.Labels[rukpakv1alpha1.LabelBundleTemplateHash] = hash

@@ -35,6 +35,14 @@ func (r *Reconciler) content(ctx context.Context, bd *rukpakv1alpha1.BundleDeplo
 
 	fsys, err = r.Loader.Load(ctx, b)
 	if err != nil {
+		if at, ok := r.storedElsewhere(ctx, b); ok {
+			// Moved here from another shard, whose copy is no longer
+			// served: this shard stores it again, and the Bundle's status
+			// (its new contentURL) brings bd back.
+			r.set(bd, rukpakv1alpha1.TypeHasValidBundle, metav1.ConditionUnknown, rukpakv1alpha1.ReasonUnpackPending,
+				fmt.Sprintf("Waiting for bundle %q to be stored by this provisioner: its content was stored at %s", b.Name, at))
+			return nil, nil, false, nil
+		}
 		r.set(bd, rukpakv1alpha1.TypeHasValidBundle, metav1.ConditionFalse, rukpakv1alpha1.ReasonBundleLoadFailed,
 			fmt.Sprintf("Failed to load content of bundle %q: %v", b.Name, err))
 		return nil, nil, false, fmt.Errorf("loading bundle %q: %w", b.Name, err)
@@ -55,4 +63,21 @@ func (r *Reconciler) content(ctx context.Context, bd *rukpakv1alpha1.BundleDeplo
 	r.set(bd, rukpakv1alpha1.TypeHasValidBundle, metav1.ConditionTrue, rukpakv1alpha1.ReasonUnpackSuccessful,
 		fmt.Sprintf("Successfully unpacked bundle %q", b.Name))
 	return fsys, objs, true, nil
+}
+
+// storedElsewhere reports, on a shard, where b's content was stored when
+// that is not this process's content service: b moved here from another
+// shard. status.contentURL is anyone's with bundles/status to write, so it
+// only ever turns a load failure into a wait, and never points a download
+// anywhere; unsharded, a contentURL not this process's is a forgery, and
+// the load failure is reported as such.
+func (r *Reconciler) storedElsewhere(ctx context.Context, b *rukpakv1alpha1.Bundle) (string, bool) {
+	if r.Shard == nil || r.ContentURL == nil || b.Status.ContentURL == "" {
+		return "", false
+	}
+	ours, err := r.ContentURL(ctx, b)
+	if err != nil || ours == b.Status.ContentURL {
+		return "", false
+	}
+	return b.Status.ContentURL, true
 }

@@ -36,6 +36,7 @@ import (
 	"github.com/rukpak-dev/rukpak/provisioner/finalizer"
 	"github.com/rukpak-dev/rukpak/provisioner/metrics"
 	"github.com/rukpak-dev/rukpak/provisioner/release"
+	"github.com/rukpak-dev/rukpak/provisioner/shard"
 	"github.com/rukpak-dev/rukpak/storage"
 )
 
@@ -114,6 +115,18 @@ type Reconciler struct {
 	// holds (serving certificates and their CA bundles) just before they
 	// are applied, and says when to look again (zero: no need).
 	Prepare func(ctx context.Context, bd *rukpakv1alpha1.BundleDeployment, objs []*unstructured.Unstructured) (time.Time, error)
+	// Shard, when set, is the part of the cluster this process reconciles
+	// (its cache holds only that part): the Bundles a BundleDeployment
+	// generates carry its shard labels, and those still labelled for
+	// another shard (it was moved) are relabelled (see adopt).
+	Shard *shard.Shard
+	// BundleReader reads Bundles outside this shard's cache: an uncached
+	// reader.
+	BundleReader client.Reader
+	// ContentURL is where this process serves a Bundle's content
+	// (storage.Storage's URLFor): content a Bundle's status says is
+	// elsewhere, and that does not load, is waited for rather than failed.
+	ContentURL func(ctx context.Context, b *rukpakv1alpha1.Bundle) (string, error)
 
 	tracker *Tracker
 	records records
@@ -175,6 +188,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 const kind = "BundleDeployment"
 
 func (r *Reconciler) reconcile(ctx context.Context, bd *rukpakv1alpha1.BundleDeployment, flush func() error) (ctrl.Result, error) {
+	if moved, err := r.adopt(ctx, bd); err != nil {
+		return ctrl.Result{}, err
+	} else if moved {
+		return ctrl.Result{RequeueAfter: adoptRecheck}, nil
+	}
 	b, err := r.desiredBundle(ctx, bd, flush)
 	if refused := (*refusedError)(nil); errors.As(err, &refused) {
 		// Someone else's Bundle under the generated name: nothing to retry
@@ -478,7 +496,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.tracker = tracker
 	c, err := ctrl.NewControllerManagedBy(mgr).
 		Named("bundledeployment-"+r.Class).
-		For(&rukpakv1alpha1.BundleDeployment{}, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
+		For(&rukpakv1alpha1.BundleDeployment{}, builder.WithPredicates(r.forgetOnMove(), predicate.NewPredicateFuncs(func(o client.Object) bool {
 			bd, ok := o.(*rukpakv1alpha1.BundleDeployment)
 			return ok && bd.Spec.ProvisionerClassName == r.Class
 		}),

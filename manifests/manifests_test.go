@@ -39,6 +39,7 @@ var kustomizations = []string{
 	"overlays/local",
 	"overlays/networkpolicy",
 	"overlays/pvc",
+	"overlays/sharding",
 }
 
 func kubectl(t *testing.T) string {
@@ -238,23 +239,32 @@ func TestNetworkPolicyOverlay(t *testing.T) {
 	}
 
 	t.Run("accepted by an API server", func(t *testing.T) {
-		env := testenv.Start(t)
-		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "rukpak-system"}}
-		testenv.MustNotError(t, env.Client.Create(context.Background(), ns), "creating namespace")
-		user, err := env.Env.ControlPlane.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, nil)
-		testenv.MustNotError(t, err, "adding user")
-		kubeconfig, err := user.KubeConfig()
-		testenv.MustNotError(t, err, "building kubeconfig")
-		path := filepath.Join(t.TempDir(), "kubeconfig")
-		testenv.MustNotError(t, os.WriteFile(path, kubeconfig, 0o600), "writing kubeconfig")
-		cmd := exec.Command(kubectl(t), "--kubeconfig", path, "apply", "--dry-run=server", "--server-side",
-			"-k", filepath.Join(testenv.RepoRoot(), "manifests", "overlays", "networkpolicy"))
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("server-side dry run: %v\n%s", err, out)
-		}
-		if !strings.Contains(string(out), "networkpolicy.networking.k8s.io/rukpak-core-egress serverside-applied (server dry run)") {
+		out := serverDryRun(t, "overlays/networkpolicy")
+		if !strings.Contains(out, "networkpolicy.networking.k8s.io/rukpak-core-egress serverside-applied (server dry run)") {
 			t.Fatalf("the NetworkPolicy was not applied:\n%s", out)
 		}
 	})
+}
+
+// serverDryRun applies the kustomization dir with a server-side dry run
+// against a fresh API server (namespace rukpak-system created) and returns
+// kubectl's output.
+func serverDryRun(t *testing.T, dir string) string {
+	t.Helper()
+	env := testenv.Start(t)
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "rukpak-system"}}
+	testenv.MustNotError(t, env.Client.Create(context.Background(), ns), "creating namespace")
+	user, err := env.Env.ControlPlane.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, nil)
+	testenv.MustNotError(t, err, "adding user")
+	kubeconfig, err := user.KubeConfig()
+	testenv.MustNotError(t, err, "building kubeconfig")
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	testenv.MustNotError(t, os.WriteFile(path, kubeconfig, 0o600), "writing kubeconfig")
+	cmd := exec.Command(kubectl(t), "--kubeconfig", path, "apply", "--dry-run=server", "--server-side",
+		"-k", filepath.Join(testenv.RepoRoot(), "manifests", dir))
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("server-side dry run of %s: %v\n%s", dir, err, out)
+	}
+	return string(out)
 }

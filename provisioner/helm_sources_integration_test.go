@@ -2,9 +2,12 @@ package provisioner_test
 
 import (
 	"context"
+	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -69,9 +72,15 @@ type chartServer struct {
 	files map[string][]byte
 }
 
-func newChartServer(t *testing.T) *chartServer {
+func newChartServer(t *testing.T) *chartServer { return startChartServer(t, false) }
+
+// newTLSChartServer is newChartServer over HTTPS, with httptest's
+// certificate: an http source takes no CA, its sources skip verification.
+func newTLSChartServer(t *testing.T) *chartServer { return startChartServer(t, true) }
+
+func startChartServer(t *testing.T, tls bool) *chartServer {
 	s := &chartServer{files: map[string][]byte{}}
-	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	s.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
 		data, ok := s.files[r.URL.Path]
 		s.mu.Unlock()
@@ -81,6 +90,11 @@ func newChartServer(t *testing.T) *chartServer {
 		}
 		_, _ = w.Write(data)
 	}))
+	if tls {
+		s.StartTLS()
+	} else {
+		s.Start()
+	}
 	t.Cleanup(s.Close)
 	return s
 }
@@ -89,7 +103,11 @@ func (s *chartServer) serve(name string, data []byte) rukpakv1alpha1.BundleSourc
 	s.mu.Lock()
 	s.files["/"+name] = data
 	s.mu.Unlock()
-	return rukpakv1alpha1.BundleSource{Type: rukpakv1alpha1.SourceTypeHTTP, HTTP: &rukpakv1alpha1.HTTPSource{URL: s.URL + "/" + name}}
+	src := rukpakv1alpha1.BundleSource{Type: rukpakv1alpha1.SourceTypeHTTP, HTTP: &rukpakv1alpha1.HTTPSource{URL: s.URL + "/" + name}}
+	if s.TLS != nil {
+		src.HTTP.Auth = &rukpakv1alpha1.Authorization{InsecureSkipVerify: true}
+	}
+	return src
 }
 
 func (h *harness) createHelmBundle(name string, src rukpakv1alpha1.BundleSource) {
@@ -101,6 +119,30 @@ func (h *harness) createHelmBundle(name string, src rukpakv1alpha1.BundleSource)
 	if err := h.c.Create(context.Background(), b); err != nil {
 		h.t.Fatal(err)
 	}
+}
+
+// chartConfigMaps creates one ConfigMap per directory of a chart's files
+// (path -> content; ConfigMap keys hold no "/"), named prefix-0, prefix-1,
+// ..., and returns the configMaps source that lays them out again.
+func (h *harness) chartConfigMaps(prefix string, files map[string]string) []rukpakv1alpha1.ConfigMapSource {
+	h.t.Helper()
+	dirs := map[string]map[string]string{}
+	for name, data := range files {
+		dir, base := path.Split(name)
+		dir = strings.TrimSuffix(dir, "/")
+		if dirs[dir] == nil {
+			dirs[dir] = map[string]string{}
+		}
+		dirs[dir][base] = data
+	}
+	names := slices.Sorted(maps.Keys(dirs))
+	out := make([]rukpakv1alpha1.ConfigMapSource, 0, len(names))
+	for i, dir := range names {
+		name := fmt.Sprintf("%s-%d", prefix, i)
+		h.createConfigMap(name, dirs[dir], nil)
+		out = append(out, rukpakv1alpha1.ConfigMapSource{ConfigMap: rukpakv1alpha1.LocalObjectReference{Name: name}, Path: dir})
+	}
+	return out
 }
 
 func (h *harness) createConfigMap(name string, data map[string]string, binary map[string][]byte) {
@@ -157,25 +199,13 @@ func TestIntegrationHelmSources(t *testing.T) {
 		)
 	}
 
-	// ConfigMap keys hold no "/": a chart directory takes one ConfigMap
-	// per directory, or one archive in binaryData.
-	hello := chartFiles(t, "hello-world", "")
-	top, templates := map[string]string{}, map[string]string{}
-	for name, data := range hello {
-		if rest, ok := strings.CutPrefix(name, "templates/"); ok {
-			templates[rest] = data
-		} else {
-			top[name] = data
-		}
-	}
-	h.createConfigMap("hello-world-chart", top, nil)
-	h.createConfigMap("hello-world-templates", templates, nil)
+	// A chart directory takes one ConfigMap per directory, or one archive
+	// in binaryData.
 	h.createConfigMap("hello-world-tgz", nil, map[string][]byte{"hello-world-0.1.0.tgz": helmPackage(t, loadTestChart(t, "hello-world"))})
 	cases = append(cases,
-		bundleCase{"hello-world-configmaps", "hello-world", rukpakv1alpha1.BundleSource{Type: rukpakv1alpha1.SourceTypeConfigMaps, ConfigMaps: []rukpakv1alpha1.ConfigMapSource{
-			{ConfigMap: rukpakv1alpha1.LocalObjectReference{Name: "hello-world-chart"}},
-			{ConfigMap: rukpakv1alpha1.LocalObjectReference{Name: "hello-world-templates"}, Path: "templates"},
-		}}},
+		bundleCase{"hello-world-configmaps", "hello-world", rukpakv1alpha1.BundleSource{
+			Type: rukpakv1alpha1.SourceTypeConfigMaps, ConfigMaps: h.chartConfigMaps("hello-world-dir", chartFiles(t, "hello-world", "")),
+		}},
 		bundleCase{"hello-world-configmap-tgz", "hello-world", rukpakv1alpha1.BundleSource{Type: rukpakv1alpha1.SourceTypeConfigMaps, ConfigMaps: []rukpakv1alpha1.ConfigMapSource{
 			{ConfigMap: rukpakv1alpha1.LocalObjectReference{Name: "hello-world-tgz"}},
 		}}},

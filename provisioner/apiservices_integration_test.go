@@ -94,6 +94,7 @@ func (h *harness) checkAPIServices(bd string, secret *corev1.Secret) {
 // workload serving them. An APIService that exists outside any release
 // is never taken over.
 func TestIntegrationAPIServices(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	ctx := context.Background()
 	wb := apiServiceBundle
@@ -205,6 +206,7 @@ func TestIntegrationAPIServices(t *testing.T) {
 // Deployment serving API services: the renewed CA bundle reaches every
 // APIService.
 func TestIntegrationAPIServiceCertificateRotation(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.kill()
 	// Renewed 10 s after each issue.

@@ -26,6 +26,7 @@ import (
 // another Bundle does nothing; the approval naming the pending Bundle lets
 // the pivot proceed.
 func TestIntegrationApprovalGate(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	ctx := context.Background()
 
@@ -240,6 +241,7 @@ func kubectl(t *testing.T, h *harness, args ...string) string {
 // certificate and CA bundles as the install does, so nothing shows as a
 // change.
 func TestIntegrationApprovalPreviewWebhookBundle(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	ctx := context.Background()
 	dir := "../../shared/testdata/registry-v1/marin3r-0.13.1"

@@ -62,6 +62,7 @@ func (h *harness) releaseState(name string) (map[string]string, int) {
 // `Secret "sh.helm.release.v1.big.v1" is invalid: data: Too long: may not be
 // more than 1048576 bytes`.
 func TestIntegrationBigReleaseConfigMaps(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	files := map[string]string{}
 	for i := range 4 {
@@ -139,6 +140,7 @@ func crdBundle(t *testing.T, version string) (map[string]string, []string) {
 // A ~5 MB bundle of real CRDs installs, pivots to a changed version and
 // uninstalls, leaving no release record or chunk behind.
 func TestIntegrationBigReleaseCRDs(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	ctx := context.Background()
 	v1, crds := crdBundle(t, "v1")

@@ -86,6 +86,7 @@ func (h *harness) createGizmos() {
 // the old Bundle active; fixing the objects, or the opt-out annotation,
 // lets it through.
 func TestIntegrationCRDUpgradePreflight(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	ctx := context.Background()
 

@@ -32,6 +32,8 @@ func aliasBomb(head string) string {
 // 2.3 GiB): each fails with a message naming the file and the limit, the
 // provisioner's heap stays small, and a valid Bundle still unpacks.
 func TestIntegrationHostileManifests(t *testing.T) {
+	// Not parallel: it measures the heap of this process, which every
+	// parallel test's provisioner shares.
 	h := newHarness(t)
 	ctx := context.Background()
 	const cmHead = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x, namespace: default}\n"

@@ -61,6 +61,7 @@ func (l *requestLog) requests() []string {
 // content service, with a content-audience token, so the attacker's server
 // is never contacted and nothing is installed.
 func TestIntegrationStatusCannotRedirectContent(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.kill() // this test runs a plain-only provisioner
 	ctx := context.Background()

@@ -26,6 +26,7 @@ func (h *harness) waitBDExact(name, typ string, status metav1.ConditionStatus, r
 // towards Healthy: Ready=False makes the BundleDeployment unhealthy, naming
 // the object and its reason.
 func TestIntegrationHealthOfCustomResources(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	ctx := context.Background()
 

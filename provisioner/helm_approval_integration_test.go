@@ -18,6 +18,7 @@ import (
 // server-side dry run (the release's objects; hooks listed as would run);
 // the approval lets the upgrade through.
 func TestIntegrationHelmApprovalPreview(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.createNamespace("hgate")
 	h.createHelmBD("hgate", h.pushChartDir("charts/hgate-v1", hooksChart), `{"installNamespace":"hgate"}`)

@@ -23,6 +23,7 @@ import (
 // serving certificate issued, and the CA injected into both webhook
 // configurations the chart installs.
 func TestIntegrationHelmAdmissionWebhookChart(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	testcertmanager.Start(t, testenv.Kubectl(t), h.adminKubeconfig())
 	h.createNamespace("monitoring")

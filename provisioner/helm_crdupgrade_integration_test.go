@@ -47,6 +47,7 @@ func gizmoChart(t *testing.T) string {
 // revision stays and the old schema serves; with the objects fixed, the
 // upgrade proceeds.
 func TestIntegrationHelmCRDUpgradePreflight(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	ctx := context.Background()
 	h.createHelmBD("hgizmos", h.pushChartDir("charts/gizmos", gizmoChart(t)), `{"installNamespace":"default"}`)

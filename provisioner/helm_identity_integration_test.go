@@ -59,6 +59,7 @@ func chartObjects(t *testing.T, dir, name, namespace string) []*unstructured.Uns
 // as the ServiceAccount (admission policies refuse anyone else), the
 // release records still written by the provisioner.
 func TestIntegrationHelmServiceAccount(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	ctx := context.Background()
 	h.tenantInstaller()

@@ -15,6 +15,7 @@ import (
 // process); a chart whose values change the rendering within the limit
 // installs next to it.
 func TestIntegrationHelmBoundedRender(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.createNamespace("hostile")
 	h.createHelmBD("hostile", h.pushBundle("hostile-chart", map[string]string{

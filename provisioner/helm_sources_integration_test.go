@@ -163,6 +163,7 @@ func (h *harness) createConfigMap(name string, data map[string]string, binary ma
 // over http, bundle image of the chart directory, Helm OCI artifact,
 // ConfigMaps), and checks that the stored content loads as the same chart.
 func TestIntegrationHelmSources(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	ctx := context.Background()
 
@@ -265,6 +266,7 @@ func fileDigest(ch *chart.Chart) string {
 // TestIntegrationHelmBrokenCharts: a chart Helm cannot install is not
 // unpacked, and the condition carries Helm's message.
 func TestIntegrationHelmBrokenCharts(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 
 	root := testgit.NewRoot(t)

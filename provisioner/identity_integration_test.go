@@ -125,6 +125,7 @@ spec: {policyName: id-deletes-as-installer, validationActions: [Deny]}
 // The provisioner requires an identity: a BundleDeployment without one is
 // refused, then installs as the default once one is set.
 func TestIntegrationServiceAccount(t *testing.T) {
+	t.Parallel()
 	h := newHarnessWith(t, func(o *provisioner.Options) { o.RequireServiceAccount = true })
 	ctx := context.Background()
 	create := func(docs string) []client.Object { return h.createDocs(docs) }
@@ -366,6 +367,7 @@ func mustJSON(t *testing.T, v any) string {
 // as a ServiceAccount granted exactly what rukpakctl rbac prints for it
 // (identity.RBAC of the objects render prints).
 func TestIntegrationServiceAccountRegistry(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	ctx := context.Background()
 	const ns = "etcd-sa"

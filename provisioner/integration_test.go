@@ -3,11 +3,11 @@ package provisioner_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
-
-	"os"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
@@ -52,6 +52,19 @@ type harness struct {
 	certValidity, certRenewBefore time.Duration
 	// configure, when set, changes the provisioner's options.
 	configure func(*provisioner.Options)
+	// reconciles counts the reconciles of this harness's managers.
+	reconciles *reconcileCounts
+}
+
+// setLoggerOnce: controller-runtime's global logger is set once per process
+// (setting it concurrently races); each manager logs through its own.
+var setLoggerOnce sync.Once
+
+func testLogger() logr.Logger {
+	if os.Getenv("RUKPAK_TEST_LOG") != "" {
+		return zap.New(zap.UseDevMode(true))
+	}
+	return logr.Discard()
 }
 
 func newHarness(t *testing.T) *harness { return newHarnessWith(t, nil) }
@@ -59,13 +72,10 @@ func newHarness(t *testing.T) *harness { return newHarnessWith(t, nil) }
 // newHarnessWith is newHarness with the provisioner's options changed by
 // configure (also on every restart).
 func newHarnessWith(t *testing.T, configure func(*provisioner.Options)) *harness {
-	if os.Getenv("RUKPAK_TEST_LOG") != "" {
-		ctrl.SetLogger(zap.New(zap.UseDevMode(true)))
-	} else {
-		ctrl.SetLogger(logr.Discard())
-	}
+	setLoggerOnce.Do(func() { ctrl.SetLogger(testLogger()) })
 	env := testenv.Start(t)
-	h := &harness{t: t, env: env, c: env.Client, reg: testregistry.New(t), storeDir: t.TempDir(), unpackDir: t.TempDir(), configure: configure}
+	h := &harness{t: t, env: env, c: env.Client, reg: testregistry.New(t), storeDir: t.TempDir(), unpackDir: t.TempDir(), configure: configure,
+		reconciles: &reconcileCounts{n: map[string]int{}}}
 	ctx := context.Background()
 	if err := h.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}); err != nil {
 		t.Fatal(err)
@@ -84,6 +94,7 @@ func (h *harness) start() {
 		HealthProbeBindAddress: "0",
 		// Every test starts its own manager in this one process.
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+		Logger:     logr.New(&countingSink{delegate: testLogger().GetSink(), counts: h.reconciles}),
 	})
 	if err != nil {
 		h.t.Fatal(err)
@@ -133,9 +144,11 @@ func (h *harness) pushBundle(tag string, files map[string]string) rukpakv1alpha1
 	}
 }
 
+// eventually polls f until it returns nil, for up to two minutes: tests run
+// in parallel, each with its own API server, on machines with few cores.
 func eventually(t *testing.T, what string, f func() error) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := time.Now().Add(2 * time.Minute)
 	var err error
 	for time.Now().Before(deadline) {
 		if err = f(); err == nil {
@@ -241,6 +254,7 @@ func (h *harness) getCM(name string) (*corev1.ConfigMap, error) {
 }
 
 func TestIntegrationBundles(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	ctx := context.Background()
 
@@ -324,6 +338,7 @@ func TestIntegrationBundles(t *testing.T) {
 }
 
 func TestIntegrationBundleDeployments(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	ctx := context.Background()
 
@@ -553,6 +568,7 @@ func TestIntegrationBundleDeployments(t *testing.T) {
 }
 
 func TestIntegrationRestartConverges(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	ctx := context.Background()
 	var files = map[string]string{}

@@ -42,6 +42,7 @@ spec:
 // drift-corrected and its health reported. Once the new Bundle unpacks, the
 // pivot proceeds.
 func TestIntegrationActiveBundleKeptWhileNewOneUnresolved(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	ctx := context.Background()
 

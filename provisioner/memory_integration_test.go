@@ -130,6 +130,8 @@ func liveHeap() uint64 {
 // CRDs' 6 MiB of YAML left 18.5 MiB behind). RUKPAK_HEAP_PROFILE=file
 // writes a heap profile after the install.
 func TestIntegrationRetainedHeapOfLargeCRDs(t *testing.T) {
+	// Not parallel: it measures the heap of this process, and waits for
+	// every controller in it to go idle, which parallel tests would not.
 	files, size := realCRDs(t)
 	objects := len(files)
 	h := newHarness(t)

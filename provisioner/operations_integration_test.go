@@ -22,6 +22,8 @@ import (
 // drift correction, pause (no drift correction, no pivot), resume,
 // reconcile-now, failures, deletion.
 func TestIntegrationOperations(t *testing.T) {
+	// Not parallel: it reads the provisioner's metrics, which are
+	// process-wide (every parallel test's provisioner adds to them).
 	h := newHarness(t)
 	ctx := context.Background()
 	class := rukpakv1alpha1.ProvisionerClassPlain

@@ -25,6 +25,7 @@ import (
 // BundleDeployment's labels and a controller reference to it. The
 // BundleDeployment must install only a Bundle it created itself.
 func TestIntegrationGeneratedBundleOwnership(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	ctx := context.Background()
 
@@ -149,6 +150,7 @@ func TestIntegrationGeneratedBundleOwnership(t *testing.T) {
 // now, never deletes one on uninstall, and never installs into the
 // provisioner's namespace.
 func TestIntegrationObjectOwnership(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	ctx := context.Background()
 

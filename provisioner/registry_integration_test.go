@@ -24,6 +24,7 @@ import (
 // BundleDeployment of the registry class, and one of the plain class whose
 // template has the registry class.
 func TestIntegrationRegistryBundles(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	ctx := context.Background()
 	dir := filepath.Join(testenv.RepoRoot(), "test/testdata/bundles/registry-v1/etcd-0.9.4")

@@ -16,6 +16,7 @@ import (
 // releases behind BundleDeployments, and that one BundleDeployment never
 // takes over objects that are not its own.
 func TestIntegrationReleases(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	ctx := context.Background()
 

@@ -27,6 +27,7 @@ import (
 // Deployment would. Only the leader reconciles status, yet both must serve a
 // Bundle's content, since a Service may send a download to either.
 func TestIntegrationTwoReplicas(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.kill() // this test runs its own replicas
 	ctx := context.Background()

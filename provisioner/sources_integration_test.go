@@ -18,6 +18,7 @@ import (
 // TestIntegrationSources unpacks Bundles from every git ref kind, a
 // directory, and ConfigMaps, through the real reconciler.
 func TestIntegrationSources(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	ctx := context.Background()
 

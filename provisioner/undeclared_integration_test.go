@@ -14,7 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/yaml"
 
 	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
@@ -130,6 +129,7 @@ spec:
 // next reconcile (here by a restarted provisioner, which remembers nothing)
 // finds nothing to write.
 func TestIntegrationUndeclaredFieldsDoNotFailInstalls(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	ctx := context.Background()
 	crd := &apiextensionsv1.CustomResourceDefinition{}
@@ -188,10 +188,10 @@ func TestIntegrationUndeclaredFieldsDoNotFailInstalls(t *testing.T) {
 	h.kill()
 	cfg, requests := testenv.RecordWrites(h.env.Config)
 	h.env.Config = cfg
-	before := successfulReconciles(t, "bundledeployment-"+rukpakv1alpha1.ProvisionerClassRegistry)
+	before := h.successful("bundledeployment-" + rukpakv1alpha1.ProvisionerClassRegistry)
 	h.start()
 	eventually(t, "a reconcile by the restarted provisioner", func() error {
-		if n := successfulReconciles(t, "bundledeployment-"+rukpakv1alpha1.ProvisionerClassRegistry); n <= before {
+		if n := h.successful("bundledeployment-" + rukpakv1alpha1.ProvisionerClassRegistry); n <= before {
 			return fmt.Errorf("%v successful reconciles, %v before the restart", n, before)
 		}
 		return nil
@@ -258,30 +258,4 @@ func droppedEvents(t *testing.T, h *harness, name string) []string {
 	}
 	sort.Strings(notes)
 	return notes
-}
-
-// successfulReconciles reads controller-runtime's count of successful
-// reconciles (those that did not fail) by controller.
-func successfulReconciles(t *testing.T, controller string) float64 {
-	t.Helper()
-	families, err := crmetrics.Registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var n float64
-	for _, f := range families {
-		if f.GetName() != "controller_runtime_reconcile_total" {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			if labels["controller"] == controller && labels["result"] != "error" {
-				n += m.GetCounter().GetValue()
-			}
-		}
-	}
-	return n
 }

@@ -206,6 +206,7 @@ func (h *harness) releaseVersion(name string) int {
 // certificate is due, and that uninstalling deletes the webhook
 // configurations before the workload serving them.
 func TestIntegrationWebhookBundles(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	ctx := context.Background()
 	// opentelemetry-operator ships a PrometheusRule: its CRD comes from the
@@ -326,6 +327,7 @@ func TestIntegrationWebhookBundles(t *testing.T) {
 // expiry: a new certificate in the Secret, its CA and the previous one in
 // every CA bundle, so the previous certificate stays trusted.
 func TestIntegrationWebhookCertificateRotation(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.kill()
 	// Renewed 10 s after each issue.
@@ -391,6 +393,7 @@ func TestIntegrationWebhookCertificateRotation(t *testing.T) {
 // records other releases (Secrets in its own namespace), installs other
 // BundleDeployments, and uninstalls the blocker.
 func TestIntegrationFailingWebhookDoesNotBlockOthers(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	ctx := context.Background()
 	src := h.pushBundle("blocker", map[string]string{
@@ -481,6 +484,7 @@ spec:
 // CA injector the CA bundles, and the provisioner leaves the injected
 // caBundle alone (no drift correction, no new release revision).
 func TestIntegrationWebhookCertManager(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	user, err := h.env.Env.AddUser(envtest.User{Name: "cert-manager", Groups: []string{"system:masters"}}, nil)
 	if err != nil {
@@ -571,6 +575,7 @@ func TestIntegrationWebhookCertManager(t *testing.T) {
 // Secrets (nothing serves it), so the pivot succeeds only if the
 // configuration goes before the certificate Secret.
 func TestIntegrationPivotDroppingWebhooks(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	ctx := context.Background()
 	annotations := "annotations:\n  operators.operatorframework.io.bundle.mediatype.v1: registry+v1\n" +

@@ -15,6 +15,7 @@ import (
 	goruntime "runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -89,9 +90,19 @@ func Start(tb testing.TB, opts ...Options) *Env {
 		CRDDirectoryPaths:     []string{filepath.Join(RepoRoot(), "manifests", "base", "crd")},
 		ErrorIfCRDPathMissing: true,
 		Scheme:                Scheme(),
+		// envtest's defaults (20 s to start, 10 s for the CRDs to be
+		// served) are for one API server on an idle machine; packages run
+		// their tests in parallel, each test with its own API server and
+		// etcd, on machines with two cores.
+		ControlPlaneStartTimeout: 2 * time.Minute,
+		ControlPlaneStopTimeout:  time.Minute,
+		CRDInstallOptions:        envtest.CRDInstallOptions{MaxTime: 2 * time.Minute},
 	}
 	for _, o := range opts {
 		env.WebhookInstallOptions = o.Webhooks
+		if env.WebhookInstallOptions.MaxTime == 0 {
+			env.WebhookInstallOptions.MaxTime = 2 * time.Minute
+		}
 	}
 	cfg, err := env.Start()
 	if err != nil {

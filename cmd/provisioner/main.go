@@ -129,6 +129,13 @@ func run(ctx context.Context, o options) error {
 			return err
 		}
 	}
+	// Before anything talks to the cluster: a selector that does not parse
+	// must not leave an instance running with no selector, which would
+	// reconcile every other instance's objects too.
+	sh, err := shard.Parse(o.watchSelector)
+	if err != nil {
+		return fmt.Errorf("--watch-label-selector: %w", err)
+	}
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
 		return fmt.Errorf("loading kubeconfig: %w", err)
@@ -140,10 +147,6 @@ func run(ctx context.Context, o options) error {
 			return fmt.Errorf("--default-service-account: %w", err)
 		}
 		defaultSA = &sa
-	}
-	sh, err := shard.Parse(o.watchSelector)
-	if err != nil {
-		return fmt.Errorf("--watch-label-selector: %w", err)
 	}
 	byObject := map[client.Object]cache.ByObject{
 		// Watched only to wake Bundles waiting for a ConfigMap; unpacks

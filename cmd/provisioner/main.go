@@ -129,9 +129,8 @@ func run(ctx context.Context, o options) error {
 			return err
 		}
 	}
-	// Before anything talks to the cluster: a selector that does not parse
-	// must not leave an instance running with no selector, which would
-	// reconcile every other instance's objects too.
+	// First: a selector that does not parse fails the start with its own
+	// message, before any cluster access that could fail first.
 	sh, err := shard.Parse(o.watchSelector)
 	if err != nil {
 		return fmt.Errorf("--watch-label-selector: %w", err)

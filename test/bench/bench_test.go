@@ -6,7 +6,7 @@ package bench
 //
 //	RUKPAK_BENCH=1 go test -run '^TestBench$' -v -timeout 60m ./test/bench/
 //
-// RUKPAK_BENCH_ONLY=unpack,install,prometheus,helm,many runs a subset;
+// RUKPAK_BENCH_ONLY=unpack,install,prometheus,helm,many,crds runs a subset;
 // RUKPAK_BENCH_OUT=file also writes the table there (markdown);
 // RUKPAK_BENCH_REPS=n repeats each unpack measurement n times (default 3);
 // RUKPAK_BENCH_PROVISIONER_ARGS adds flags to the provisioner (for example
@@ -33,6 +33,10 @@ package bench
 //   - many (issue 4): 200 BundleDeployments of 10 ConfigMaps, a fresh
 //     provisioner process: total time, the process's VmHWM, and the API
 //     server's mutating requests over 60 s once every one is Installed.
+//   - crds (issue 15, crds_bench_test.go): at least 80 MiB of the shared
+//     test data's real CRD YAML (RUKPAK_BENCH_CRDS_MIB changes it) across
+//     many plain BundleDeployments, on a fresh API server and provisioner
+//     process: the provisioner's peak and steady RSS, with heap profiles.
 
 import (
 	"bytes"
@@ -198,7 +202,7 @@ func TestBench(t *testing.T) {
 	if want("unpack") {
 		benchUnpackStore(t, r, reg)
 	}
-	if !want("install") && !want("prometheus") && !want("helm") && !want("many") {
+	if !want("install") && !want("prometheus") && !want("helm") && !want("many") && !want("crds") {
 		return
 	}
 	c := newCluster(t, reg)
@@ -231,6 +235,9 @@ func TestBench(t *testing.T) {
 	}
 	if want("many") {
 		c.benchMany(t, r)
+	}
+	if want("crds") {
+		benchCRDs(t, r, reg)
 	}
 }
 
@@ -478,7 +485,7 @@ type proc struct {
 
 // startProvisioner runs the built provisioner binary (both classes) against
 // the API server, as a separate process.
-func (c *cluster) startProvisioner(t *testing.T, id string) *proc {
+func (c *cluster) startProvisioner(t *testing.T, id string, extra ...string) *proc {
 	t.Helper()
 	d := filepath.Join(c.dir, "prov-"+id)
 	if err := os.MkdirAll(d, 0o755); err != nil {
@@ -502,6 +509,7 @@ func (c *cluster) startProvisioner(t *testing.T, id string) *proc {
 		"--metrics-bind-address=0",
 		"--health-probe-bind-address=0",
 	)
+	cmd.Args = append(cmd.Args, extra...)
 	// For profiling, e.g. RUKPAK_BENCH_PROVISIONER_ARGS=--pprof-bind-address=127.0.0.1:6060.
 	cmd.Args = append(cmd.Args, strings.Fields(os.Getenv("RUKPAK_BENCH_PROVISIONER_ARGS"))...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+c.kubeconfig)

@@ -85,22 +85,11 @@ const (
 
 // Install installs or upgrades release bd.Name from the chart in fsys.
 func (in *Installer) Install(ctx context.Context, bd *rukpakv1alpha1.BundleDeployment, fsys fs.FS, _ []*unstructured.Unstructured, stamp func(*unstructured.Unstructured)) (*release.Result, error) {
-	cfg, err := ParseConfig(bd, in.Releases.Namespace())
+	next, err := in.readInputs(ctx, bd, fsys)
 	if err != nil {
 		return nil, err
 	}
-	ch, err := helm.LoadChart(fsys)
-	if err != nil {
-		return nil, err
-	}
-	vals, err := cfg.MergedValues(ctx, in.Reader, in.Releases.Namespace())
-	if err != nil {
-		return nil, err
-	}
-	digest, err := inputsDigest(ch, vals, cfg.InstallNamespace)
-	if err != nil {
-		return nil, err
-	}
+	cfg, ch, vals := next.cfg, next.chart, next.values
 
 	defer in.Releases.Lock(bd.Name)()
 	hist, err := in.Releases.RecoverHistory(ctx, bd.Name)
@@ -109,7 +98,7 @@ func (in *Installer) Install(ctx context.Context, bd *rukpakv1alpha1.BundleDeplo
 	}
 	last, deployed := latest(hist)
 	res := &release.Result{Release: deployed, Upgraded: deployed != nil}
-	if deployed != nil && last == deployed && deployed.Labels[labelInputs] == digest {
+	if next.current(last, deployed) {
 		if res.Objects, err = installed(deployed); err != nil {
 			return res, err
 		}
@@ -119,8 +108,7 @@ func (in *Installer) Install(ctx context.Context, bd *rukpakv1alpha1.BundleDeplo
 	if deployed != nil {
 		verb = "upgrading"
 	}
-	if last != nil && last.Info.Status == helmrelease.StatusFailed && last.Labels[labelInputs] == digest &&
-		time.Since(last.Info.LastDeployed.Time) < in.retryAfter() {
+	if in.waiting(next, last) {
 		return res, in.failedRevision(verb, last)
 	}
 
@@ -140,7 +128,7 @@ func (in *Installer) Install(ctx context.Context, bd *rukpakv1alpha1.BundleDeplo
 		return res, fmt.Errorf("creating REST mapper: %w", err)
 	}
 	pr := &postRenderer{stamp: stamp, release: bd.Name, namespace: cfg.InstallNamespace, forbidden: in.Releases.Namespace(), mapper: mapper}
-	labels := map[string]string{labelInputs: digest}
+	labels := map[string]string{labelInputs: next.digest}
 	var rel *helmrelease.Release
 	if deployed == nil {
 		act := action.NewInstall(acfg)
@@ -174,6 +162,50 @@ func (in *Installer) Install(ctx context.Context, bd *rukpakv1alpha1.BundleDeplo
 		return res, err
 	}
 	return res, nil
+}
+
+// inputs are what a revision of a release is installed from.
+type inputs struct {
+	cfg    *Config
+	chart  *chart.Chart
+	values map[string]any
+	// digest identifies them (inputsDigest), in the revision's labels.
+	digest string
+}
+
+// readInputs reads what the next revision of bd's release is installed
+// from: spec.config, the chart in fsys and the values spec.config names.
+func (in *Installer) readInputs(ctx context.Context, bd *rukpakv1alpha1.BundleDeployment, fsys fs.FS) (*inputs, error) {
+	cfg, err := ParseConfig(bd, in.Releases.Namespace())
+	if err != nil {
+		return nil, err
+	}
+	ch, err := helm.LoadChart(fsys)
+	if err != nil {
+		return nil, err
+	}
+	vals, err := cfg.MergedValues(ctx, in.Reader, in.Releases.Namespace())
+	if err != nil {
+		return nil, err
+	}
+	digest, err := inputsDigest(ch, vals, cfg.InstallNamespace)
+	if err != nil {
+		return nil, err
+	}
+	return &inputs{cfg: cfg, chart: ch, values: vals, digest: digest}, nil
+}
+
+// current reports whether deployed, the release's newest revision (last),
+// was installed from these inputs: there is nothing to install.
+func (ins *inputs) current(last, deployed *helmrelease.Release) bool {
+	return deployed != nil && last == deployed && deployed.Labels[labelInputs] == ins.digest
+}
+
+// waiting reports whether last, the release's newest revision, failed with
+// these inputs less than the retry interval ago: it is not retried yet.
+func (in *Installer) waiting(ins *inputs, last *helmrelease.Release) bool {
+	return last != nil && last.Info.Status == helmrelease.StatusFailed && last.Labels[labelInputs] == ins.digest &&
+		time.Since(last.Info.LastDeployed.Time) < in.retryAfter()
 }
 
 // Uninstall uninstalls release name as `helm uninstall` does: pre-delete

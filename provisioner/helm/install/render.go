@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io/fs"
-	"time"
 
 	helmrelease "helm.sh/helm/v3/pkg/release"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -41,36 +40,24 @@ func (in *Installer) As(sa identity.ServiceAccount, c client.Client) bundledeplo
 // bounded child process, through the same post-renderer. Lookups find
 // nothing in that render (as in `rukpakctl render`).
 func (in *Installer) Render(ctx context.Context, bd *rukpakv1alpha1.BundleDeployment, fsys fs.FS, stamp func(*unstructured.Unstructured)) (*release.Rendered, error) {
-	cfg, err := ParseConfig(bd, in.Releases.Namespace())
+	next, err := in.readInputs(ctx, bd, fsys)
 	if err != nil {
 		return nil, err
 	}
-	ch, err := helm.LoadChart(fsys)
-	if err != nil {
-		return nil, err
-	}
-	vals, err := cfg.MergedValues(ctx, in.Reader, in.Releases.Namespace())
-	if err != nil {
-		return nil, err
-	}
-	digest, err := inputsDigest(ch, vals, cfg.InstallNamespace)
-	if err != nil {
-		return nil, err
-	}
+	cfg, ch, vals := next.cfg, next.chart, next.values
 	hist, err := in.history(ctx, bd.Name)
 	if err != nil {
 		return nil, err
 	}
 	last, deployed := latest(hist)
 	switch {
-	case deployed != nil && last == deployed && deployed.Labels[labelInputs] == digest:
+	case next.current(last, deployed):
 		objs, err := installed(deployed)
 		if err != nil {
 			return nil, err
 		}
 		return &release.Rendered{Objects: objs, Namespace: deployed.Namespace, Upgrade: true, Current: true}, nil
-	case last != nil && last.Info.Status == helmrelease.StatusFailed && last.Labels[labelInputs] == digest &&
-		time.Since(last.Info.LastDeployed.Time) < in.retryAfter():
+	case in.waiting(next, last):
 		return nil, nil
 	}
 

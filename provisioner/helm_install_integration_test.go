@@ -183,6 +183,7 @@ func checkStamped(t *testing.T, obj client.Object, bd, ns string) {
 // values ConfigMap, corrects drift on its Deployment, and uninstalls it;
 // the release records are read with Helm's own storage driver.
 func TestIntegrationHelmInstall(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	ctx := context.Background()
 	h.createNamespace("hello")
@@ -339,6 +340,7 @@ func clusterRole() *unstructured.Unstructured {
 // policy; a hook that fails fails the upgrade, keeps the deployed revision
 // and is named in the condition; a later change upgrades again.
 func TestIntegrationHelmHooksAndCRDs(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	ctx := context.Background()
 	h.createNamespace("hooks")
@@ -575,9 +577,9 @@ func (h *harness) releaseSecrets(name string) []string {
 }
 
 // TestIntegrationHelmChunkedRelease: a chart whose release record is
-// larger than one Secret installs, upgrades and uninstalls; so does
-// prometheus-operator-crds (4.4 MB of CRDs).
+// larger than one Secret installs, upgrades and uninstalls.
 func TestIntegrationHelmChunkedRelease(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	ctx := context.Background()
 
@@ -610,6 +612,17 @@ func TestIntegrationHelmChunkedRelease(t *testing.T) {
 	if left := h.releaseSecrets("big"); len(left) > 0 {
 		t.Fatalf("release Secrets left after uninstall: %v", left)
 	}
+}
+
+// TestIntegrationHelmPrometheusOperatorCRDs: prometheus-operator-crds (4.4
+// MB of CRDs) installs, upgrades and uninstalls through the helm class. (A
+// test of its own, apart from the chunked release: each takes minutes, and
+// they run in parallel.)
+func TestIntegrationHelmPrometheusOperatorCRDs(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	ctx := context.Background()
+	index := &corev1.Secret{}
 
 	h.createNamespace("prom")
 	h.createHelmBD("prom-crds", h.pushChartDir("charts/prometheus-operator-crds", filepath.Join(helmTestdata, "prometheus-operator-crds")), `{"installNamespace":"prom"}`)
@@ -626,7 +639,7 @@ func TestIntegrationHelmChunkedRelease(t *testing.T) {
 	checkStamped(t, crd, "prom-crds", "prom")
 
 	h.setConfig("prom-crds", `{"installNamespace":"prom","values":"crds:\n  annotations:\n    rukpak.test/revision: \"2\"\n"}`)
-	vals = h.waitHistory("prom-crds", h.managerHistory, "1:superseded", "2:deployed")
+	vals := h.waitHistory("prom-crds", h.managerHistory, "1:superseded", "2:deployed")
 	if want := map[string]any{"crds": map[string]any{"annotations": map[string]any{"rukpak.test/revision": "2"}}}; !reflect.DeepEqual(vals[1], want) {
 		t.Fatalf("revision 2 values %v, want %v", vals[1], want)
 	}
@@ -637,6 +650,18 @@ func TestIntegrationHelmChunkedRelease(t *testing.T) {
 		t.Fatalf("CRD annotation after the upgrade %q, want 2", got)
 	}
 
+	var installed apiextensionsv1.CustomResourceDefinitionList
+	if err := h.c.List(ctx, &installed, client.MatchingLabels{rukpakv1alpha1.LabelOwnerName: "prom-crds"}); err != nil {
+		t.Fatal(err)
+	}
+	names := make([]string, 0, len(installed.Items))
+	for _, crd := range installed.Items {
+		names = append(names, crd.Name)
+	}
+	if len(names) == 0 {
+		t.Fatal("no CRD labelled as installed by prom-crds")
+	}
+	h.waitCRDStorage(names...)
 	if err := h.c.Delete(ctx, h.bd("prom-crds")); err != nil {
 		t.Fatal(err)
 	}

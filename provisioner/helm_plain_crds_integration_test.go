@@ -58,9 +58,10 @@ func chartCRDs(t *testing.T) []*apiextensionsv1.CustomResourceDefinition {
 // TestIntegrationPlainPrometheusOperatorCRDs: the CRDs prometheus-operator-crds
 // renders to (10 CRDs, 4.4 MB), as a plain bundle, install through the plain
 // class, each CRD served as rendered, and
-// uninstall with nothing left; TestIntegrationHelmChunkedRelease installs
+// uninstall with nothing left; TestIntegrationHelmPrometheusOperatorCRDs installs
 // the chart itself through the helm class.
 func TestIntegrationPlainPrometheusOperatorCRDs(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	ctx := context.Background()
 	crds := chartCRDs(t)
@@ -112,6 +113,11 @@ func TestIntegrationPlainPrometheusOperatorCRDs(t *testing.T) {
 		t.Errorf("release records %v, want revision 1 deployed", records)
 	}
 
+	names := make([]string, 0, len(crds))
+	for _, crd := range crds {
+		names = append(names, crd.Name)
+	}
+	h.waitCRDStorage(names...)
 	if err := h.c.Delete(ctx, h.bd("prom-crds-plain")); err != nil {
 		t.Fatal(err)
 	}

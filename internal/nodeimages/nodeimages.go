@@ -22,6 +22,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -52,6 +53,14 @@ type Spec struct {
 	// Env and ExposedPorts (e.g. "8080/tcp") of the image config.
 	Env          []string
 	ExposedPorts []string
+	// Module, when set, is the directory (relative to this module's root)
+	// of a module of ours that pins Package's third-party module at the
+	// version a chart runs: its dependencies are that module's own and
+	// cannot join our go.mod. Empty: Package is in this module.
+	Module string
+	// LDFlags are extra linker flags, e.g. -X for the version a program
+	// reports.
+	LDFlags []string
 }
 
 // Ref is the image reference the tarball is tagged with, e.g.
@@ -82,8 +91,39 @@ var CrashLoop = Spec{Name: "crashloop", Package: modulePath + "/test/images/cras
 // resource: widgets). See test/images/webhook.
 var Webhook = Spec{Name: "webhook", Package: modulePath + "/test/images/webhook", UID: 65532, GID: 65532, Env: []string{"PORT=9443", "HEALTH_PORT=8081"}, ExposedPorts: []string{"9443/tcp", "8081/tcp"}}
 
+// Hello is Ready serving on port 80 (/ answers 200), for charts whose
+// Deployment probes / on port 80 with a fixed containerPort, as the
+// hello-world chart does with nginx. A non-root process binds port 80
+// because the node's containerd opens unprivileged ports to pods.
+var Hello = Spec{Name: "hello", Package: modulePath + "/test/images/ready", UID: 65532, GID: 65532, Env: []string{"PORT=80"}, ExposedPorts: []string{"80/tcp"}}
+
+// Certgen implements kube-webhook-certgen's create and patch commands,
+// which charts' hook Jobs run to give their admission webhooks a
+// certificate (see test/images/certgen for why it is not upstream's).
+var Certgen = Spec{Name: "certgen", Package: modulePath + "/test/images/certgen", UID: 65532, GID: 65532}
+
+// AdmissionWebhook is prometheus-operator's own admission webhook, the
+// image quay.io/prometheus-operator/admission-webhook runs, built from
+// the version hack/admissionwebhook pins (the chart's appVersion).
+var AdmissionWebhook = Spec{
+	Name: "admission-webhook", Package: "github.com/prometheus-operator/prometheus-operator/cmd/admission-webhook",
+	UID: 65534, GID: 65534, ExposedPorts: []string{"8443/tcp"},
+	Module:  "hack/admissionwebhook",
+	LDFlags: []string{"-X github.com/prometheus/common/version.Version=0.93.1"},
+}
+
+// KubeStateMetrics is kube-state-metrics itself, the image
+// registry.k8s.io/kube-state-metrics/kube-state-metrics runs, built from
+// the version hack/kubestatemetrics pins (the chart's appVersion).
+var KubeStateMetrics = Spec{
+	Name: "kube-state-metrics", Package: "k8s.io/kube-state-metrics/v2",
+	UID: 65534, GID: 65534, ExposedPorts: []string{"8080/tcp", "8081/tcp"},
+	Module:  "hack/kubestatemetrics",
+	LDFlags: []string{"-X github.com/prometheus/common/version.Version=v2.20.0"},
+}
+
 // All are the images BuildAll writes.
-var All = []Spec{Pause, Ready, CrashLoop, Webhook}
+var All = []Spec{Pause, Ready, CrashLoop, Webhook, Hello, Certgen, AdmissionWebhook, KubeStateMetrics}
 
 // Options apply to every build.
 type Options struct {
@@ -114,9 +154,20 @@ func Binary(ctx context.Context, spec Spec, o Options) ([]byte, error) {
 	}
 	defer func() { _ = os.RemoveAll(tmp) }()
 	out := filepath.Join(tmp, spec.Name)
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w -buildid=", "-o", out, spec.Package)
-	cmd.Dir = o.Dir
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+o.arch())
+	dir := o.Dir
+	env := append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+o.arch())
+	if spec.Module != "" {
+		root, err := moduleRoot(ctx, o.Dir)
+		if err != nil {
+			return nil, err
+		}
+		// A workspace would mix our module's requirements into theirs.
+		dir, env = filepath.Join(root, spec.Module), append(env, "GOWORK=off")
+	}
+	ldflags := strings.Join(append([]string{"-s", "-w", "-buildid="}, spec.LDFlags...), " ")
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false", "-ldflags="+ldflags, "-o", out, spec.Package)
+	cmd.Dir = dir
+	cmd.Env = env
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("go build %s: %w\n%s", spec.Package, err, b)
 	}
@@ -128,6 +179,22 @@ func Binary(ctx context.Context, spec Spec, o Options) ([]byte, error) {
 		return nil, fmt.Errorf("%s: %w", spec.Package, err)
 	}
 	return data, nil
+}
+
+// moduleRoot is the root directory of this module, as seen from dir (the
+// working directory when empty).
+func moduleRoot(ctx context.Context, dir string) (string, error) {
+	cmd := exec.CommandContext(ctx, "go", "env", "GOMOD")
+	cmd.Dir = dir
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMOD: %w", err)
+	}
+	gomod := strings.TrimSpace(string(out))
+	if gomod == "" || gomod == os.DevNull {
+		return "", fmt.Errorf("building a third-party image needs the %s module: %q is outside it", modulePath, dir)
+	}
+	return filepath.Dir(gomod), nil
 }
 
 // CheckStatic returns an error unless data is a statically linked ELF
@@ -231,8 +298,15 @@ func rootfs(spec Spec, bin []byte, mtime time.Time) ([]byte, error) {
 	if spec.UID == 65535 {
 		user = "pause"
 	}
-	passwd := fmt.Sprintf("root:x:0:0:root:/root:/sbin/nologin\nnobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin\n%s:x:%d:%d:%s:/tmp:/sbin/nologin\n", user, spec.UID, spec.GID, user)
-	group := fmt.Sprintf("root:x:0:\nnobody:x:65534:\n%s:x:%d:\n", user, spec.GID)
+	passwd := "root:x:0:0:root:/root:/sbin/nologin\nnobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin\n"
+	group := "root:x:0:\nnobody:x:65534:\n"
+	// Upstream images of third-party programs run as nobody, already there.
+	if spec.UID != 65534 {
+		passwd += fmt.Sprintf("%s:x:%d:%d:%s:/tmp:/sbin/nologin\n", user, spec.UID, spec.GID, user)
+	}
+	if spec.GID != 65534 {
+		group += fmt.Sprintf("%s:x:%d:\n", user, spec.GID)
+	}
 	entries := []entry{
 		{name: "etc", dir: true, mode: 0o755},
 		{name: "etc/passwd", mode: 0o644, data: []byte(passwd)},

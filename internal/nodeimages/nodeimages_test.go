@@ -71,6 +71,9 @@ func TestImages(t *testing.T) {
 	dir := t.TempDir()
 	for _, spec := range All {
 		t.Run(spec.Name, func(t *testing.T) {
+			if spec.Module != "" && testing.Short() {
+				t.Skip("a third-party program: minutes to compile on a cold build cache")
+			}
 			t.Parallel()
 			ctx := context.Background()
 			tb, err := BuildTarball(ctx, spec, dir, Options{})
@@ -114,6 +117,9 @@ func TestImages(t *testing.T) {
 			if err := CheckStatic(bin.data); err != nil {
 				t.Errorf("/%s: %v", spec.Name, err)
 			}
+			if v, ok := versions[spec.Name]; ok {
+				checkVersion(t, bin.data, v)
+			}
 			for _, f := range []string{"etc/passwd", "etc/group", "tmp/"} {
 				if _, ok := files[f]; !ok {
 					t.Errorf("no /%s in the layer", f)
@@ -128,6 +134,64 @@ func TestImages(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// versions: what the third-party programs print when asked for their
+// version, which says the pinned upstream program was built, with the
+// version the chart expects stamped in.
+var versions = map[string]struct {
+	args []string
+	want string
+}{
+	AdmissionWebhook.Name: {[]string{"--short-version"}, "0.93.1"},
+	KubeStateMetrics.Name: {[]string{"version"}, "kube-state-metrics, version v2.20.0"},
+}
+
+// TestThirdPartyPins: the version a third-party image's program reports
+// (its -X flag) is the one its module of ours requires.
+func TestThirdPartyPins(t *testing.T) {
+	for spec, require := range map[*Spec]string{
+		&AdmissionWebhook: "github.com/prometheus-operator/prometheus-operator v0.93.1",
+		&KubeStateMetrics: "k8s.io/kube-state-metrics/v2 v2.20.0",
+	} {
+		gomod, err := os.ReadFile(filepath.Join("..", "..", spec.Module, "go.mod"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(gomod), "\t"+require+"\n") && !strings.Contains(string(gomod), "require "+require+"\n") {
+			t.Errorf("%s/go.mod does not require %s", spec.Module, require)
+		}
+		version := require[strings.LastIndex(require, " ")+1:]
+		if !strings.HasSuffix(strings.Join(spec.LDFlags, " "), "version.Version="+strings.TrimPrefix(version, "v")) &&
+			!strings.HasSuffix(strings.Join(spec.LDFlags, " "), "version.Version="+version) {
+			t.Errorf("%s: LDFlags %q do not stamp %s", spec.Name, spec.LDFlags, version)
+		}
+		if !strings.Contains(versions[spec.Name].want, strings.TrimPrefix(version, "v")) {
+			t.Errorf("%s: TestImages expects version %q, the module pins %s", spec.Name, versions[spec.Name].want, version)
+		}
+	}
+}
+
+// checkVersion runs the binary on this host (Linux of the same
+// architecture only) and checks what it prints.
+func checkVersion(t *testing.T, bin []byte, v struct {
+	args []string
+	want string
+}) {
+	t.Helper()
+	if runtime.GOOS != "linux" {
+		return
+	}
+	p := filepath.Join(t.TempDir(), "bin")
+	if err := os.WriteFile(p, bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, p, v.args...).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), v.want) {
+		t.Errorf("%s %s: %v, %q lacks %q", filepath.Base(p), strings.Join(v.args, " "), err, out, v.want)
 	}
 }
 

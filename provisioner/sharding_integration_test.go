@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -35,9 +37,10 @@ import (
 // own manager, cache selector, storage and content URL, and a record of
 // every write it sends to the API server.
 type shardInstance struct {
-	name   string
-	store  *storage.LocalDirectory
-	writes *testenv.Requests
+	name      string
+	store     *storage.LocalDirectory
+	unpackDir string
+	writes    *testenv.Requests
 }
 
 // startShard runs a provisioner as the binary does with
@@ -57,14 +60,15 @@ func startShard(t *testing.T, env *testenv.Env, name, selector string) *shardIns
 	})
 	testenv.MustNotError(t, err, "creating manager %s", name)
 	s := &shardInstance{
-		name:   name,
-		store:  &storage.LocalDirectory{RootDirectory: t.TempDir(), BaseURL: "https://" + name + ".content.test"},
-		writes: writes,
+		name:      name,
+		store:     &storage.LocalDirectory{RootDirectory: t.TempDir(), BaseURL: "https://" + name + ".content.test"},
+		unpackDir: t.TempDir(),
+		writes:    writes,
 	}
 	err = provisioner.Setup(mgr, provisioner.Options{
 		Classes:   []string{rukpakv1alpha1.ProvisionerClassPlain},
 		Namespace: namespace,
-		Unpacker:  sources.New(unpack.Config{Reader: mgr.GetAPIReader(), Namespace: namespace, BaseDir: t.TempDir()}),
+		Unpacker:  sources.New(unpack.Config{Reader: mgr.GetAPIReader(), Namespace: namespace, BaseDir: s.unpackDir}),
 		Storage:   s.store,
 		Shard:     sh,
 	})
@@ -87,6 +91,26 @@ func (s *shardInstance) stores(t *testing.T, b *rukpakv1alpha1.Bundle) bool {
 	ok, err := s.store.Exists(context.Background(), b)
 	testenv.MustNotError(t, err, "checking %s's storage", s.name)
 	return ok
+}
+
+// cachesImage reports whether s's unpacker holds the image b was unpacked
+// from (its tree, kept by digest).
+func (s *shardInstance) cachesImage(t *testing.T, b *rukpakv1alpha1.Bundle) bool {
+	t.Helper()
+	src := b.Status.ResolvedSource
+	if src == nil || src.Image == nil {
+		t.Fatalf("bundle %s has no resolved image: %+v", b.Name, src)
+	}
+	_, digest, ok := strings.Cut(src.Image.Ref, "@")
+	algorithm, hex, ok2 := strings.Cut(digest, ":")
+	if !ok || !ok2 {
+		t.Fatalf("bundle %s: resolved image %q is not pinned by digest", b.Name, src.Image.Ref)
+	}
+	_, err := os.Stat(filepath.Join(s.unpackDir, "images", algorithm, hex))
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	return err == nil
 }
 
 // writesAbout returns s's writes since the last call, failing the test for
@@ -200,6 +224,9 @@ func TestIntegrationSharding(t *testing.T) {
 		}
 		b1 := h.generatedBundle("bd-one", onShard(t, shard1, "shard1"))
 		bm := h.generatedBundle("bd-main", onShard(t, mainShard, ""))
+		if !mainShard.cachesImage(t, bm) || shard1.cachesImage(t, bm) {
+			t.Errorf("%s's image cached by main %v, by shard1 %v", bm.Name, mainShard.cachesImage(t, bm), shard1.cachesImage(t, bm))
+		}
 		if mainShard.stores(t, b1) || shard1.stores(t, bm) {
 			t.Errorf("content stored by the wrong shard: main has %s: %v, shard1 has %s: %v", b1.Name, mainShard.stores(t, b1), bm.Name, shard1.stores(t, bm))
 		}
@@ -225,9 +252,12 @@ func TestIntegrationSharding(t *testing.T) {
 			bd.Labels[shard.Label] = "shard1"
 		})
 		moved = h.generatedBundle("bd-main", onShard(t, shard1, "shard1"))
-		eventually(t, "main's copy of "+moved.Name+" removed", func() error {
-			if mainShard.stores(t, moved) {
-				return fmt.Errorf("still stored by main")
+		if !shard1.cachesImage(t, moved) {
+			t.Errorf("shard1 did not unpack %s's image", moved.Name)
+		}
+		eventually(t, "main's copy of "+moved.Name+" and of its image removed", func() error {
+			if mainShard.stores(t, moved) || mainShard.cachesImage(t, moved) {
+				return fmt.Errorf("still stored by main (content %v, image %v)", mainShard.stores(t, moved), mainShard.cachesImage(t, moved))
 			}
 			return nil
 		})

@@ -33,6 +33,44 @@ type ReplicaCache struct {
 
 	bgOnce sync.Once
 	bg     *fetches
+
+	// resolved is the last resolved image source seen of each Bundle, so
+	// the unpacker's cache of it can be dropped when the Bundle leaves
+	// this process's cache without a deletion it could finalize (it moved
+	// to another shard): the Bundle's status is not there to read then.
+	mu       sync.Mutex
+	resolved map[string]*rukpakv1alpha1.BundleSource
+}
+
+// remember records b's resolved image source (nil: nothing to drop).
+func (c *ReplicaCache) remember(b *rukpakv1alpha1.Bundle) {
+	src := b.Status.ResolvedSource
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if src == nil || src.Type != rukpakv1alpha1.SourceTypeImage {
+		delete(c.resolved, b.Name)
+		return
+	}
+	if c.resolved == nil {
+		c.resolved = map[string]*rukpakv1alpha1.BundleSource{}
+	}
+	c.resolved[b.Name] = src
+}
+
+// gone drops what this process keeps of a Bundle no longer in its cache:
+// its stored content, and its cached source unless another Bundle uses it.
+func (c *ReplicaCache) gone(ctx context.Context, name string) error {
+	c.background().cancel(name)
+	c.mu.Lock()
+	src := c.resolved[name]
+	delete(c.resolved, name)
+	c.mu.Unlock()
+	b := &rukpakv1alpha1.Bundle{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if err := c.Storage.Delete(ctx, b); err != nil {
+		return err
+	}
+	b.Status.ResolvedSource = src
+	return c.forget(ctx, b)
 }
 
 func (c *ReplicaCache) background() *fetches {
@@ -47,13 +85,12 @@ func (c *ReplicaCache) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Re
 		if client.IgnoreNotFound(err) != nil {
 			return ctrl.Result{}, err
 		}
-		c.background().cancel(req.Name)
-		gone := &rukpakv1alpha1.Bundle{ObjectMeta: metav1.ObjectMeta{Name: req.Name}}
-		return ctrl.Result{}, c.Storage.Delete(ctx, gone)
+		return ctrl.Result{}, c.gone(ctx, req.Name)
 	}
 	if b.Spec.ProvisionerClassName != c.Class {
 		return ctrl.Result{}, nil
 	}
+	c.remember(b)
 	if !b.DeletionTimestamp.IsZero() {
 		c.background().cancel(b.Name)
 		if err := c.Storage.Delete(ctx, b); err != nil {

@@ -12,6 +12,7 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
+	"github.com/rukpak-dev/rukpak/provisioner/helm"
 	"github.com/rukpak-dev/rukpak/provisioner/identity"
 )
 
@@ -102,9 +103,14 @@ func (o rbacOptions) objects(ctx context.Context, arg string) ([]*unstructured.U
 	ro := o.render
 	installNS := ro.installNS
 	plainFormat := ro.format == formatPlain
+	chartDir := false
 	if ro.format == "" && !isImageRef(arg) {
 		if b, err := openBundle(ctx, arg, ro.limits); err == nil {
-			plainFormat = detectFormat(b) == formatPlain
+			// A chart is rendered in --install-namespace (its templates
+			// may name .Release.Namespace); what names no namespace goes
+			// there too, as the provisioner places it.
+			chartDir = helm.IsChart(b)
+			plainFormat = !chartDir && detectFormat(b) == formatPlain
 			b.close()
 		}
 	}
@@ -128,7 +134,7 @@ func (o rbacOptions) objects(ctx context.Context, arg string) ([]*unstructured.U
 		if len(u.Object) == 0 {
 			continue
 		}
-		if plainFormat && installNS != "" && u.GetNamespace() == "" {
+		if (plainFormat || chartDir) && installNS != "" && u.GetNamespace() == "" {
 			u.SetNamespace(installNS)
 		}
 		objs = append(objs, u)

@@ -75,6 +75,10 @@ type Containerd struct {
 // containerdConfig is a version 2 configuration (containerd 1.6 and 1.7).
 // restrict_oom_score_adj: without CAP_SYS_RESOURCE every sandbox fails with
 // "runc create failed: ... can't get final child's PID from pipe: EOF".
+// enable_unprivileged_ports (containerd 2's default, and Docker's): a pod's
+// non-root process may bind ports below 1024, as charts that serve on
+// port 80 need (hello-world's probes); it is a per-pod network namespace
+// sysctl, the host's is untouched.
 // The opt plugin would otherwise create /opt/containerd.
 const containerdConfig = `version = 2
 root = %[1]q
@@ -96,6 +100,7 @@ oom_score = 0
 [plugins."io.containerd.grpc.v1.cri"]
   sandbox_image = %[6]q
   restrict_oom_score_adj = true
+  enable_unprivileged_ports = true
   enable_selinux = false
   stream_server_address = "127.0.0.1"
   stream_server_port = "0"

@@ -23,7 +23,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
@@ -164,25 +163,13 @@ func TestIntegrationHelmChartSources(t *testing.T) {
 				}
 				return nil
 			})
-			// The API server creates a CRD's storage on its first request,
-			// and its CRD finalizer backs off, for up to minutes, while
-			// the storage initialises. The first request is usually a
-			// controller's watch, long before an uninstall; make it here.
-			eventuallyWithin(h.t, chartInstallTimeout, "the custom resources served from the watch cache", func() error {
-				for _, o := range live {
-					crd := &apiextensionsv1.CustomResourceDefinition{}
-					if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, crd); err != nil {
-						return err
-					}
-					list := &unstructured.UnstructuredList{}
-					list.SetAPIVersion(crd.Spec.Group + "/" + crd.Spec.Versions[0].Name)
-					list.SetKind(crd.Spec.Names.Kind + "List")
-					if err := h.c.List(h.t.Context(), list, &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: "0"}}); err != nil {
-						return fmt.Errorf("listing %s: %w", crd.Name, err)
-					}
+			names := make([]string, 0, len(live))
+			for _, o := range live {
+				if o.GetKind() == "CustomResourceDefinition" {
+					names = append(names, o.GetName())
 				}
-				return nil
-			})
+			}
+			h.waitCRDStorage(names...)
 		},
 	}}
 	for _, in := range installs {

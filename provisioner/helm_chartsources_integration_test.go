@@ -445,17 +445,3 @@ func convertOne(t *testing.T, objs []*unstructured.Unstructured, kind string, in
 		t.Fatalf("%s %s: %v", kind, found[0].GetName(), err)
 	}
 }
-
-// eventuallyWithin is eventually with its own deadline.
-func eventuallyWithin(t *testing.T, d time.Duration, what string, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	var err error
-	for time.Now().Before(deadline) {
-		if err = f(); err == nil {
-			return
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	t.Fatalf("timed out after %s waiting for %s: %v", d, what, err)
-}

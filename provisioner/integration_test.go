@@ -148,7 +148,14 @@ func (h *harness) pushBundle(tag string, files map[string]string) rukpakv1alpha1
 // in parallel, each with its own API server, on machines with few cores.
 func eventually(t *testing.T, what string, f func() error) {
 	t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
+	eventuallyWithin(t, 2*time.Minute, what, f)
+}
+
+// eventuallyWithin is eventually with its own deadline, for steps that
+// take longer still.
+func eventuallyWithin(t *testing.T, d time.Duration, what string, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(d)
 	var err error
 	for time.Now().Before(deadline) {
 		if err = f(); err == nil {
@@ -156,7 +163,7 @@ func eventually(t *testing.T, what string, f func() error) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	t.Fatalf("timed out waiting for %s: %v", what, err)
+	t.Fatalf("timed out after %s waiting for %s: %v", d, what, err)
 }
 
 func (h *harness) bundle(name string) *rukpakv1alpha1.Bundle {

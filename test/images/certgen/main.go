@@ -63,12 +63,17 @@ const validity = 365 * 24 * time.Hour
 type newClient func(kubeconfig string) (kubernetes.Interface, error)
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stderr, inCluster); err != nil {
+	if err := signalled(); err != nil {
 		slog.Error(err.Error())
 		os.Exit(1)
 	}
+}
+
+// signalled runs the command until it ends or the pod is stopped.
+func signalled() error {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	return run(ctx, os.Args[1:], os.Stderr, inCluster)
 }
 
 // inCluster uses the kubeconfig when given, else the pod's ServiceAccount.

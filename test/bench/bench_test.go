@@ -30,9 +30,11 @@ package bench
 //     helm class vs `helm install` of the same chart, and a chart of 1,000
 //     ConfigMaps through the helm class vs the same ConfigMaps through the
 //     plain class, each side three times, alternating.
-//   - many (issue 4): 200 BundleDeployments of 10 ConfigMaps, a fresh
-//     provisioner process: total time, the process's VmHWM, and the API
-//     server's mutating requests over 60 s once every one is Installed.
+//   - many (issues 4 and 15, many_bench_test.go): N BundleDeployments of
+//     10 ConfigMaps for each N of RUKPAK_BENCH_MANY (default 200), each size
+//     on a fresh API server and provisioner process: time to all Installed,
+//     VmHWM, API writes per install by verb and resource, the
+//     per-BundleDeployment cost, steady writes, and a restart.
 //   - crds (issue 15, crds_bench_test.go): at least 80 MiB of the shared
 //     test data's real CRD YAML (RUKPAK_BENCH_CRDS_MIB changes it) across
 //     many plain BundleDeployments, on a fresh API server and provisioner
@@ -85,7 +87,6 @@ import (
 const (
 	provisionerNS = "rukpak-system"
 	prometheusDir = "/work/shared/testdata/registry-v1/prometheus-0.47.0"
-	manyBDs       = 200
 	manyObjects   = 10
 	bigObjects    = 1000
 	steadyWindow  = 60 * time.Second
@@ -196,6 +197,7 @@ func TestBench(t *testing.T) {
 	}
 	r := &report{}
 	defer r.print(t)
+	defer removeProvisionerBinary()
 	fmt.Printf("machine: %s\n", machine())
 
 	reg := testregistry.New(t)
@@ -205,8 +207,8 @@ func TestBench(t *testing.T) {
 	if !want("install") && !want("prometheus") && !want("helm") && !want("many") && !want("crds") {
 		return
 	}
-	c := newCluster(t, reg)
 	if want("install") || want("prometheus") || want("helm") {
+		c := newCluster(t, reg)
 		p := c.startProvisioner(t, "a")
 		if want("install") {
 			c.benchInstall1000(t, r)
@@ -234,7 +236,7 @@ func TestBench(t *testing.T) {
 		p.stop(t)
 	}
 	if want("many") {
-		c.benchMany(t, r)
+		benchMany(t, r, reg)
 	}
 	if want("crds") {
 		benchCRDs(t, r, reg)
@@ -461,11 +463,43 @@ func newCluster(t *testing.T, reg *testregistry.Registry) *cluster {
 			t.Fatal(err)
 		}
 	}
-	c.provBin = filepath.Join(c.dir, "provisioner")
-	// Built as make build builds it (stripped), so its resident set is the
-	// shipped binary's.
-	goBuild(t, testenv.RepoRoot(), "-trimpath", "-ldflags=-s -w", "-o", c.provBin, "./cmd/provisioner")
+	c.provBin = provisionerBinary(t)
 	return c
+}
+
+// builtProvisioner is the provisioner binary, built once per run however
+// many clusters use it.
+var builtProvisioner struct {
+	sync.Mutex
+	dir, path string
+}
+
+// provisionerBinary builds cmd/provisioner as make build does (stripped), so
+// its resident set is the shipped binary's; removeProvisionerBinary deletes
+// it at the end of the run.
+func provisionerBinary(t *testing.T) string {
+	t.Helper()
+	builtProvisioner.Lock()
+	defer builtProvisioner.Unlock()
+	if builtProvisioner.path == "" {
+		dir, err := os.MkdirTemp("", "rukpak-bench-bin-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(dir, "provisioner")
+		goBuild(t, testenv.RepoRoot(), "-trimpath", "-ldflags=-s -w", "-o", p, "./cmd/provisioner")
+		builtProvisioner.dir, builtProvisioner.path = dir, p
+	}
+	return builtProvisioner.path
+}
+
+func removeProvisionerBinary() {
+	builtProvisioner.Lock()
+	defer builtProvisioner.Unlock()
+	if builtProvisioner.dir != "" {
+		_ = os.RemoveAll(builtProvisioner.dir)
+		builtProvisioner.dir, builtProvisioner.path = "", ""
+	}
 }
 
 func goBuild(t *testing.T, dir string, args ...string) {
@@ -483,8 +517,9 @@ type proc struct {
 	log  string
 }
 
-// startProvisioner runs the built provisioner binary (both classes) against
-// the API server, as a separate process.
+// startProvisioner runs the built provisioner binary (every class) against
+// the API server, as a separate process; extra flags come after the
+// defaults, so they override them.
 func (c *cluster) startProvisioner(t *testing.T, id string, extra ...string) *proc {
 	t.Helper()
 	d := filepath.Join(c.dir, "prov-"+id)
@@ -840,92 +875,6 @@ func (c *cluster) cleanup(t *testing.T) {
 	}
 }
 
-// ---------------------------------------------------------------- issue 4, many
-
-func (c *cluster) benchMany(t *testing.T, r *report) {
-	ctx := context.Background()
-	srcs := make([]rukpakv1alpha1.BundleSource, manyBDs)
-	for i := range manyBDs {
-		files := map[string]string{}
-		for j := range manyObjects {
-			n := fmt.Sprintf("cm-%03d-%02d", i, j)
-			files["manifests/"+n+".yaml"] = cmYAML("bench-many", n, i*manyObjects+j)
-		}
-		srcs[i] = c.imageSource(t, fmt.Sprintf("many:%03d", i), testregistry.Layer(t, files))
-	}
-	p := c.startProvisioner(t, "b")
-	time.Sleep(3 * time.Second) // let it start its informers: not part of the figure
-	base := p.hwm(t)
-
-	writes0 := c.writes(t)
-	start := time.Now()
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 16)
-	for i := range manyBDs {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			if err := c.c.Create(ctx, newBD(fmt.Sprintf("many-%03d", i), rukpakv1alpha1.ProvisionerClassPlain, srcs[i])); err != nil {
-				t.Error(err)
-			}
-		}()
-	}
-	wg.Wait()
-	created := time.Since(start)
-	var total time.Duration
-	for {
-		var l rukpakv1alpha1.BundleDeploymentList
-		if err := c.c.List(ctx, &l); err != nil {
-			t.Fatal(err)
-		}
-		n := 0
-		for i := range l.Items {
-			if ok, _ := installed(&l.Items[i]); ok {
-				n++
-			}
-		}
-		if n == manyBDs {
-			total = time.Since(start)
-			break
-		}
-		if time.Since(start) > 20*time.Minute {
-			t.Fatalf("only %d of %d bundle deployments Installed after 20 minutes", n, manyBDs)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	if n := c.countCMs(t, "bench-many"); n != manyBDs*manyObjects {
-		t.Fatalf("%d ConfigMaps installed, want %d", n, manyBDs*manyObjects)
-	}
-	installWrites := c.writes(t).sub(writes0)
-	r.add("issue 4", "200 BundleDeployments × 10 ConfigMaps: first create -> all Installed", secs(total), "", "",
-		fmt.Sprintf("creates sent in %.2f s (16 at a time); %d API writes during the install", created.Seconds(), installWrites.total()))
-	hwm := p.hwm(t)
-	r.add("issue 4", "200 × 10: provisioner peak RSS (VmHWM, separate process)", mib(hwm), "target < 150 MiB", ratio(float64(hwm), 150*1024),
-		fmt.Sprintf("VmHWM %s after start-up, before the first create", mib(base)))
-
-	time.Sleep(steadySettle)
-	w0 := c.writes(t)
-	time.Sleep(steadyWindow)
-	w := c.writes(t).sub(w0)
-	var bd []string
-	product := 0
-	for k, v := range w {
-		if v == 0 {
-			continue
-		}
-		bd = append(bd, fmt.Sprintf("%s %s=%d", k.verb, k.resource, int64(v)))
-		if k.resource != "leases" {
-			product += int(v)
-		}
-	}
-	sort.Strings(bd)
-	r.add("issue 4", "200 × 10 steady: API write requests per minute", strconv.Itoa(product), "target 0", "",
-		fmt.Sprintf("%d s window starting %d s after all Installed; all mutating requests: [%s] (leases = the API server's own heartbeat, excluded)",
-			int(steadyWindow.Seconds()), int(steadySettle.Seconds()), strings.Join(bd, ", ")))
-}
-
 type writeKey struct{ verb, resource string }
 type writeCounts map[writeKey]float64
 
@@ -981,12 +930,8 @@ func (c *cluster) requests(t *testing.T, mutating bool) writeCounts {
 		for _, l := range labelRe.FindAllStringSubmatch(m[1], -1) {
 			labels[l[1]] = l[2]
 		}
-		switch labels["verb"] {
-		case "POST", "PUT", "PATCH", "DELETE", "DELETECOLLECTION", "CREATE", "UPDATE", "APPLY":
-		default:
-			if mutating {
-				continue
-			}
+		if mutating && !mutatingVerb(labels["verb"]) {
+			continue
 		}
 		res := labels["resource"]
 		if s := labels["subresource"]; s != "" {
@@ -996,4 +941,12 @@ func (c *cluster) requests(t *testing.T, mutating bool) writeCounts {
 		out[writeKey{labels["verb"], res}] += v
 	}
 	return out
+}
+
+func mutatingVerb(verb string) bool {
+	switch verb {
+	case "POST", "PUT", "PATCH", "DELETE", "DELETECOLLECTION", "CREATE", "UPDATE", "APPLY":
+		return true
+	}
+	return false
 }

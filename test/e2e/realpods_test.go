@@ -245,8 +245,23 @@ func TestRealPods(t *testing.T) {
 				}
 				return nil
 			})
-			// The webhook picks the new files up; keep patching a while after.
-			time.Sleep(10 * time.Second)
+			// The webhook picks the new files up while the patches go on:
+			// on the real node, until it serves the new certificate (the
+			// test reaches its Service there); elsewhere, for a while.
+			if suite.node == nil {
+				time.Sleep(10 * time.Second)
+				return
+			}
+			eventually(t, time.Minute, "the webhook serving the new certificate", func() error {
+				served, err := tryServedLeaf(t, "rukpak-webhook-service.rukpak-system.svc:443")
+				if err != nil {
+					return err
+				}
+				if served != secretLeaf(t, "secret/rukpak-webhook-certs -n rukpak-system", "tls.crt") {
+					return fmt.Errorf("the webhook serves a certificate other than Secret rukpak-webhook-certs'")
+				}
+				return nil
+			})
 		})
 		mustKubectl(t, "", "delete", "bundle", "rotation")
 	})
@@ -460,9 +475,34 @@ spec:
 		mustKubectl(t, "", "apply", "--server-side", "-k", overlay)
 		mustKubectl(t, "", "-n", "rukpak-system", "rollout", "status", "deployment/rukpak-core", "--timeout=100s")
 		mustKubectl(t, "", "-n", "rukpak-system", "rollout", "status", "deployment/rukpak-webhook", "--timeout=100s")
-		// The new provisioner has reconciled everything once it reports
-		// the BundleDeployment again; give it a moment to do anything wrong.
-		time.Sleep(10 * time.Second)
+		// Whatever the new provisioner would change, it changes in its
+		// first reconcile of the BundleDeployment, which its metrics show
+		// (the leader's only: a series per object it reconciled).
+		eventually(t, 2*time.Minute, "the rukpak:v2 provisioner to reconcile bd/upgrade", func() error {
+			pods, _, err := kubectl(t, "", "get", "pods", "-n", "rukpak-system", "-l", "app.kubernetes.io/name=rukpak-core", "-o",
+				`jsonpath={range .items[*]}{.metadata.name} {.spec.containers[0].image} {.metadata.deletionTimestamp}{"\n"}{end}`)
+			if err != nil {
+				return err
+			}
+			var pod string
+			for _, line := range strings.Split(strings.TrimSpace(pods), "\n") {
+				// Not being deleted (no third field), of the v2 image.
+				if f := strings.Fields(line); len(f) == 2 && strings.HasSuffix(f[1], ":v2") {
+					pod = f[0]
+				}
+			}
+			if pod == "" {
+				return fmt.Errorf("no running rukpak:v2 provisioner pod: %q", pods)
+			}
+			text, errOut, err := kubectl(t, "", "get", "--raw", "/api/v1/namespaces/rukpak-system/pods/"+pod+":8080/proxy/metrics")
+			if err != nil {
+				return fmt.Errorf("scraping %s: %w: %s", pod, err, errOut)
+			}
+			if got := series(text, `rukpak_condition{kind="BundleDeployment",name="upgrade",status="True",type="Healthy"}`); got != "1" {
+				return fmt.Errorf("pod %s: Healthy=True series of bd/upgrade %q", pod, got)
+			}
+			return nil
+		})
 		waitFor(t, "bd/upgrade", "condition=Healthy", time.Minute)
 		if got := podUIDs(t, "upgrade", "app=upgrade"); got != pods {
 			t.Errorf("the workload's pods were replaced: %q, were %q", got, pods)

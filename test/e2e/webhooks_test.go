@@ -74,15 +74,16 @@ func TestRegistryWebhooks(t *testing.T) {
 	}
 	all, own := push("webhook-operator-1.0.0"), push("webhook-operator-own-1.0.0")
 
-	// Certificates valid 4 minutes, renewed 3 minutes before expiry: a
-	// renewal every minute, longer than the node's kubelet takes to
-	// refresh a Secret volume (its syncFrequency is 10 s; the CA bundle
-	// trusts the current and previous CA).
+	// Certificates valid 2 minutes, renewed 90 s before expiry: a renewal
+	// every 30 s, three times the node's kubelet's syncFrequency (10 s),
+	// so the pod serves each certificate before the next renewal drops
+	// the CA before it from the CA bundle (which trusts the current and
+	// previous CA).
 	const deployment = "deployment/rukpak-core"
 	args := jsonpath(t, deployment+" -n rukpak-system", "{.spec.template.spec.containers[0].args}")
 	mustKubectl(t, "", "-n", "rukpak-system", "patch", deployment, "--type=json", "-p",
-		`[{"op":"add","path":"/spec/template/spec/containers/0/args/-","value":"--webhook-cert-validity=4m"},`+
-			`{"op":"add","path":"/spec/template/spec/containers/0/args/-","value":"--webhook-cert-renew-before=3m"}]`)
+		`[{"op":"add","path":"/spec/template/spec/containers/0/args/-","value":"--webhook-cert-validity=2m"},`+
+			`{"op":"add","path":"/spec/template/spec/containers/0/args/-","value":"--webhook-cert-renew-before=90s"}]`)
 	t.Cleanup(func() {
 		mustKubectl(t, "", "-n", "rukpak-system", "patch", deployment, "--type=json", "-p",
 			`[{"op":"replace","path":"/spec/template/spec/containers/0/args","value":`+args+`}]`)

@@ -68,7 +68,10 @@ import (
 // Reads stream the chunks one at a time through the SHA-256 and gzip into
 // the JSON decoder, so only one chunk and the decoded release are held; a
 // missing, foreign or altered chunk (checksum, size or labels) fails with an
-// error naming the record, never a wrong release. A record's release JSON
+// error naming the record, never a wrong release; a chunk that went
+// missing because a writer rewrote or deleted the record during the read
+// makes the read start over from the index as it is now (a bounded number of
+// times). A record's release JSON
 // may be at most maxRecordBytes (DefaultMaxRecordBytes unless configured),
 // checked before anything is written and while reading.
 type chunkedSecrets struct {
@@ -263,7 +266,7 @@ func (d *chunkedSecrets) Get(key string) (*helmrelease.Release, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading release record %s: %w", key, err)
 	}
-	rls, err := d.decode(ctx, s)
+	rls, s, err := d.decodeLatest(ctx, s)
 	if err != nil {
 		return nil, err
 	}
@@ -284,8 +287,7 @@ func (d *chunkedSecrets) List(filter func(*helmrelease.Release) bool) ([]*helmre
 	}
 	var out []*helmrelease.Release
 	for i := range list.Items {
-		s := &list.Items[i]
-		rls, err := d.decode(ctx, s)
+		rls, s, err := d.decodeLatest(ctx, &list.Items[i])
 		if err != nil {
 			continue
 		}
@@ -319,7 +321,10 @@ func (d *chunkedSecrets) Query(query map[string]string) ([]*helmrelease.Release,
 		if s.Type == chunkSecretType {
 			continue
 		}
-		rls, err := d.decode(ctx, s)
+		rls, s, err := d.decodeLatest(ctx, s)
+		if errors.Is(err, driver.ErrReleaseNotFound) {
+			continue // deleted since the list: no longer history
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -504,12 +509,55 @@ func placeholder(key string, rls *helmrelease.Release, chunks int) ([]byte, erro
 	return gzipBytes(b)
 }
 
+// maxChunkRereads bounds how often decode re-reads an index whose chunks
+// went missing while it read them: each re-read follows a write that
+// completed meanwhile, so only a writer rewriting the record continuously
+// exhausts it.
+const maxChunkRereads = 5
+
+// errChunkMissing marks a chunk that is not there, which a writer's sweep
+// causes when it switches the index to new chunks (or deletes it) while a
+// reader is between chunks.
+var errChunkMissing = errors.New("is missing")
+
 // decode reads the release a record Secret holds: Helm's format, or an
-// index and its chunks.
+// index and its chunks. A chunk missing is read as a sign that the record
+// was rewritten or deleted after s was read: the index is read again and,
+// if it changed, decoded anew (bounded by maxChunkRereads); if it is gone,
+// the error wraps driver.ErrReleaseNotFound. A chunk missing from an index
+// that did not change is a corrupt record.
 func (d *chunkedSecrets) decode(ctx context.Context, s *corev1.Secret) (*helmrelease.Release, error) {
-	if _, chunked := s.Data[dataSHA256]; chunked {
-		return d.readChunks(ctx, s)
+	rls, _, err := d.decodeLatest(ctx, s)
+	return rls, err
+}
+
+// decodeLatest is decode, also returning the Secret the release was read
+// from: s, or the index as read again (whose labels go with the release).
+func (d *chunkedSecrets) decodeLatest(ctx context.Context, s *corev1.Secret) (*helmrelease.Release, *corev1.Secret, error) {
+	for reread := 0; ; reread++ {
+		if _, chunked := s.Data[dataSHA256]; !chunked {
+			rls, err := d.decodeSecret(s)
+			return rls, s, err
+		}
+		rls, err := d.readChunks(ctx, s)
+		if !errors.Is(err, errChunkMissing) || reread == maxChunkRereads {
+			return rls, s, err
+		}
+		now, getErr := d.secrets.Get(ctx, s.Name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(getErr):
+			return nil, nil, fmt.Errorf("%w: %s was deleted while it was read", driver.ErrReleaseNotFound, s.Name)
+		case getErr != nil:
+			return nil, nil, errors.Join(err, fmt.Errorf("reading release record %s again: %w", s.Name, getErr))
+		case now.UID == s.UID && now.ResourceVersion == s.ResourceVersion:
+			return nil, nil, err
+		}
+		s = now
 	}
+}
+
+// decodeSecret reads a record in Helm's format.
+func (d *chunkedSecrets) decodeSecret(s *corev1.Secret) (*helmrelease.Release, error) {
 	raw := s.Data[dataRelease]
 	b := make([]byte, base64.StdEncoding.DecodedLen(len(raw)))
 	n, err := base64.StdEncoding.Decode(b, raw)
@@ -638,7 +686,7 @@ func (r *chunkReader) fetch() error {
 	}
 	s, err := r.secrets.Get(r.ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return fail("is missing")
+		return fmt.Errorf("%w: %s: chunk %d of %d (Secret %s) %w", ErrCorruptRecord, r.key, r.next, r.total, name, errChunkMissing)
 	}
 	if err != nil {
 		return fmt.Errorf("reading chunk %d of release record %s: %w", r.next, r.key, err)

@@ -33,19 +33,22 @@ func (p *Preflight) Run(ctx context.Context, objs []*unstructured.Unstructured) 
 		if o.GroupVersionKind() != apiextensionsv1.SchemeGroupVersion.WithKind("CustomResourceDefinition") {
 			continue
 		}
+		// The live CRD first: a new one has nothing to compare with, and
+		// converting its schema to the typed form costs several times its
+		// size.
+		live := &apiextensionsv1.CustomResourceDefinition{}
+		if err := p.CRDs.Get(ctx, client.ObjectKey{Name: o.GetName()}, live); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			return nil, fmt.Errorf("reading CRD %s: %w", o.GetName(), err)
+		}
 		next := &apiextensionsv1.CustomResourceDefinition{}
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, next); err != nil {
 			return nil, fmt.Errorf("decoding CRD %s: %w", o.GetName(), err)
 		}
 		// As the API server stores it, so only real changes show.
 		apiextensionsv1.SetObjectDefaults_CustomResourceDefinition(next)
-		live := &apiextensionsv1.CustomResourceDefinition{}
-		if err := p.CRDs.Get(ctx, client.ObjectKey{Name: next.Name}, live); err != nil {
-			if apierrors.IsNotFound(err) {
-				continue
-			}
-			return nil, fmt.Errorf("reading CRD %s: %w", next.Name, err)
-		}
 		r, err := Compare(ctx, p.Objects, live, next, p.Options)
 		if err != nil {
 			return nil, err

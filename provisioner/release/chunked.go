@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"helm.sh/helm/v3/pkg/chart"
 	helmrelease "helm.sh/helm/v3/pkg/release"
@@ -344,15 +345,13 @@ func (d *chunkedSecrets) encode(rls *helmrelease.Release) ([]byte, error) {
 	if int64(len(rls.Manifest)) > d.maxRecordBytes {
 		return nil, fmt.Errorf("%w: release %q revision %d has a %d-byte manifest, more than the maximum of %d bytes", ErrRecordTooLarge, rls.Name, rls.Version, len(rls.Manifest), d.maxRecordBytes)
 	}
-	// Encoded straight into gzip: json.Marshal would hand back a copy of
-	// its buffer, one more copy of the manifest.
 	var buf bytes.Buffer
 	zw, err := gzip.NewWriterLevel(&buf, recordCompression)
 	if err != nil {
 		return nil, err
 	}
 	cw := &countingWriter{w: zw}
-	if err := json.NewEncoder(cw).Encode(rls); err != nil {
+	if err := writeReleaseJSON(cw, rls); err != nil {
 		return nil, fmt.Errorf("encoding release %q: %w", rls.Name, err)
 	}
 	if cw.n > d.maxRecordBytes {
@@ -362,6 +361,62 @@ func (d *chunkedSecrets) encode(rls *helmrelease.Release) ([]byte, error) {
 		return nil, fmt.Errorf("compressing release %q: %w", rls.Name, err)
 	}
 	return buf.Bytes(), nil
+}
+
+// manifestPiece is how much of a manifest writeReleaseJSON escapes at once.
+const manifestPiece = 32 << 10
+
+// writeReleaseJSON writes rls as JSON, as encoding/json does but for the
+// order of its fields (its manifest comes last), streaming the manifest:
+// it is most of a release, and encoding the release whole (json.Marshal, or
+// an Encoder, which buffers its value) held it twice more at the peak of an
+// install, in the encoder's buffer and the smaller one it grew from.
+func writeReleaseJSON(w io.Writer, rls *helmrelease.Release) error {
+	rest := *rls
+	rest.Manifest = ""
+	head, err := json.Marshal(&rest)
+	if err != nil {
+		return err
+	}
+	if rls.Manifest == "" {
+		_, err := w.Write(append(head, '\n'))
+		return err
+	}
+	// head is "{...}": the manifest goes in before its closing brace.
+	open := head[:len(head)-1]
+	field := `,"manifest":"`
+	if len(open) == 1 {
+		field = field[1:]
+	}
+	if _, err := w.Write(append(open, field...)); err != nil {
+		return err
+	}
+	// One Encoder and buffer for every piece: json.Marshal would allocate
+	// each piece's encoding anew.
+	var piece bytes.Buffer
+	enc := json.NewEncoder(&piece)
+	for m := rls.Manifest; m != ""; {
+		n := min(len(m), manifestPiece)
+		// Cut between characters: encoding/json turns half a character
+		// into U+FFFD.
+		for cut := n; cut > n-utf8.UTFMax && cut > 0 && cut < len(m); cut-- {
+			if utf8.RuneStart(m[cut]) {
+				n = cut
+				break
+			}
+		}
+		piece.Reset()
+		if err := enc.Encode(m[:n]); err != nil {
+			return err
+		}
+		// `"...."` and a newline.
+		if _, err := w.Write(piece.Bytes()[1 : piece.Len()-2]); err != nil {
+			return err
+		}
+		m = m[n:]
+	}
+	_, err = io.WriteString(w, "\"}\n")
+	return err
 }
 
 type countingWriter struct {

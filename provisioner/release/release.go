@@ -4,7 +4,6 @@
 package release
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -425,12 +424,15 @@ func (m *Manager) Uninstall(ctx context.Context, name string) ([]string, error) 
 }
 
 // Manifest renders objs as one YAML stream in Helm's install order, after
-// mutate (which may be nil) has stamped them.
+// mutate (which may be nil) has stamped them; objs are left as they are.
 func Manifest(objs []*unstructured.Unstructured, mutate func(*unstructured.Unstructured)) (string, error) {
 	sorted := make([]*unstructured.Unstructured, 0, len(objs))
 	for _, o := range objs {
-		o = o.DeepCopy()
 		if mutate != nil {
+			// Only a mutate needs a copy: rendering reads o. Copying
+			// anyway held a second copy of every object (a bundle of large
+			// CRDs: several times its YAML) while rendering.
+			o = o.DeepCopy()
 			mutate(o)
 		}
 		sorted = append(sorted, o)
@@ -467,13 +469,24 @@ func Manifest(objs []*unstructured.Unstructured, mutate func(*unstructured.Unstr
 	if err := g.Wait(); err != nil {
 		return "", err
 	}
-	var buf bytes.Buffer
+	// Joined into a buffer of the exact size, each document let go once
+	// copied: a growing buffer and its String copy held the manifest up to
+	// four times over.
+	size := 0
 	for _, b := range docs {
-		buf.WriteString("---\n")
-		buf.Write(b)
+		size += len(docSeparator) + len(b)
 	}
-	return buf.String(), nil
+	var out strings.Builder
+	out.Grow(size)
+	for i, b := range docs {
+		out.WriteString(docSeparator)
+		out.Write(b)
+		docs[i] = nil
+	}
+	return out.String(), nil
 }
+
+const docSeparator = "---\n"
 
 // emptyChart is the chart a release record names: a chart without
 // templates, since a bundle's objects are applied as they are and never run

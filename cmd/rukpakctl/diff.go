@@ -2,10 +2,8 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
-	"io/fs"
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -62,11 +60,7 @@ them, as well as every object the bundle holds.`,
 	}
 	cmd.Flags().StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, else ~/.kube/config, else in-cluster)")
 	cmd.Flags().StringVarP(&o.namespace, "namespace", "n", "rukpak-system", "the provisioner's namespace, holding the release records")
-	cmd.Flags().StringVar(&o.image.caFile, "ca-file", "", "IMAGE: PEM CA certificates trusted for the registry, besides the system's")
-	cmd.Flags().BoolVar(&o.image.insecure, "insecure-skip-tls-verify", false, "IMAGE: do not verify the registry's certificate")
-	limits := flag.NewFlagSet("limits", flag.ContinueOnError)
-	o.limits.BindFlags(limits)
-	cmd.Flags().AddGoFlagSet(limits)
+	bindSourceFlags(cmd, &o.image, &o.limits)
 	return cmd
 }
 
@@ -110,26 +104,11 @@ func (o diffOptions) run(ctx context.Context, out io.Writer, name, arg string) e
 	if err != nil {
 		return err
 	}
-	var fsys fs.FS
-	switch {
-	case isChartArchive(arg):
-		if fsys, err = openChartArchive(arg, o.limits); err != nil {
-			return err
-		}
-	case isImageRef(arg):
-		var cleanup func()
-		if fsys, cleanup, err = pullBundle(ctx, arg, o.image, o.limits); err != nil {
-			return err
-		}
-		defer cleanup()
-	default:
-		b, err := openBundle(ctx, arg, o.limits)
-		if err != nil {
-			return err
-		}
-		defer b.close()
-		fsys = b
+	fsys, closeSource, err := openSource(ctx, arg, o.image, o.limits)
+	if err != nil {
+		return err
 	}
+	defer closeSource()
 	// The content as the Bundle controller stores it, then the objects as
 	// the BundleDeployment controller installs them.
 	content, err := handler.Handle(ctx, fsys, &rukpakv1alpha1.Bundle{Spec: bd.Spec.Template.Spec})

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"io/fs"
@@ -86,13 +85,7 @@ install, show as placeholders.`,
 func bindRenderFlags(cmd *cobra.Command, o *renderOptions) {
 	cmd.Flags().StringVar(&o.format, "format", "", "bundle format: plain+v0, registry+v1 or helm (default: detected)")
 	cmd.Flags().StringVar(&o.installNS, "install-namespace", "", "registry+v1: namespace the operator is installed in; helm: the release's namespace")
-	cmd.Flags().StringVar(&o.image.caFile, "ca-file", "", "IMAGE: PEM CA certificates trusted for the registry, besides the system's")
-	cmd.Flags().BoolVar(&o.image.insecure, "insecure-skip-tls-verify", false, "IMAGE: do not verify the registry's certificate")
-	// The provisioner's limit flags, with its defaults: a bundle renders
-	// here exactly when a provisioner with the same flags would unpack it.
-	limits := flag.NewFlagSet("limits", flag.ContinueOnError)
-	o.limits.BindFlags(limits)
-	cmd.Flags().AddGoFlagSet(limits)
+	bindSourceFlags(cmd, &o.image, &o.limits)
 	bindChartFlags(cmd, &o.chart)
 	cmd.Flags().StringVar(&o.certProvider, "certificate-provider", "", "registry+v1: issuer of the webhooks' serving certificates, rukpak (the provisioner, default) or cert-manager")
 	cmd.Flags().StringSliceVar(&o.watchNamespaces, "watch-namespaces", nil, "registry+v1: comma-separated namespaces the operator watches (default: all namespaces if the CSV supports AllNamespaces, else the install namespace if it supports OwnNamespace)")
@@ -102,27 +95,11 @@ func (o renderOptions) run(ctx context.Context, out io.Writer, arg string) error
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	var fsys fs.FS
-	var err error
-	switch {
-	case isChartArchive(arg):
-		if fsys, err = openChartArchive(arg, o.limits); err != nil {
-			return err
-		}
-	case isImageRef(arg):
-		var cleanup func()
-		if fsys, cleanup, err = pullBundle(ctx, arg, o.image, o.limits); err != nil {
-			return err
-		}
-		defer cleanup()
-	default:
-		b, err := openBundle(ctx, arg, o.limits)
-		if err != nil {
-			return err
-		}
-		defer b.close()
-		fsys = b
+	fsys, closeSource, err := openSource(ctx, arg, o.image, o.limits)
+	if err != nil {
+		return err
 	}
+	defer closeSource()
 	format := o.format
 	switch {
 	case format == "" && helm.IsChart(fsys):

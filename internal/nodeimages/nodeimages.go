@@ -14,6 +14,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"debug/elf"
 	"fmt"
 	"io"
@@ -136,6 +137,27 @@ type Options struct {
 	// Created is the image's creation time and every file's mtime (default
 	// the Unix epoch).
 	Created time.Time
+	// CacheDir keeps the binaries of third-party programs (Spec.Module),
+	// keyed by everything they are built from: their module's go.mod and
+	// go.sum, the package, linker flags, architecture and Go version. Their
+	// link alone costs seconds a build. Default: rukpak-nodeimages in the
+	// user's cache directory; "-" turns the cache off.
+	CacheDir string
+}
+
+// cacheDir is where third-party binaries are cached, or "" for nowhere.
+func (o Options) cacheDir() string {
+	switch o.CacheDir {
+	case "-":
+		return ""
+	case "":
+		d, err := os.UserCacheDir()
+		if err != nil {
+			return ""
+		}
+		return filepath.Join(d, "rukpak-nodeimages")
+	}
+	return o.CacheDir
 }
 
 func (o Options) arch() string {
@@ -156,6 +178,8 @@ func Binary(ctx context.Context, spec Spec, o Options) ([]byte, error) {
 	out := filepath.Join(tmp, spec.Name)
 	dir := o.Dir
 	env := append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+o.arch())
+	ldflags := strings.Join(append([]string{"-s", "-w", "-buildid="}, spec.LDFlags...), " ")
+	cached := ""
 	if spec.Module != "" {
 		root, err := moduleRoot(ctx, o.Dir)
 		if err != nil {
@@ -163,8 +187,13 @@ func Binary(ctx context.Context, spec Spec, o Options) ([]byte, error) {
 		}
 		// A workspace would mix our module's requirements into theirs.
 		dir, env = filepath.Join(root, spec.Module), append(env, "GOWORK=off")
+		if cached, err = o.cachePath(ctx, spec, dir, ldflags); err != nil {
+			return nil, err
+		}
+		if data, err := os.ReadFile(cached); err == nil && CheckStatic(data) == nil {
+			return data, nil
+		}
 	}
-	ldflags := strings.Join(append([]string{"-s", "-w", "-buildid="}, spec.LDFlags...), " ")
 	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false", "-ldflags="+ldflags, "-o", out, spec.Package)
 	cmd.Dir = dir
 	cmd.Env = env
@@ -178,7 +207,58 @@ func Binary(ctx context.Context, spec Spec, o Options) ([]byte, error) {
 	if err := CheckStatic(data); err != nil {
 		return nil, fmt.Errorf("%s: %w", spec.Package, err)
 	}
+	if cached != "" {
+		// Best effort: a cache that cannot be written only costs time.
+		_ = writeAtomic(cached, data)
+	}
 	return data, nil
+}
+
+// cachePath is the cache file of a third-party binary ("" without a
+// cache): its name digests what the binary is built from.
+func (o Options) cachePath(ctx context.Context, spec Spec, moduleDir, ldflags string) (string, error) {
+	dir := o.cacheDir()
+	if dir == "" {
+		return "", nil
+	}
+	cmd := exec.CommandContext(ctx, "go", "env", "GOVERSION")
+	goVersion, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOVERSION: %w", err)
+	}
+	h := sha256.New()
+	for _, f := range []string{"go.mod", "go.sum"} {
+		b, err := os.ReadFile(filepath.Join(moduleDir, f))
+		if err != nil {
+			return "", err
+		}
+		fmt.Fprintf(h, "%s %d\n", f, len(b))
+		h.Write(b)
+	}
+	fmt.Fprintf(h, "%s\n%s\n%s\n%s", spec.Package, ldflags, o.arch(), goVersion)
+	return filepath.Join(dir, fmt.Sprintf("%s-%x", spec.Name, h.Sum(nil)[:12])), nil
+}
+
+// writeAtomic writes data to path through a temporary file, so parallel
+// builds never read a partial binary.
+func writeAtomic(path string, data []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		_ = f.Close()
+		_ = os.Remove(f.Name())
+		return err
+	}
+	if err := f.Close(); err != nil {
+		_ = os.Remove(f.Name())
+		return err
+	}
+	return os.Rename(f.Name(), path)
 }
 
 // moduleRoot is the root directory of this module, as seen from dir (the

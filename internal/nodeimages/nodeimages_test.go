@@ -2,6 +2,7 @@ package nodeimages
 
 import (
 	"archive/tar"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -416,5 +417,40 @@ func runUntilReady(t *testing.T, cmd *exec.Cmd, url string) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatalf("%s still running 5s after SIGTERM", cmd.Path)
+	}
+}
+
+// TestThirdPartyCache: a third-party binary is built once per set of
+// inputs; a cached file that is no static binary is rebuilt over.
+func TestThirdPartyCache(t *testing.T) {
+	if testing.Short() {
+		t.Skip("links kube-state-metrics twice")
+	}
+	ctx := context.Background()
+	o := Options{CacheDir: t.TempDir()}
+	first, err := Binary(ctx, KubeStateMetrics, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, _ := filepath.Glob(filepath.Join(o.CacheDir, KubeStateMetrics.Name+"-*"))
+	if len(files) != 1 {
+		t.Fatalf("cache holds %q, want one kube-state-metrics binary", files)
+	}
+	if err := os.WriteFile(files[0], []byte("not a binary"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	again, err := Binary(ctx, KubeStateMetrics, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(again, first) {
+		t.Fatal("the rebuilt binary differs from the first build")
+	}
+	if cached, _ := os.ReadFile(files[0]); !bytes.Equal(cached, first) {
+		t.Fatal("the corrupt cache entry was not replaced")
+	}
+	hit, err := Binary(ctx, KubeStateMetrics, o)
+	if err != nil || !bytes.Equal(hit, first) {
+		t.Fatalf("a cache hit returned other bytes (%v)", err)
 	}
 }

@@ -54,8 +54,21 @@ func Start(tb testing.TB, kubectl, kubeconfig string) *CertManager {
 		}
 	}
 	run("apply", "--server-side", "--force-conflicts", "-f", filepath.Join(dir, "crds.yaml"))
-	run("wait", "--for=condition=Established", "--timeout=60s",
-		"crd/certificates.cert-manager.io", "crd/issuers.cert-manager.io", "crd/clusterissuers.cert-manager.io", "crd/certificaterequests.cert-manager.io")
+	// kubectl wait fails at once on a CRD the API server has not given
+	// conditions yet (".status.conditions accessor error: <nil>"), which a
+	// loaded machine shows: ask again until the minute is up.
+	waitArgs := []string{"--kubeconfig", kubeconfig, "wait", "--for=condition=Established", "--timeout=60s",
+		"crd/certificates.cert-manager.io", "crd/issuers.cert-manager.io", "crd/clusterissuers.cert-manager.io", "crd/certificaterequests.cert-manager.io"}
+	for start := time.Now(); ; {
+		out, err := exec.Command(kubectl, waitArgs...).CombinedOutput()
+		if err == nil {
+			break
+		}
+		if time.Since(start) > time.Minute {
+			tb.Fatalf("kubectl %s: %v\n%s", strings.Join(waitArgs[2:], " "), err, out)
+		}
+		time.Sleep(time.Second)
+	}
 
 	logPath := filepath.Join(tb.TempDir(), "cert-manager.log")
 	logFile, err := os.Create(logPath)

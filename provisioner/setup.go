@@ -118,6 +118,9 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 			installer = &install.Installer{Releases: releases, Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Class: class}
 		}
 		if err := (&bundledeployment.Reconciler{
+			// This process unpacks the Bundles of its classes.
+			BundleClasses: opts.Classes,
+
 			Client:    mgr.GetClient(),
 			Class:     class,
 			Loader:    opts.Loader,

@@ -51,6 +51,9 @@ func (e *refusedError) Error() string { return e.msg }
 type records struct {
 	mu sync.Mutex
 	m  map[types.UID][]rukpakv1alpha1.GeneratedBundle
+	// written is what the API server holds of each list, as far as this
+	// process knows (persisted, wrote).
+	written map[types.UID][]rukpakv1alpha1.GeneratedBundle
 }
 
 // load makes bd's status show this process's records, or adopts bd's status
@@ -66,6 +69,10 @@ func (rs *records) load(bd *rukpakv1alpha1.BundleDeployment) {
 		return
 	}
 	rs.m[bd.UID] = append([]rukpakv1alpha1.GeneratedBundle(nil), bd.Status.GeneratedBundles...)
+	if rs.written == nil {
+		rs.written = map[types.UID][]rukpakv1alpha1.GeneratedBundle{}
+	}
+	rs.written[bd.UID] = append([]rukpakv1alpha1.GeneratedBundle(nil), bd.Status.GeneratedBundles...)
 }
 
 func (rs *records) save(bd *rukpakv1alpha1.BundleDeployment) {
@@ -83,6 +90,7 @@ func (rs *records) dropUID(uid types.UID) {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	delete(rs.m, uid)
+	delete(rs.written, uid)
 }
 
 // record sets name's entry (uid empty for an intent), keeping at most twice
@@ -211,6 +219,7 @@ func (r *Reconciler) desiredBundle(ctx context.Context, bd *rukpakv1alpha1.Bundl
 	if err := controllerutil.SetControllerReference(bd, b, r.Client.Scheme()); err != nil {
 		return nil, err
 	}
+	r.withFinalizer(b)
 
 	g, recorded := recordOf(bd, name)
 	if !recorded {
@@ -237,11 +246,11 @@ func (r *Reconciler) desiredBundle(ctx context.Context, bd *rukpakv1alpha1.Bundl
 		}
 		return nil, foreign(bd, b)
 	}
-	// The UID goes out with the reconcile's own status write: the intent is
-	// already stored, so a crash before that write is the window the
-	// intent covers.
+	// The UID goes out with the next status write that has something else
+	// to say (writes.go): the intent is already stored, so a crash before
+	// that write is the window the intent covers. No event: an event is a
+	// write too, and the install's event names the Bundle.
 	r.record(bd, name, b.UID)
-	r.event(bd, "Normal", "BundleCreated", fmt.Sprintf("Created bundle %q", name))
 	return b, nil
 }
 
@@ -301,10 +310,7 @@ func (r *Reconciler) migrate(ctx context.Context, bd *rukpakv1alpha1.BundleDeplo
 // for it, and recorded by UID.
 func (r *Reconciler) ownedBundles(ctx context.Context, bd *rukpakv1alpha1.BundleDeployment) ([]rukpakv1alpha1.Bundle, error) {
 	list := &rukpakv1alpha1.BundleList{}
-	if err := r.Client.List(ctx, list, client.MatchingLabels{
-		rukpakv1alpha1.LabelOwnerKind: "BundleDeployment",
-		rukpakv1alpha1.LabelOwnerName: bd.Name,
-	}); err != nil {
+	if err := r.Client.List(ctx, list, client.MatchingFields{bundleOwnerIndex: bd.Name}); err != nil {
 		return nil, fmt.Errorf("listing bundles of %q: %w", bd.Name, err)
 	}
 	owned := list.Items[:0]

@@ -89,7 +89,7 @@ func TestDesiredBundleInstallsOnlyItsOwn(t *testing.T) {
 				Spec:       rukpakv1alpha1.BundleDeploymentSpec{ProvisionerClassName: rukpakv1alpha1.ProvisionerClassPlain, Template: bdTemplate},
 				Status:     rukpakv1alpha1.BundleDeploymentStatus{GeneratedBundles: tc.records, ActiveBundle: tc.active},
 			}
-			builder := fake.NewClientBuilder().WithScheme(scheme)
+			builder := fake.NewClientBuilder().WithScheme(scheme).WithIndex(&rukpakv1alpha1.Bundle{}, bundleOwnerIndex, bundleOwner)
 			if tc.bundle != nil {
 				builder = builder.WithObjects(tc.bundle)
 			}

@@ -19,6 +19,10 @@ import (
 func (r *Reconciler) content(ctx context.Context, bd *rukpakv1alpha1.BundleDeployment, b *rukpakv1alpha1.Bundle) (fsys fs.FS, objs []*unstructured.Unstructured, ready bool, err error) {
 	unpacked := conditions.Get(b.Status.Conditions, rukpakv1alpha1.TypeUnpacked)
 	switch {
+	case r.notReported(b):
+		// Its report queues bd again within a second: say nothing until
+		// then (writes.go).
+		return nil, nil, false, nil
 	case b.Status.ObservedGeneration != b.Generation || unpacked == nil || unpacked.Status == metav1.ConditionUnknown ||
 		(unpacked.Status == metav1.ConditionFalse && unpacked.Reason != rukpakv1alpha1.ReasonUnpackFailed):
 		msg := fmt.Sprintf("Waiting for bundle %q to unpack", b.Name)

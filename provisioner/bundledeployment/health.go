@@ -15,6 +15,11 @@ func (r *Reconciler) unhealthy(ctx context.Context, owner string, objs []*unstru
 	var bad []string
 	for _, want := range objs {
 		m, err := r.tracker.Metadata(ctx, want)
+		if apierrors.IsNotFound(err) {
+			// The cache may not have an object applied a moment ago yet:
+			// the API server says whether it exists.
+			m, err = nil, nil
+		}
 		var o observation
 		if err == nil {
 			o, err = r.tracker.Observe(ctx, owner, want, m)

@@ -97,6 +97,11 @@ type Reconciler struct {
 	Installer  Installer
 	Recorder   events.EventRecorder
 	MaxBundles int
+	// BundleClasses are the classes whose Bundles this process unpacks:
+	// their Bundles are created with the Bundle reconciler's finalizer, and
+	// a BundleDeployment waits without a status write until such a Bundle
+	// first reports (see writes.go).
+	BundleClasses []string
 	// Explain, when set, adds context to install errors caused by kinds
 	// missing from the cluster (for example a bundle's declared
 	// dependencies).
@@ -157,15 +162,20 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	r.records.load(bd)
 
 	before := bd.DeepCopy()
-	// flush writes the status, only if it changed since the last write.
+	// The records as the API server has them: the patch must carry the
+	// UIDs the cache (or an earlier flush) did not.
+	before.Status.GeneratedBundles = r.records.persisted(bd)
+	// flush writes the status, only if it changed since the last write
+	// (UIDs of persisted intents alone wait for the next write: writes.go).
 	flush := func() error {
 		bd.Status.ObservedGeneration = bd.Generation
-		if equality.Semantic.DeepEqual(before.Status, bd.Status) {
+		if equality.Semantic.DeepEqual(before.Status, bd.Status) || onlyFillsIntents(&before.Status, &bd.Status) {
 			return nil
 		}
 		if err := r.Client.Status().Patch(ctx, bd, client.MergeFrom(before)); err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("updating status: %w", err)
 		}
+		r.records.wrote(bd)
 		before = bd.DeepCopy()
 		return nil
 	}
@@ -309,11 +319,13 @@ func (r *Reconciler) reconcile(ctx context.Context, bd *rukpakv1alpha1.BundleDep
 		}
 	}
 	if result.Changed {
-		// Installed is the outcome of the apply: report it now, not after
-		// the watches on newly installed kinds have synced and health is
-		// known (for 1,000 objects that wait was ~0.2 s).
-		if err := flush(); err != nil {
-			return ctrl.Result{}, err
+		if len(stamped) > healthFirstMax {
+			// Installed is the outcome of the apply: report it now, not
+			// after the watches on newly installed kinds have synced and
+			// health is known (for 1,000 objects that wait was ~0.2 s).
+			if err := flush(); err != nil {
+				return ctrl.Result{}, err
+			}
 		}
 		if err := r.tracker.Watch(stamped); err != nil {
 			return ctrl.Result{}, err
@@ -332,6 +344,12 @@ func (r *Reconciler) reconcile(ctx context.Context, bd *rukpakv1alpha1.BundleDep
 // healthRecheck is how often an unhealthy BundleDeployment is looked at
 // even without a watch event (for example when a kind has no status).
 const healthRecheck = 30 * time.Second
+
+// healthFirstMax is the largest release whose health, read right after
+// an install, goes out in one status write with Installed (issue 15: one
+// write per install fewer); a larger release reports Installed first, so
+// reading its objects' health does not delay it.
+const healthFirstMax = 100
 
 func (r *Reconciler) health(ctx context.Context, bd *rukpakv1alpha1.BundleDeployment, objs []*unstructured.Unstructured) (ctrl.Result, error) {
 	bad, err := r.unhealthy(ctx, bd.Name, objs)
@@ -491,6 +509,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	tracker, err := newTracker(mgr)
 	if err != nil {
+		return err
+	}
+	if err := indexBundles(mgr); err != nil {
 		return err
 	}
 	r.tracker = tracker

@@ -143,16 +143,16 @@ func (t *Tracker) Metadata(ctx context.Context, want *unstructured.Unstructured)
 	return m, nil
 }
 
-// Observe judges want's live object, whose cached metadata is m: whether
-// it drifted from want, and its health. The live object is read from the
-// API server only if owner's last verdict on it was at another
-// resourceVersion.
+// Observe judges want's live object, whose cached metadata is m (nil when
+// the cache does not have it): whether it drifted from want, and its
+// health. The live object is read from the API server only if owner's last
+// verdict on it was at another resourceVersion.
 func (t *Tracker) Observe(ctx context.Context, owner string, want *unstructured.Unstructured, m *metav1.PartialObjectMetadata) (observation, error) {
 	key := keyOf(want)
 	t.mu.Lock()
 	o, ok := t.observed[owner][key]
 	t.mu.Unlock()
-	if ok && o.resourceVersion == m.ResourceVersion {
+	if ok && m != nil && o.resourceVersion == m.ResourceVersion {
 		return o, nil
 	}
 	live := &unstructured.Unstructured{}

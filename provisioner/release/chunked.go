@@ -363,6 +363,23 @@ func (d *chunkedSecrets) encode(rls *helmrelease.Release) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
+// fits refuses a record larger than maxRecordBytes, as encode would,
+// without keeping it: a first install writes its record only after the
+// apply (Manager.Apply), and must not apply what it cannot record.
+func (d *chunkedSecrets) fits(rls *helmrelease.Release) error {
+	if int64(len(rls.Manifest)) > d.maxRecordBytes {
+		return fmt.Errorf("%w: release %q revision %d has a %d-byte manifest, more than the maximum of %d bytes", ErrRecordTooLarge, rls.Name, rls.Version, len(rls.Manifest), d.maxRecordBytes)
+	}
+	cw := &countingWriter{w: io.Discard}
+	if err := writeReleaseJSON(cw, rls); err != nil {
+		return fmt.Errorf("encoding release %q: %w", rls.Name, err)
+	}
+	if cw.n > d.maxRecordBytes {
+		return fmt.Errorf("%w: release %q revision %d is %d bytes, more than the maximum of %d bytes", ErrRecordTooLarge, rls.Name, rls.Version, cw.n, d.maxRecordBytes)
+	}
+	return nil
+}
+
 // manifestPiece is how much of a manifest writeReleaseJSON escapes at once.
 const manifestPiece = 32 << 10
 

@@ -43,6 +43,7 @@ type Manager struct {
 	client    client.Client
 	namespace string
 	store     *storage.Storage
+	records   *chunkedSecrets
 	kube      *kube.Client
 
 	// locks serialise actions on one release: Helm's own lock is a release
@@ -107,6 +108,7 @@ func NewManager(cfg *rest.Config, namespace string, opts ...Option) (*Manager, e
 		namespace: namespace,
 		getter:    getter,
 		store:     storage.Init(d),
+		records:   d,
 		kube:      kc,
 		locks:     &releaseLocks{byName: map[string]*sync.Mutex{}},
 		client:    c,
@@ -162,9 +164,15 @@ type Result struct {
 // labels and references) has stamped them.
 //
 // The release record is Helm's own (a Secret in the release namespace, read
-// by `helm list`, `helm history` and Helm's uninstall), written pending
-// before any object changes and deployed or failed after, so a crash in
-// between is recovered like any interrupted Helm action. The objects
+// by `helm list`, `helm history` and Helm's uninstall). An upgrade writes it
+// pending before any object changes and deployed or failed after, so a
+// crash in between is recovered like any interrupted Helm action. A first
+// install writes it once, deployed or failed, after the apply (one write
+// per install fewer, issue 15): until then nothing of the release existed,
+// and a crash in between leaves objects that carry the release's ownership
+// metadata, which the next Apply takes over as its own and an uninstall's
+// sweep (and the garbage collector, through their owner reference)
+// removes. The objects
 // themselves are applied by applyObjects, in parallel, rather than through
 // action.Install/Upgrade, whose per-object sequential requests made a
 // 1,000-object bundle take several times longer than the API server needs
@@ -212,14 +220,19 @@ func (m *Manager) Apply(ctx context.Context, name string, objs []*unstructured.U
 		Version:   hist.maxVersion + 1,
 		Info:      &helmrelease.Info{FirstDeployed: now, LastDeployed: now},
 	}
-	if deployed != nil {
+	record := m.store.Create
+	if deployed == nil {
+		rel.SetStatus(helmrelease.StatusPendingInstall, "Install in progress")
+		if err := m.records.fits(rel); err != nil {
+			return res, fmt.Errorf("recording release %q: %w", name, err)
+		}
+	} else {
 		rel.Info.FirstDeployed = deployed.Info.FirstDeployed
 		rel.SetStatus(helmrelease.StatusPendingUpgrade, "Upgrade in progress")
-	} else {
-		rel.SetStatus(helmrelease.StatusPendingInstall, "Install in progress")
-	}
-	if err := m.store.Create(rel); err != nil {
-		return res, fmt.Errorf("recording release %q: %w", name, err)
+		if err := m.store.Create(rel); err != nil {
+			return res, fmt.Errorf("recording release %q: %w", name, err)
+		}
+		record = m.store.Update
 	}
 	res.Release = rel
 
@@ -241,7 +254,7 @@ func (m *Manager) Apply(ctx context.Context, name string, objs []*unstructured.U
 	default:
 		rel.SetStatus(helmrelease.StatusDeployed, "Install complete")
 	}
-	if err := m.store.Update(rel); err != nil {
+	if err := record(rel); err != nil {
 		return res, errors.Join(applyErr, fmt.Errorf("recording release %q: %w", name, err))
 	}
 	if applyErr != nil {

@@ -1,0 +1,124 @@
+package bundledeployment
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
+)
+
+// API writes per install (issue 15: at most 15 for a 10-object bundle,
+// counting the Bundle, its status, the release record and the
+// BundleDeployment's status). Every write costs the API server an etcd
+// write and every watcher an event, and every write of a BundleDeployment's
+// or Bundle's status that the other reconciler watches queues it again. So:
+//   - a Bundle this process unpacks is created with its finalizer, instead
+//     of the Bundle reconciler adding it in a write of its own;
+//   - a generated Bundle's UID is recorded in status.generatedBundles with
+//     the next status write that has something else to say, not in one of
+//     its own: the intent (the name, written before the create) already
+//     covers a crash before then (see bundles.go);
+//   - while a Bundle this process unpacks has not reported yet, a
+//     BundleDeployment has nothing new to say: the Bundle reconciler writes
+//     its status within a second (Unpacked, or Unpacking for a slower
+//     fetch), and that write queues the BundleDeployment again.
+
+// unpacksHere says whether this process's Bundle reconcilers unpack b.
+func (r *Reconciler) unpacksHere(b *rukpakv1alpha1.Bundle) bool {
+	return slices.Contains(r.BundleClasses, b.Spec.ProvisionerClassName)
+}
+
+// withFinalizer gives a Bundle about to be created the finalizer its
+// Bundle reconciler would otherwise add first thing, in a write of its own.
+// Only for classes this process runs: a Bundle of a class no process runs
+// would never lose it.
+func (r *Reconciler) withFinalizer(b *rukpakv1alpha1.Bundle) {
+	if r.unpacksHere(b) {
+		controllerutil.AddFinalizer(b, rukpakv1alpha1.FinalizerDeleteCachedBundle)
+	}
+}
+
+// notReported says whether b is a Bundle this process unpacks that its
+// Bundle reconciler has not written a status for yet.
+func (r *Reconciler) notReported(b *rukpakv1alpha1.Bundle) bool {
+	return r.unpacksHere(b) && b.Status.ObservedGeneration == 0 && len(b.Status.Conditions) == 0
+}
+
+// onlyFillsIntents says whether now differs from persisted (the status the
+// API server holds) only by UIDs recorded for Bundles whose intent
+// persisted holds: not worth a write of its own.
+func onlyFillsIntents(persisted, now *rukpakv1alpha1.BundleDeploymentStatus) bool {
+	intents := map[string]bool{}
+	for _, g := range persisted.GeneratedBundles {
+		if g.UID == "" {
+			intents[g.Name] = true
+		}
+	}
+	if len(intents) == 0 {
+		return false
+	}
+	masked := now.DeepCopy()
+	for i, g := range masked.GeneratedBundles {
+		if intents[g.Name] {
+			masked.GeneratedBundles[i].UID = ""
+		}
+	}
+	return equality.Semantic.DeepEqual(*persisted, *masked)
+}
+
+// persisted returns what the API server holds of bd's
+// status.generatedBundles as far as this process knows: what its last
+// status write sent, or what it adopted from bd's status.
+func (rs *records) persisted(bd *rukpakv1alpha1.BundleDeployment) []rukpakv1alpha1.GeneratedBundle {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	return slices.Clone(rs.written[bd.UID])
+}
+
+// wrote notes that a status write sent bd's status.generatedBundles.
+func (rs *records) wrote(bd *rukpakv1alpha1.BundleDeployment) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if rs.written == nil {
+		rs.written = map[types.UID][]rukpakv1alpha1.GeneratedBundle{}
+	}
+	rs.written[bd.UID] = slices.Clone(bd.Status.GeneratedBundles)
+}
+
+// bundleOwnerIndex indexes cached Bundles by the BundleDeployment their
+// owner labels name: listing a BundleDeployment's Bundles by label selector
+// scanned every Bundle in the cache, once or twice per reconcile, which
+// made installing N BundleDeployments cost O(N²).
+const bundleOwnerIndex = "core.rukpak.io/owner-bundledeployment"
+
+func bundleOwner(o client.Object) []string {
+	l := o.GetLabels()
+	if l[rukpakv1alpha1.LabelOwnerKind] != "BundleDeployment" || l[rukpakv1alpha1.LabelOwnerName] == "" {
+		return nil
+	}
+	return []string{l[rukpakv1alpha1.LabelOwnerName]}
+}
+
+// indexed remembers the managers whose cache has bundleOwnerIndex: every
+// class's reconciler shares one cache, which refuses a second index of the
+// same name.
+var indexed sync.Map
+
+func indexBundles(mgr ctrl.Manager) error {
+	if _, done := indexed.LoadOrStore(mgr, true); done {
+		return nil
+	}
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &rukpakv1alpha1.Bundle{}, bundleOwnerIndex, bundleOwner); err != nil {
+		indexed.Delete(mgr)
+		return fmt.Errorf("indexing bundles by owner: %w", err)
+	}
+	return nil
+}

@@ -531,6 +531,14 @@ func (c *cluster) startProvisioner(t *testing.T, id string, extra ...string) *pr
 		// Kept after the run, e.g. with GODEBUG=gctrace=1 for GC figures.
 		logPath = filepath.Join(dir, "provisioner-"+id+".log")
 	}
+	// A restart (the same id: the same storage, as a container restart
+	// keeps its emptyDir) logs next to the first run.
+	for i, first := 2, logPath; ; i++ {
+		if _, err := os.Stat(logPath); err != nil {
+			break
+		}
+		logPath = fmt.Sprintf("%s.%d", first, i)
+	}
 	logf, err := os.Create(logPath)
 	if err != nil {
 		t.Fatal(err)

@@ -168,7 +168,9 @@ func benchManySize(t *testing.T, r *report, reg *testregistry.Registry, srcs []r
 	pm.proc.stop(t)
 	reqs0 = c.requests(t, false)
 	restarted := time.Now()
-	pm = c.startMetered(t, fmt.Sprintf("many-%d-restart", n))
+	// The same id: the same storage directory, as a container restart keeps
+	// its emptyDir.
+	pm = c.startMetered(t, fmt.Sprintf("many-%d", n))
 	verified := pm.waitReverified(t, n, restarted, 10*time.Minute+time.Duration(n)*50*time.Millisecond)
 	rhwm := pm.proc.hwm(t)
 	time.Sleep(restartQuiet)

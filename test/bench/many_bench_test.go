@@ -127,7 +127,7 @@ func benchManySize(t *testing.T, r *report, reg *testregistry.Registry, srcs []r
 		t.FailNow()
 	}
 	created := time.Since(start)
-	total := installed.wait(t, n, start, 10*time.Minute+time.Duration(n)*100*time.Millisecond)
+	total := installed.wait(t, n, start, 10*time.Minute+time.Duration(n)*300*time.Millisecond)
 	maxDepth := sampling.stop()
 	reqs := c.requests(t, false).sub(reqs0)
 	after := pm.scrape(t)
@@ -171,7 +171,7 @@ func benchManySize(t *testing.T, r *report, reg *testregistry.Registry, srcs []r
 	// The same id: the same storage directory, as a container restart keeps
 	// its emptyDir.
 	pm = c.startMetered(t, fmt.Sprintf("many-%d", n))
-	verified := pm.waitReverified(t, n, restarted, 10*time.Minute+time.Duration(n)*50*time.Millisecond)
+	verified := pm.waitReverified(t, n, restarted, 10*time.Minute+time.Duration(n)*150*time.Millisecond)
 	rhwm := pm.proc.hwm(t)
 	time.Sleep(restartQuiet)
 	writes, reads = c.requests(t, false).sub(reqs0).split()

@@ -20,35 +20,7 @@ func TestRBACChart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `---
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRole
-metadata:
-  name: rukpak-install-installer
-rules:
-- apiGroups:
-  - apiextensions.k8s.io
-  resources:
-  - customresourcedefinitions
-  verbs:
-  - create
-  - delete
-  - get
-  - patch
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata:
-  name: rukpak-install-installer
-roleRef:
-  apiGroup: rbac.authorization.k8s.io
-  kind: ClusterRole
-  name: rukpak-install-installer
-subjects:
-- kind: ServiceAccount
-  name: installer
-  namespace: tenant
----
+	want := crdClusterRBAC("rukpak-install-installer", "tenant", "installer") + `---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: Role
 metadata:
@@ -84,21 +56,7 @@ rules:
   - delete
   - get
   - patch
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata:
-  name: rukpak-install-installer
-  namespace: tenant
-roleRef:
-  apiGroup: rbac.authorization.k8s.io
-  kind: Role
-  name: rukpak-install-installer
-subjects:
-- kind: ServiceAccount
-  name: installer
-  namespace: tenant
-`
+` + roleBinding("rukpak-install-installer", "tenant", "tenant", "installer")
 	if got != want {
 		t.Fatalf("got:\n%s\nwant:\n%s", got, want)
 	}

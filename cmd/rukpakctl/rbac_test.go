@@ -17,20 +17,15 @@ func rbac(t *testing.T, args ...string) (string, error) {
 	return out.String(), err
 }
 
-// The RBAC for etcd in OwnNamespace mode: CRDs cluster-wide, everything
-// else (and the rules its operator's Role grants) in the namespace. That
-// it is enough is proven in envtest (provisioner's
-// TestIntegrationServiceAccountRegistry).
-func TestRBACRegistry(t *testing.T) {
-	got, err := rbac(t, shared(t, "registry-v1/etcd-0.9.4"), "--service-account", "etcd/installer", "--install-namespace", "etcd", "--watch-namespaces", "etcd")
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := `---
+// crdClusterRBAC is what rbac prints first for a bundle with CRDs: the
+// ClusterRole name to manage them and its binding to service account
+// saNamespace/sa.
+func crdClusterRBAC(name, saNamespace, sa string) string {
+	return `---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRole
 metadata:
-  name: rukpak-install-installer
+  name: ` + name + `
 rules:
 - apiGroups:
   - apiextensions.k8s.io
@@ -45,16 +40,48 @@ rules:
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRoleBinding
 metadata:
-  name: rukpak-install-installer
+  name: ` + name + `
 roleRef:
   apiGroup: rbac.authorization.k8s.io
   kind: ClusterRole
-  name: rukpak-install-installer
+  name: ` + name + `
 subjects:
 - kind: ServiceAccount
-  name: installer
-  namespace: etcd
----
+  name: ` + sa + `
+  namespace: ` + saNamespace + `
+`
+}
+
+// roleBinding is what rbac prints last: the binding of Role name in
+// namespace to service account saNamespace/sa.
+func roleBinding(name, namespace, saNamespace, sa string) string {
+	return `---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata:
+  name: ` + name + `
+  namespace: ` + namespace + `
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: Role
+  name: ` + name + `
+subjects:
+- kind: ServiceAccount
+  name: ` + sa + `
+  namespace: ` + saNamespace + `
+`
+}
+
+// The RBAC for etcd in OwnNamespace mode: CRDs cluster-wide, everything
+// else (and the rules its operator's Role grants) in the namespace. That
+// it is enough is proven in envtest (provisioner's
+// TestIntegrationServiceAccountRegistry).
+func TestRBACRegistry(t *testing.T) {
+	got, err := rbac(t, shared(t, "registry-v1/etcd-0.9.4"), "--service-account", "etcd/installer", "--install-namespace", "etcd", "--watch-namespaces", "etcd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := crdClusterRBAC("rukpak-install-installer", "etcd", "installer") + `---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: Role
 metadata:
@@ -110,21 +137,7 @@ rules:
   - delete
   - get
   - patch
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata:
-  name: rukpak-install-installer
-  namespace: etcd
-roleRef:
-  apiGroup: rbac.authorization.k8s.io
-  kind: Role
-  name: rukpak-install-installer
-subjects:
-- kind: ServiceAccount
-  name: installer
-  namespace: etcd
-`
+` + roleBinding("rukpak-install-installer", "etcd", "etcd", "installer")
 	if got != want {
 		t.Errorf("got:\n%s\nwant:\n%s", got, want)
 	}
@@ -176,21 +189,7 @@ rules:
   - delete
   - get
   - patch
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata:
-  name: team-install
-  namespace: team
-roleRef:
-  apiGroup: rbac.authorization.k8s.io
-  kind: Role
-  name: team-install
-subjects:
-- kind: ServiceAccount
-  name: deployer
-  namespace: team
-`
+` + roleBinding("team-install", "team", "team", "deployer")
 	if got != want {
 		t.Errorf("got:\n%s\nwant:\n%s", got, want)
 	}

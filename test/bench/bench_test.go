@@ -906,14 +906,6 @@ func (w writeCounts) of(resource string) string {
 	return strings.Join(parts, " ")
 }
 
-func (w writeCounts) total() int64 {
-	var n float64
-	for _, v := range w {
-		n += v
-	}
-	return int64(n)
-}
-
 var metricLine = regexp.MustCompile(`^apiserver_request_total\{(.*)\} ([0-9.e+]+)$`)
 var labelRe = regexp.MustCompile(`(\w+)="([^"]*)"`)
 

@@ -906,7 +906,6 @@ func (w writeCounts) of(resource string) string {
 	return strings.Join(parts, " ")
 }
 
-var metricLine = regexp.MustCompile(`^apiserver_request_total\{(.*)\} ([0-9.e+]+)$`)
 var labelRe = regexp.MustCompile(`(\w+)="([^"]*)"`)
 
 // writes reads the API server's apiserver_request_total for mutating verbs,
@@ -916,29 +915,15 @@ func (c *cluster) writes(t *testing.T) writeCounts { return c.requests(t, true) 
 // requests reads apiserver_request_total by verb and resource, for every
 // verb or (mutating) only the writes.
 func (c *cluster) requests(t *testing.T, mutating bool) writeCounts {
-	raw, err := c.cs.RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
+	all, err := testenv.ServerRequests(context.Background(), c.cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	out := writeCounts{}
-	for _, line := range strings.Split(string(raw), "\n") {
-		m := metricLine.FindStringSubmatch(line)
-		if m == nil {
-			continue
+	for k, v := range all {
+		if !mutating || mutatingVerb(k.Verb) {
+			out[writeKey{k.Verb, k.Resource}] += v
 		}
-		labels := map[string]string{}
-		for _, l := range labelRe.FindAllStringSubmatch(m[1], -1) {
-			labels[l[1]] = l[2]
-		}
-		if mutating && !mutatingVerb(labels["verb"]) {
-			continue
-		}
-		res := labels["resource"]
-		if s := labels["subresource"]; s != "" {
-			res += "/" + s
-		}
-		v, _ := strconv.ParseFloat(m[2], 64)
-		out[writeKey{labels["verb"], res}] += v
 	}
 	return out
 }

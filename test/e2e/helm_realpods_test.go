@@ -15,22 +15,7 @@ import (
 // holding a chart directory, with the given values.
 func applyHelmBD(t *testing.T, f *fixtures, name, ref, ns, values string) {
 	t.Helper()
-	mustKubectl(t, fmt.Sprintf(`apiVersion: core.rukpak.io/v1alpha1
-kind: BundleDeployment
-metadata:
-  name: %s
-spec:
-  provisionerClassName: core-rukpak-io-helm
-  config:
-    installNamespace: %s
-    values: |
-%s
-  template:
-    spec:
-      source:
-        %s
-      provisionerClassName: core-rukpak-io-helm
-`, name, ns, indent(values, 6), f.imageSource(ref)), "apply", "-f", "-")
+	mustKubectl(t, helmBD(name, ns, "", values, f.imageSource(ref)), "apply", "-f", "-")
 }
 
 // TestRealPodsHelmHooks runs the hooks test chart's hook Jobs as real pods

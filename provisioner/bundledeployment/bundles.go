@@ -54,6 +54,9 @@ type records struct {
 	// written is what the API server holds of each list, as far as this
 	// process knows (persisted, wrote).
 	written map[types.UID][]rukpakv1alpha1.GeneratedBundle
+	// sent is the last status this process wrote for each
+	// BundleDeployment (catchUp, wrote).
+	sent map[types.UID]sentStatus
 }
 
 // load makes bd's status show this process's records, or adopts bd's status
@@ -91,6 +94,7 @@ func (rs *records) dropUID(uid types.UID) {
 	defer rs.mu.Unlock()
 	delete(rs.m, uid)
 	delete(rs.written, uid)
+	delete(rs.sent, uid)
 }
 
 // record sets name's entry (uid empty for an intent), keeping at most twice

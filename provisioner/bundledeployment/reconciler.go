@@ -160,6 +160,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	// After Ensure, whose patch answer replaces the status read so far.
 	r.records.load(bd)
+	r.records.catchUp(bd)
 
 	before := bd.DeepCopy()
 	// The records as the API server has them: the patch must carry the
@@ -172,10 +173,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		if equality.Semantic.DeepEqual(before.Status, bd.Status) || onlyFillsIntents(&before.Status, &bd.Status) {
 			return nil
 		}
-		if err := r.Client.Status().Patch(ctx, bd, client.MergeFrom(before)); err != nil && !apierrors.IsNotFound(err) {
+		from := bd.ResourceVersion
+		if err := r.Client.Status().Patch(ctx, bd, client.MergeFrom(before)); err != nil {
+			if apierrors.IsNotFound(err) {
+				return nil
+			}
 			return fmt.Errorf("updating status: %w", err)
 		}
-		r.records.wrote(bd)
+		r.records.wrote(bd, from)
 		before = bd.DeepCopy()
 		return nil
 	}

@@ -83,14 +83,59 @@ func (rs *records) persisted(bd *rukpakv1alpha1.BundleDeployment) []rukpakv1alph
 	return slices.Clone(rs.written[bd.UID])
 }
 
-// wrote notes that a status write sent bd's status.generatedBundles.
-func (rs *records) wrote(bd *rukpakv1alpha1.BundleDeployment) {
+// sentStatus is a status this process wrote, and the resourceVersions it
+// replaced: a cached BundleDeployment at one of them has not caught up
+// with the write yet.
+type sentStatus struct {
+	replaced []string
+	// version is the resourceVersion the write made.
+	version string
+	status  *rukpakv1alpha1.BundleDeploymentStatus
+}
+
+// maxReplaced bounds the resourceVersions remembered per BundleDeployment
+// (a reconcile writes its status at most a few times in a row).
+const maxReplaced = 8
+
+// wrote notes that a status write, made from resourceVersion from, sent
+// bd's status (bd as the API server answered).
+func (rs *records) wrote(bd *rukpakv1alpha1.BundleDeployment, from string) {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	if rs.written == nil {
 		rs.written = map[types.UID][]rukpakv1alpha1.GeneratedBundle{}
 	}
+	if rs.sent == nil {
+		rs.sent = map[types.UID]sentStatus{}
+	}
 	rs.written[bd.UID] = slices.Clone(bd.Status.GeneratedBundles)
+	replaced := []string{from}
+	// Writes in a row: the cache may still be at any version they replaced.
+	if prev, ok := rs.sent[bd.UID]; ok && prev.version == from {
+		replaced = append(replaced, prev.replaced...)
+	}
+	if len(replaced) > maxReplaced {
+		replaced = replaced[:maxReplaced]
+	}
+	rs.sent[bd.UID] = sentStatus{replaced: replaced, version: bd.ResourceVersion, status: bd.Status.DeepCopy()}
+}
+
+// catchUp gives bd, read from a cache that has not seen this process's last
+// status write yet, the status that write sent (its generatedBundles stay
+// as load set them): otherwise an unchanged outcome would differ from the
+// stale status and be written again, one needless write per install in
+// about one of ten under load. A cached BundleDeployment at a version after
+// the write, or written by someone else since, keeps its own status.
+func (rs *records) catchUp(bd *rukpakv1alpha1.BundleDeployment) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	s, ok := rs.sent[bd.UID]
+	if !ok || !slices.Contains(s.replaced, bd.ResourceVersion) {
+		return
+	}
+	generated := bd.Status.GeneratedBundles
+	bd.Status = *s.status.DeepCopy()
+	bd.Status.GeneratedBundles = generated
 }
 
 // bundleOwnerIndex indexes cached Bundles by the BundleDeployment their

@@ -45,15 +45,18 @@ import (
 )
 
 type options struct {
-	classes           string
-	namespace         string
-	storageDir        string
-	unpackDir         string
-	contentAddr       string
-	contentURL        string
-	tlsCertFile       string
-	tlsKeyFile        string
-	tlsCAOut          string
+	classes     string
+	namespace   string
+	storageDir  string
+	unpackDir   string
+	contentAddr string
+	contentURL  string
+	tlsCertFile string
+	tlsKeyFile  string
+	tlsCAOut    string
+	// selfSignedCert is the generated content certificate (no
+	// --tls-cert-file and no --content-cert-secret).
+	selfSignedCert    *tls.Certificate
 	contentCertSecret string
 	contentCertDir    string
 	contentCAFile     string
@@ -259,6 +262,15 @@ func run(ctx context.Context, o options) error {
 		o.tlsCertFile = filepath.Join(o.contentCertDir, certs.CertFile)
 		o.tlsKeyFile = filepath.Join(o.contentCertDir, certs.KeyFile)
 	}
+	// A generated certificate exists, and its CA is in --tls-ca-out, before
+	// the process reports ready: clients that start on readiness trust it.
+	if o.tlsCertFile == "" {
+		cert, err := selfSignedContentCert(o)
+		if err != nil {
+			return err
+		}
+		o.selfSignedCert = &cert
+	}
 	// The content server runs on every replica, leader or not (a bare
 	// RunnableFunc would run on the leader only): a Bundle's contentURL must
 	// keep working whichever replica a Service picks.
@@ -319,27 +331,7 @@ func contentServer(ctx context.Context, o options, h http.Handler) (*http.Server
 		go func() { _ = w.Start(ctx) }()
 		tlsCfg.GetCertificate = w.GetCertificate
 	} else {
-		host, err := contentHost(o.contentURL)
-		if err != nil {
-			host = "localhost"
-		}
-		pair, err := selfsigned.New([]string{host, "localhost", "127.0.0.1"}, 365*24*time.Hour)
-		if err != nil {
-			return nil, err
-		}
-		cert, err := pair.TLSCertificate()
-		if err != nil {
-			return nil, err
-		}
-		tlsCfg.Certificates = []tls.Certificate{cert}
-		if o.tlsCAOut != "" {
-			if err := os.MkdirAll(filepath.Dir(o.tlsCAOut), 0o755); err != nil {
-				return nil, err
-			}
-			if err := os.WriteFile(o.tlsCAOut, pair.CAPEM, 0o644); err != nil {
-				return nil, fmt.Errorf("writing --tls-ca-out: %w", err)
-			}
-		}
+		tlsCfg.Certificates = []tls.Certificate{*o.selfSignedCert}
 	}
 	mux := http.NewServeMux()
 	mux.Handle(storage.BundlesPath, h)
@@ -349,6 +341,32 @@ func contentServer(ctx context.Context, o options, h http.Handler) (*http.Server
 		TLSConfig:         tlsCfg,
 		ReadHeaderTimeout: 10 * time.Second,
 	}, nil
+}
+
+// selfSignedContentCert generates the content server's certificate when
+// none is configured, and writes its CA to --tls-ca-out.
+func selfSignedContentCert(o options) (tls.Certificate, error) {
+	host, err := contentHost(o.contentURL)
+	if err != nil {
+		host = "localhost"
+	}
+	pair, err := selfsigned.New([]string{host, "localhost", "127.0.0.1"}, 365*24*time.Hour)
+	if err != nil {
+		return tls.Certificate{}, fmt.Errorf("generating the content server certificate: %w", err)
+	}
+	cert, err := pair.TLSCertificate()
+	if err != nil {
+		return tls.Certificate{}, fmt.Errorf("generating the content server certificate: %w", err)
+	}
+	if o.tlsCAOut != "" {
+		if err := os.MkdirAll(filepath.Dir(o.tlsCAOut), 0o755); err != nil {
+			return tls.Certificate{}, fmt.Errorf("writing --tls-ca-out: %w", err)
+		}
+		if err := os.WriteFile(o.tlsCAOut, pair.CAPEM, 0o644); err != nil {
+			return tls.Certificate{}, fmt.Errorf("writing --tls-ca-out: %w", err)
+		}
+	}
+	return cert, nil
 }
 
 // classURLs parses --class-content-urls.

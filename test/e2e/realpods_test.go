@@ -279,6 +279,7 @@ func TestRealPods(t *testing.T) {
 		mustKubectl(t, "", "apply", "--server-side", "-k", filepath.Join(testenv.RepoRoot(), "manifests", "overlays", "cert-manager"))
 		waitFor(t, "certificate/rukpak-webhook-certificate", "condition=Ready", 2*time.Minute, "-n", ns)
 		mustKubectl(t, "", "-n", ns, "rollout", "status", "deployment/rukpak-webhook", "--timeout=100s")
+		mustWebhookAnswer(t)
 		if got := jsonpath(t, "deployment/rukpak-webhook -n "+ns, "{.spec.template.spec.containers[0].args}"); !strings.Contains(got, "--cert-mode=cert-manager") {
 			t.Fatalf("webhook args %s: the overlay did not apply", got)
 		}
@@ -331,6 +332,7 @@ func TestRealPods(t *testing.T) {
 		// Back to the base: the webhook manages its certificate again.
 		mustKubectl(t, "", "apply", "--server-side", "-k", filepath.Join(testenv.RepoRoot(), "manifests", "base"))
 		mustKubectl(t, "", "-n", ns, "rollout", "status", "deployment/rukpak-webhook", "--timeout=100s")
+		mustWebhookAnswer(t)
 		mustKubectl(t, "", "-n", ns, "delete", "certificates.cert-manager.io,issuers.cert-manager.io", "--all")
 		mustKubectl(t, "", "-n", ns, "delete", "secret", "rukpak-webhook-certificate", "rukpak-webhook-ca", "--ignore-not-found")
 		eventually(t, 2*time.Minute, "the base webhook admitting again", p.patch)
@@ -475,6 +477,7 @@ spec:
 		mustKubectl(t, "", "apply", "--server-side", "-k", overlay)
 		mustKubectl(t, "", "-n", "rukpak-system", "rollout", "status", "deployment/rukpak-core", "--timeout=100s")
 		mustKubectl(t, "", "-n", "rukpak-system", "rollout", "status", "deployment/rukpak-webhook", "--timeout=100s")
+		mustWebhookAnswer(t)
 		// Whatever the new provisioner would change, it changes in its
 		// first reconcile of the BundleDeployment, which its metrics show
 		// (the leader's only: a series per object it reconciled).
@@ -659,4 +662,15 @@ func subjects(b64 string) string {
 		names = append(names, fmt.Sprintf("%q (serial %s)", c.Subject.String(), c.SerialNumber))
 	}
 	return "[" + strings.Join(names, ", ") + "]"
+}
+
+// mustWebhookAnswer waits until the API server reaches the webhook through
+// its Service after a rollout: the rollout completes when the new pod is
+// Ready, and the API server can still hold a connection to the old one (a
+// create then fails with "context deadline exceeded").
+func mustWebhookAnswer(t *testing.T) {
+	t.Helper()
+	if err := waitWebhookAnswers(context.Background(), suite.kubeconfig); err != nil {
+		t.Fatal(err)
+	}
 }

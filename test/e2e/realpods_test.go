@@ -430,6 +430,16 @@ spec:
 			}
 			return nil
 		})
+		// The old Bundle's URL moves to localhost too, when the overlay
+		// restarts the provisioner: wait for the pivot itself, or the
+		// download below may name a Bundle the pivot is deleting.
+		eventually(t, 2*time.Minute, "the pivot to v3", func() error {
+			if got := jsonpath(t, "deployment/overlays -n overlays", "{.spec.template.spec.containers[0].env[0].value}"); got != "v3" {
+				return fmt.Errorf("MESSAGE %q", got)
+			}
+			return nil
+		})
+		waitFor(t, "bd/overlays", "condition=Healthy", 2*time.Minute)
 		download("overlays")
 
 		// Back to the base, as installed.

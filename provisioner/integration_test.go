@@ -260,6 +260,25 @@ func (h *harness) getCM(name string) (*corev1.ConfigMap, error) {
 	return cm, err
 }
 
+// deleteCMAndAwaitRestore deletes ConfigMap name (an installed object) and
+// waits until drift correction has created it again.
+func (h *harness) deleteCMAndAwaitRestore(t *testing.T, name string) {
+	t.Helper()
+	cm, err := h.getCM(name)
+	testenv.MustNotError(t, err, "reading %s", name)
+	testenv.MustNotError(t, h.c.Delete(context.Background(), cm), "deleting %s", name)
+	eventually(t, name+" restored", func() error {
+		cm, err := h.getCM(name)
+		if err != nil {
+			return err
+		}
+		if !cm.DeletionTimestamp.IsZero() {
+			return fmt.Errorf("still being deleted")
+		}
+		return nil
+	})
+}
+
 func TestIntegrationBundles(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
@@ -389,20 +408,7 @@ func TestIntegrationBundleDeployments(t *testing.T) {
 	})
 
 	t.Run("a deleted installed object is restored", func(t *testing.T) {
-		cm, _ := h.getCM("app-extra")
-		if err := h.c.Delete(ctx, cm); err != nil {
-			t.Fatal(err)
-		}
-		eventually(t, "app-extra restored", func() error {
-			cm, err := h.getCM("app-extra")
-			if err != nil {
-				return err
-			}
-			if !cm.DeletionTimestamp.IsZero() {
-				return fmt.Errorf("still being deleted")
-			}
-			return nil
-		})
+		h.deleteCMAndAwaitRestore(t, "app-extra")
 	})
 
 	t.Run("an edited installed object is restored", func(t *testing.T) {

@@ -290,19 +290,7 @@ func TestIntegrationSharding(t *testing.T) {
 	})
 
 	t.Run("the shard it left no longer acts on it", func(t *testing.T) {
-		cm, err := h.getCM("bd-main-cm")
-		testenv.MustNotError(t, err, "reading bd-main-cm")
-		testenv.MustNotError(t, h.c.Delete(ctx, cm), "deleting bd-main-cm")
-		eventually(t, "bd-main-cm restored", func() error {
-			cm, err := h.getCM("bd-main-cm")
-			if err != nil {
-				return err
-			}
-			if !cm.DeletionTimestamp.IsZero() {
-				return fmt.Errorf("being deleted")
-			}
-			return nil
-		})
+		h.deleteCMAndAwaitRestore(t, "bd-main-cm")
 		if w := mainShard.writesAbout(t); len(w) != 0 {
 			t.Errorf("main, which owns nothing now, wrote %q", w)
 		}

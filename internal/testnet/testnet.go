@@ -41,3 +41,16 @@ func Blackhole(t testing.TB) string {
 	})
 	return l.Addr().String()
 }
+
+// FreeAddr is a loopback host:port that no one listens on at the time of
+// asking, for a server the test starts itself (another process may take
+// the port before it does).
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -27,6 +26,7 @@ import (
 	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
 	"github.com/rukpak-dev/rukpak/internal/testenv"
 	"github.com/rukpak-dev/rukpak/internal/testfiles"
+	"github.com/rukpak-dev/rukpak/internal/testnet"
 	"github.com/rukpak-dev/rukpak/internal/testregistry"
 	"github.com/rukpak-dev/rukpak/provisioner/conditions"
 )
@@ -187,7 +187,7 @@ func benchCRDs(t *testing.T, r *report, reg *testregistry.Registry) {
 		len(bds), crds, float64(total)/(1<<20), float64(largestBD)/(1<<20), most, float64(largest)/1024)
 	fmt.Printf("crds: %s\n", shape)
 
-	pprofAddr := freeAddr(t)
+	pprofAddr := testnet.FreeAddr(t)
 	p := c.startProvisioner(t, "crds", "--pprof-bind-address="+pprofAddr)
 	time.Sleep(3 * time.Second) // let it start its informers: not part of the figure
 	base := procStatus(t, p.cmd.Process.Pid, "VmRSS")
@@ -313,17 +313,6 @@ func (c *cluster) waitAllCRDBDs(t *testing.T, n int, typ string, start time.Time
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
-}
-
-// freeAddr is a loopback address with a port free at the time of asking.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 // profileDir keeps the heap profiles: RUKPAK_BENCH_LOGDIR, else a fresh

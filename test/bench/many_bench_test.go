@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"regexp"
 	"slices"
@@ -21,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
+	"github.com/rukpak-dev/rukpak/internal/testnet"
 	"github.com/rukpak-dev/rukpak/internal/testregistry"
 )
 
@@ -368,12 +368,7 @@ type metered struct {
 // port and waits until they answer.
 func (c *cluster) startMetered(t *testing.T, id string) *metered {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	_ = l.Close()
+	addr := testnet.FreeAddr(t)
 	m := &metered{proc: c.startProvisioner(t, id, "--metrics-bind-address="+addr), url: "http://" + addr + "/metrics"}
 	deadline := time.Now().Add(2 * time.Minute)
 	for {

@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/rukpak-dev/rukpak/internal/devenv"
 	"github.com/rukpak-dev/rukpak/internal/testenv"
+	"github.com/rukpak-dev/rukpak/internal/testnet"
 )
 
 // readmeHelmMarker precedes the README's helm walk-through.
@@ -32,7 +32,7 @@ func TestReadmeHelm(t *testing.T) {
 	root := testenv.RepoRoot()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	regAddr, gitAddr := freeAddr(t), freeAddr(t)
+	regAddr, gitAddr := testnet.FreeAddr(t), testnet.FreeAddr(t)
 	ex, err := devenv.ServeExamples(ctx, root, t.TempDir(), regAddr, gitAddr)
 	if err != nil {
 		t.Fatalf("serving the examples: %v", err)
@@ -84,15 +84,4 @@ func TestReadmeHelm(t *testing.T) {
 		}
 		return nil
 	})
-}
-
-// freeAddr is a loopback address no one listens on right now.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }

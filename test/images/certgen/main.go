@@ -295,21 +295,18 @@ func (p *patchOpts) run(ctx context.Context, log *slog.Logger, cs kubernetes.Int
 		fp := admissionregistrationv1.FailurePolicyType(p.failurePolicy)
 		policy = &fp
 	}
+	setAll := func(cc *admissionregistrationv1.WebhookClientConfig, fp **admissionregistrationv1.FailurePolicyType) {
+		cc.CABundle = ca
+		if policy != nil {
+			*fp = policy
+		}
+	}
 	if p.validating {
 		vwcs := cs.AdmissionregistrationV1().ValidatingWebhookConfigurations()
-		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			vwc, err := vwcs.Get(ctx, p.webhookName, metav1.GetOptions{})
-			if err != nil {
-				return err
+		err := updateRetrying(ctx, p.webhookName, vwcs.Get, vwcs.Update, func(c *admissionregistrationv1.ValidatingWebhookConfiguration) {
+			for i := range c.Webhooks {
+				setAll(&c.Webhooks[i].ClientConfig, &c.Webhooks[i].FailurePolicy)
 			}
-			for i := range vwc.Webhooks {
-				vwc.Webhooks[i].ClientConfig.CABundle = ca
-				if policy != nil {
-					vwc.Webhooks[i].FailurePolicy = policy
-				}
-			}
-			_, err = vwcs.Update(ctx, vwc, metav1.UpdateOptions{})
-			return err
 		})
 		if err != nil {
 			return fmt.Errorf("patching ValidatingWebhookConfiguration %s: %w", p.webhookName, err)
@@ -318,19 +315,10 @@ func (p *patchOpts) run(ctx context.Context, log *slog.Logger, cs kubernetes.Int
 	}
 	if p.mutating {
 		mwcs := cs.AdmissionregistrationV1().MutatingWebhookConfigurations()
-		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			mwc, err := mwcs.Get(ctx, p.webhookName, metav1.GetOptions{})
-			if err != nil {
-				return err
+		err := updateRetrying(ctx, p.webhookName, mwcs.Get, mwcs.Update, func(c *admissionregistrationv1.MutatingWebhookConfiguration) {
+			for i := range c.Webhooks {
+				setAll(&c.Webhooks[i].ClientConfig, &c.Webhooks[i].FailurePolicy)
 			}
-			for i := range mwc.Webhooks {
-				mwc.Webhooks[i].ClientConfig.CABundle = ca
-				if policy != nil {
-					mwc.Webhooks[i].FailurePolicy = policy
-				}
-			}
-			_, err = mwcs.Update(ctx, mwc, metav1.UpdateOptions{})
-			return err
 		})
 		if err != nil {
 			return fmt.Errorf("patching MutatingWebhookConfiguration %s: %w", p.webhookName, err)
@@ -338,4 +326,22 @@ func (p *patchOpts) run(ctx context.Context, log *slog.Logger, cs kubernetes.Int
 		log.Info("patched mutating webhook configuration", "name", p.webhookName)
 	}
 	return nil
+}
+
+// updateRetrying gets the object name, edits it and updates it, again from
+// the get when someone else updated it in between.
+func updateRetrying[T any](ctx context.Context, name string,
+	get func(context.Context, string, metav1.GetOptions) (T, error),
+	update func(context.Context, T, metav1.UpdateOptions) (T, error),
+	edit func(T),
+) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		obj, err := get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		edit(obj)
+		_, err = update(ctx, obj, metav1.UpdateOptions{})
+		return err
+	})
 }

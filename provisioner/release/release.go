@@ -255,6 +255,12 @@ func (m *Manager) Apply(ctx context.Context, name string, objs []*unstructured.U
 		rel.SetStatus(helmrelease.StatusDeployed, "Install complete")
 	}
 	if err := record(rel); err != nil {
+		if deployed == nil && applyErr == nil && errors.Is(err, driver.ErrReleaseExists) {
+			if theirs := m.recordedElsewhere(ctx, name, rel.Manifest); theirs != nil {
+				res.Release, res.Changed, res.Objects = theirs, true, stamped
+				return res, nil
+			}
+		}
 		return res, errors.Join(applyErr, fmt.Errorf("recording release %q: %w", name, err))
 	}
 	if applyErr != nil {
@@ -274,6 +280,21 @@ func (m *Manager) Apply(ctx context.Context, name string, objs []*unstructured.U
 	res.Changed = true
 	res.Objects = stamped
 	return res, nil
+}
+
+// recordedElsewhere returns the release's deployed revision if it is the
+// last and holds manifest: a first install's revision that another process
+// recorded while this one applied the same objects (a sharded
+// BundleDeployment moved mid-install: the instance it left finishes the
+// install it had begun while the one it joined installs it too; actions on
+// one release are serialised within a process). Both applied what the
+// record lists, so the release holds it; otherwise nil.
+func (m *Manager) recordedElsewhere(ctx context.Context, name, manifest string) *helmrelease.Release {
+	h, err := m.history(ctx, name)
+	if err != nil || h.deployed == nil || h.last != h.deployed || h.deployed.Manifest != manifest {
+		return nil
+	}
+	return h.deployed
 }
 
 // ownershipMetadata marks o as Helm marks a release's objects, so Helm's

@@ -6,8 +6,6 @@
 package metrics
 
 import (
-	"slices"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -40,10 +38,6 @@ const (
 )
 
 var (
-	condition = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: NameCondition,
-		Help: "Status of each condition of each Bundle and BundleDeployment: 1 for the condition's current status, 0 for the other two.",
-	}, []string{"kind", "name", "type", "status"})
 	reconcileDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    NameReconcileDuration,
 		Help:    "Duration of one reconcile, by controller and provisioner class.",
@@ -77,59 +71,21 @@ var (
 )
 
 func init() {
-	ctrlmetrics.Registry.MustRegister(condition, reconcileDuration, unpackDuration, unpackedBytes,
+	ctrlmetrics.Registry.MustRegister(conditions, reconcileDuration, unpackDuration, unpackedBytes,
 		objectsApplied, driftCorrections, releaseSize, releaseObjects)
 }
 
 // statuses are the values of a condition's status label.
 var statuses = []metav1.ConditionStatus{metav1.ConditionTrue, metav1.ConditionFalse, metav1.ConditionUnknown}
 
-// shown remembers the condition types each object has series for, so a
-// condition that goes away (Paused, say) loses its series.
-var shown = struct {
-	sync.Mutex
-	types map[objectKey][]string
-}{types: map[objectKey][]string{}}
-
-type objectKey struct{ kind, name string }
-
 // maxConditions bounds the condition types recorded per object: whoever
 // may write an object's status can add conditions, and each costs three
 // series.
 const maxConditions = 16
 
-// RecordConditions sets the condition series of one object to its
-// conditions (the first maxConditions).
-func RecordConditions(kind, name string, conds []metav1.Condition) {
-	conds = conds[:min(len(conds), maxConditions)]
-	key := objectKey{kind, name}
-	shown.Lock()
-	defer shown.Unlock()
-	types := make([]string, 0, len(conds))
-	for _, c := range conds {
-		types = append(types, c.Type)
-		for _, s := range statuses {
-			v := 0.0
-			if c.Status == s {
-				v = 1
-			}
-			condition.WithLabelValues(kind, name, c.Type, string(s)).Set(v)
-		}
-	}
-	for _, old := range shown.types[key] {
-		if !slices.Contains(types, old) {
-			condition.DeletePartialMatch(prometheus.Labels{"kind": kind, "name": name, "type": old})
-		}
-	}
-	shown.types[key] = types
-}
-
 // Forget deletes every series of a deleted object.
 func Forget(kind, name string) {
-	shown.Lock()
-	delete(shown.types, objectKey{kind, name})
-	shown.Unlock()
-	condition.DeletePartialMatch(prometheus.Labels{"kind": kind, "name": name})
+	conditions.forget(kind, name)
 	if kind == "BundleDeployment" {
 		driftCorrections.DeletePartialMatch(prometheus.Labels{"name": name})
 		releaseSize.DeleteLabelValues(name)

@@ -106,3 +106,35 @@ func TestConditionSeriesAreBounded(t *testing.T) {
 		t.Errorf("%d series, want %d", len(got), 3*maxConditions)
 	}
 }
+
+// A status is anyone's to write: a condition type given twice, or a name or
+// type that is not UTF-8, still leaves every scrape working.
+func TestConditionSeriesOfHostileStatuses(t *testing.T) {
+	RecordConditions("BundleDeployment", "h1", []metav1.Condition{
+		{Type: "Installed", Status: metav1.ConditionFalse},
+		{Type: "Installed", Status: metav1.ConditionTrue},
+		{Type: "Bad\xff", Status: metav1.ConditionTrue},
+	})
+	defer Forget("BundleDeployment", "h1")
+	RecordConditions("Bundle", "h2\xfe", []metav1.Condition{{Type: "Unpacked", Status: metav1.ConditionTrue}})
+	defer Forget("Bundle", "h2\xfe")
+	want := []string{
+		"rukpak_condition{kind=BundleDeployment,name=h1,status=False,type=Bad\uFFFD} 0",
+		"rukpak_condition{kind=BundleDeployment,name=h1,status=False,type=Installed} 0",
+		"rukpak_condition{kind=BundleDeployment,name=h1,status=True,type=Bad\uFFFD} 1",
+		"rukpak_condition{kind=BundleDeployment,name=h1,status=True,type=Installed} 1",
+		"rukpak_condition{kind=BundleDeployment,name=h1,status=Unknown,type=Bad\uFFFD} 0",
+		"rukpak_condition{kind=BundleDeployment,name=h1,status=Unknown,type=Installed} 0",
+	}
+	if got := series(t, NameCondition, map[string]string{"name": "h1"}); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("series\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if got := series(t, NameCondition, map[string]string{"kind": "Bundle", "name": "h2\uFFFD"}); len(got) != 3 {
+		t.Errorf("Bundle series %v, want 3", got)
+	}
+	// No conditions: no series.
+	RecordConditions("BundleDeployment", "h1", nil)
+	if got := series(t, NameCondition, map[string]string{"name": "h1"}); len(got) != 0 {
+		t.Errorf("series without conditions: %v", got)
+	}
+}

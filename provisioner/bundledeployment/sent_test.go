@@ -47,6 +47,15 @@ func TestCatchUp(t *testing.T) {
 		})
 	}
 
+	if len(rs.sent) != 0 {
+		t.Errorf("the sent status is kept after the cache caught up with it: %v", rs.sent)
+	}
+	// Writes after the cache caught up start a new chain.
+	rs.wrote(withStatus("13", "True"), "12")
+	if bd := withStatus("12", "False"); func() string { rs.catchUp(bd); return string(bd.Status.Conditions[0].Status) }() != "True" {
+		t.Error("a write after the cache caught up is not caught up with")
+	}
+
 	rs.wrote(withStatus("21", "True"), "20")
 	if bd := withStatus("10", "False"); func() string { rs.catchUp(bd); return string(bd.Status.Conditions[0].Status) }() != "False" {
 		t.Error("a write that did not follow the last one still covers the versions before it")

@@ -130,6 +130,13 @@ func (rs *records) catchUp(bd *rukpakv1alpha1.BundleDeployment) {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	s, ok := rs.sent[bd.UID]
+	if ok && bd.ResourceVersion == s.version {
+		// The cache has seen the write, and a cache never goes back to
+		// an older version: the copy is of no more use (kept, it was a
+		// second copy of every BundleDeployment's status, ~1 KiB each).
+		delete(rs.sent, bd.UID)
+		return
+	}
 	if !ok || !slices.Contains(s.replaced, bd.ResourceVersion) {
 		return
 	}

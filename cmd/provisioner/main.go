@@ -171,7 +171,7 @@ func run(ctx context.Context, o options) error {
 		// every ConfigMap of the cluster would cost memory for nothing.
 		Cache: cache.Options{
 			ByObject:         byObject,
-			DefaultTransform: cache.TransformStripManagedFields(),
+			DefaultTransform: provisioner.CacheTransform(),
 		},
 	})
 	if err != nil {

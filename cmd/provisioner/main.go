@@ -30,6 +30,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
 	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
+	"github.com/rukpak-dev/rukpak/internal/memlimit"
 	"github.com/rukpak-dev/rukpak/internal/selfsigned"
 	"github.com/rukpak-dev/rukpak/provisioner"
 	"github.com/rukpak-dev/rukpak/provisioner/identity"
@@ -117,6 +118,15 @@ func main() {
 	// the loader decode with the same bounds.
 	plain.DefaultLimits = decodeLimits.OrDefault()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+
+	// The Go memory limit from the container's (the Deployment passes
+	// limits.memory), less what the runtime does not count.
+	if msg, err := memlimit.Set(); err != nil {
+		ctrl.Log.Error(err, "setting the memory limit")
+		os.Exit(1)
+	} else if msg != "" {
+		ctrl.Log.WithName("provisioner").Info(msg)
+	}
 
 	if err := run(ctrl.SetupSignalHandler(), o); err != nil {
 		ctrl.Log.Error(err, "provisioner failed")

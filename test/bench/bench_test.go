@@ -555,7 +555,7 @@ func (c *cluster) startProvisioner(t *testing.T, id string, extra ...string) *pr
 	cmd.Args = append(cmd.Args, extra...)
 	// For profiling, e.g. RUKPAK_BENCH_PROVISIONER_ARGS=--pprof-bind-address=127.0.0.1:6060.
 	cmd.Args = append(cmd.Args, strings.Fields(os.Getenv("RUKPAK_BENCH_PROVISIONER_ARGS"))...)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+c.kubeconfig, "GOMEMLIMIT="+provisionerMemLimit(t))
+	cmd.Env = append(withoutEnv(os.Environ(), "GOMEMLIMIT"), "KUBECONFIG="+c.kubeconfig, provisionerMemEnv(t, c.provBin))
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -38,6 +38,22 @@ const AnnotationSkipCRDUpgradePreflight = "core.rukpak.io/skip-crd-upgrade-prefl
 // on (as Flux's reconcile.fluxcd.io/requestedAt).
 const AnnotationReconcileRequestedAt = "core.rukpak.io/reconcile-requested-at"
 
+// AnnotationCreatingBundle on a BundleDeployment names the first Bundle
+// the provisioner is about to create for it: the creation intent, written
+// in the same metadata patch as the finalizer, before the create request,
+// so that a provisioner stopped between the create and the status write
+// that records the Bundle's UID adopts that Bundle instead of stranding it.
+// The provisioner writes it; it is not for users. Anyone who may edit the
+// BundleDeployment may set it, so it proves nothing on its own: it is
+// honoured only while status.generatedBundles and status.activeBundle are
+// empty (before the first Bundle is recorded), only when it names exactly
+// the Bundle the current template generates, and only for a Bundle
+// controlled by this BundleDeployment (owner reference by UID), labelled
+// for it, and whose spec equals the template. Any other value is ignored.
+// It is left in place afterwards, and ignored (later Bundles' intents are
+// written in status.generatedBundles, which only the provisioner writes).
+const AnnotationCreatingBundle = "core.rukpak.io/creating-bundle"
+
 // FinalizerDeleteCachedBundle guards a Bundle until its stored content has
 // been removed.
 const FinalizerDeleteCachedBundle = "core.rukpak.io/delete-cached-bundle"

@@ -36,7 +36,9 @@ import (
 // intent is dropped. Only when the provisioner stopped between the two
 // steps is a Bundle under an intent's name adopted, and then only if its
 // spec equals the template, so at worst a Bundle someone raced into that
-// window installs exactly what the template asks for.
+// window installs exactly what the template asks for. The first Bundle's
+// intent is an annotation written with the finalizer instead of a status
+// write of its own, and trusted less: see intent.go.
 
 // refusedError is a generated Bundle this BundleDeployment will not
 // install; its message is shown to users as it is.
@@ -226,7 +228,10 @@ func (r *Reconciler) desiredBundle(ctx context.Context, bd *rukpakv1alpha1.Bundl
 	r.withFinalizer(b)
 
 	g, recorded := recordOf(bd, name)
-	if !recorded {
+	// The first Bundle's intent may be stored already, in the annotation
+	// the finalizer's patch wrote (intent.go).
+	annotated := !recorded && annotatedIntent(bd, &bd.Status) == name
+	if !recorded && !annotated {
 		r.record(bd, name, "")
 		if err := flush(); err != nil {
 			return nil, fmt.Errorf("recording the creation of bundle %q: %w", name, err)
@@ -240,6 +245,11 @@ func (r *Reconciler) desiredBundle(ctx context.Context, bd *rukpakv1alpha1.Bundl
 			// Only an intent was recorded and the create failed: this is
 			// someone else's Bundle, whatever it says about itself.
 			r.forget(bd, name)
+		}
+		if annotated {
+			if err := r.dropIntent(ctx, bd); err != nil {
+				return nil, err
+			}
 		}
 		if err := r.Client.Get(ctx, client.ObjectKey{Name: name}, b); err != nil {
 			return nil, fmt.Errorf("reading bundle %q: %w", name, err)
@@ -264,7 +274,13 @@ func (r *Reconciler) claim(bd *rukpakv1alpha1.BundleDeployment, existing *rukpak
 		return existing, checkSpec(bd, existing)
 	}
 	g, ok := recordOf(bd, existing.Name)
-	if !ok || g.UID != "" {
+	switch {
+	case ok && g.UID != "":
+		return nil, foreign(bd, existing)
+	case !ok && (annotatedIntent(bd, &bd.Status) != existing.Name || !generatedFor(bd, existing)):
+		// No intent, or one in the annotation, which anyone editing bd
+		// may write, for a Bundle that does not even say it is bd's
+		// (intent.go).
 		return nil, foreign(bd, existing)
 	}
 	// An intent without a UID: the provisioner stopped between recording

@@ -155,10 +155,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		r.records.load(bd)
 		return ctrl.Result{}, r.finalize(ctx, bd)
 	}
-	if err := finalizer.Ensure(ctx, r.Client, bd, rukpakv1alpha1.FinalizerUninstall); err != nil {
+	// With the first Bundle's creation intent in the same patch (intent.go).
+	if err := r.ensureFinalizer(ctx, bd); err != nil {
 		return ctrl.Result{}, err
 	}
-	// After Ensure, whose patch answer replaces the status read so far.
+	// After ensureFinalizer, whose patch answer replaces the status read so
+	// far.
 	r.records.load(bd)
 	r.records.catchUp(bd)
 
@@ -170,7 +172,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	// (UIDs of persisted intents alone wait for the next write: writes.go).
 	flush := func() error {
 		bd.Status.ObservedGeneration = bd.Generation
-		if equality.Semantic.DeepEqual(before.Status, bd.Status) || onlyFillsIntents(&before.Status, &bd.Status) {
+		if equality.Semantic.DeepEqual(before.Status, bd.Status) || onlyFillsIntents(&before.Status, &bd.Status, annotatedIntent(bd, &before.Status)) {
 			return nil
 		}
 		from := bd.ResourceVersion
@@ -290,7 +292,7 @@ func (r *Reconciler) reconcile(ctx context.Context, bd *rukpakv1alpha1.BundleDep
 	if result.Changed {
 		r.tracker.Forget(bd.Name)
 		r.droppedEvents(bd, result.Dropped)
-		r.event(bd, "Normal", rukpakv1alpha1.ReasonInstallationSucceeded, fmt.Sprintf("Installed bundle %q (release revision %d)", b.Name, result.Release.Version))
+		r.installedEvent(bd, b, result)
 	} else {
 		if err := r.tracker.Watch(stamped); err != nil {
 			return ctrl.Result{}, err
@@ -344,6 +346,29 @@ func (r *Reconciler) reconcile(ctx context.Context, bd *rukpakv1alpha1.BundleDep
 		res.RequeueAfter = healthRecheck
 	}
 	return res, err
+}
+
+// installedEvent records an install that changed the release, unless it is
+// the first install: the Installed condition says all of that one (issue
+// 15: an event is an API write), while an upgrade's from-which-to-which is
+// history the conditions overwrite at the next change. Called before
+// status.activeBundle moves to b.
+func (r *Reconciler) installedEvent(bd *rukpakv1alpha1.BundleDeployment, b *rukpakv1alpha1.Bundle, result *release.Result) {
+	from := bd.Status.ActiveBundle
+	rev := result.Release.Version
+	switch {
+	case !result.Upgraded && from == "":
+		return
+	case !result.Upgraded && from == b.Name:
+		// The release had no record left: installed again.
+		r.event(bd, "Normal", rukpakv1alpha1.ReasonInstallationSucceeded, fmt.Sprintf("Installed bundle %q again (release revision %d)", b.Name, rev))
+	case !result.Upgraded:
+		r.event(bd, "Normal", rukpakv1alpha1.ReasonInstallationSucceeded, fmt.Sprintf("Installed bundle %q in place of %q (release revision %d)", b.Name, from, rev))
+	case from != "" && from != b.Name:
+		r.event(bd, "Normal", rukpakv1alpha1.ReasonInstallationSucceeded, fmt.Sprintf("Upgraded from bundle %q to %q (release revision %d)", from, b.Name, rev))
+	default:
+		r.event(bd, "Normal", rukpakv1alpha1.ReasonInstallationSucceeded, fmt.Sprintf("Upgraded bundle %q in place (release revision %d)", b.Name, rev))
+	}
 }
 
 // healthRecheck is how often an unhealthy BundleDeployment is looked at

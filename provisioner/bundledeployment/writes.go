@@ -22,10 +22,16 @@ import (
 // or Bundle's status that the other reconciler watches queues it again. So:
 //   - a Bundle this process unpacks is created with its finalizer, instead
 //     of the Bundle reconciler adding it in a write of its own;
+//   - the first Bundle's creation intent goes in the finalizer's metadata
+//     patch, as an annotation, not in a status write of its own
+//     (intent.go);
 //   - a generated Bundle's UID is recorded in status.generatedBundles with
 //     the next status write that has something else to say, not in one of
 //     its own: the intent (the name, written before the create) already
 //     covers a crash before then (see bundles.go);
+//   - a first install emits no event: its Installed condition says all of
+//     it (upgrades, failures and deletions keep theirs: history the
+//     conditions overwrite);
 //   - while a Bundle this process unpacks has not reported yet, a
 //     BundleDeployment has nothing new to say: the Bundle reconciler writes
 //     its status within a second (Unpacked, or Unpacking for a slower
@@ -54,22 +60,34 @@ func (r *Reconciler) notReported(b *rukpakv1alpha1.Bundle) bool {
 
 // onlyFillsIntents says whether now differs from persisted (the status the
 // API server holds) only by UIDs recorded for Bundles whose intent
-// persisted holds: not worth a write of its own.
-func onlyFillsIntents(persisted, now *rukpakv1alpha1.BundleDeploymentStatus) bool {
+// persisted holds, or by the record of the Bundle annotated names (the
+// first Bundle's intent, in the annotation: intent.go) and the generation
+// observed: not worth a write of its own. The first Bundle's record comes
+// with a status that says nothing else only while that Bundle has not
+// reported (a report changes HasValidBundle): its report brings the next
+// write within a second, and with it observedGeneration (the status intent
+// this replaces carried it).
+func onlyFillsIntents(persisted, now *rukpakv1alpha1.BundleDeploymentStatus, annotated string) bool {
 	intents := map[string]bool{}
 	for _, g := range persisted.GeneratedBundles {
 		if g.UID == "" {
 			intents[g.Name] = true
 		}
 	}
-	if len(intents) == 0 {
+	if len(intents) == 0 && annotated == "" {
 		return false
 	}
 	masked := now.DeepCopy()
-	for i, g := range masked.GeneratedBundles {
-		if intents[g.Name] {
-			masked.GeneratedBundles[i].UID = ""
+	masked.GeneratedBundles = masked.GeneratedBundles[:0]
+	for _, g := range now.GeneratedBundles {
+		switch {
+		case intents[g.Name]:
+			g.UID = ""
+		case g.Name == annotated:
+			masked.ObservedGeneration = persisted.ObservedGeneration
+			continue
 		}
+		masked.GeneratedBundles = append(masked.GeneratedBundles, g)
 	}
 	return equality.Semantic.DeepEqual(*persisted, *masked)
 }

@@ -177,7 +177,9 @@ type GeneratedBundle struct {
 	Name string `json:"name"`
 	// uid of the Bundle the provisioner created. Empty while the creation is
 	// in flight: the name is recorded before the create request, the UID
-	// after it succeeds.
+	// after it succeeds (the first Bundle's name is recorded in the
+	// annotation core.rukpak.io/creating-bundle instead, with the
+	// finalizer).
 	// +optional
 	UID types.UID `json:"uid,omitempty"`
 }

@@ -75,6 +75,10 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	if err != nil {
 		return err
 	}
+	// Its index of release records: histories read by name, not listed.
+	if err := mgr.Add(releases); err != nil {
+		return err
+	}
 	ident, err := newIdentity(mgr, releases, opts)
 	if err != nil {
 		return err

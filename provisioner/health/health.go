@@ -11,6 +11,7 @@ import (
 
 	"github.com/fluxcd/cli-utils/pkg/kstatus/status"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // Result is the judgement of one object. Reason and Message are empty when
@@ -93,3 +94,29 @@ func condition(u *unstructured.Unstructured, typ string) map[string]any {
 	}
 	return nil
 }
+
+// statusLess are built-in kinds without a status, for which kstatus has no
+// rule: Check finds any object of them ready, so one that exists needs no
+// reading to be judged. Kinds with a status (workloads, Services, CRDs,
+// Namespaces, PodDisruptionBudgets, any custom resource) are not here.
+var statusLess = map[schema.GroupKind]bool{
+	{Kind: "ConfigMap"}:      true,
+	{Kind: "Secret"}:         true,
+	{Kind: "ServiceAccount"}: true,
+	{Kind: "LimitRange"}:     true,
+	{Group: "rbac.authorization.k8s.io", Kind: "Role"}:                              true,
+	{Group: "rbac.authorization.k8s.io", Kind: "ClusterRole"}:                       true,
+	{Group: "rbac.authorization.k8s.io", Kind: "RoleBinding"}:                       true,
+	{Group: "rbac.authorization.k8s.io", Kind: "ClusterRoleBinding"}:                true,
+	{Group: "admissionregistration.k8s.io", Kind: "ValidatingWebhookConfiguration"}: true,
+	{Group: "admissionregistration.k8s.io", Kind: "MutatingWebhookConfiguration"}:   true,
+	{Group: "scheduling.k8s.io", Kind: "PriorityClass"}:                             true,
+	{Group: "storage.k8s.io", Kind: "StorageClass"}:                                 true,
+	{Group: "networking.k8s.io", Kind: "IngressClass"}:                              true,
+	{Group: "node.k8s.io", Kind: "RuntimeClass"}:                                    true,
+}
+
+// StatusLess reports whether objects of gk have no status: any that
+// exists is ready (Check), so a write's answer that it exists is its
+// health.
+func StatusLess(gk schema.GroupKind) bool { return statusLess[gk] }

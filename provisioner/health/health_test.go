@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 func conds(c ...map[string]any) []any {
@@ -131,5 +132,33 @@ func TestCheckBoundsMessages(t *testing.T) {
 	want := strings.Repeat("é", (maxMessage-3)/2) + "..."
 	if got.Ready || got.Reason != want || got.Message != want {
 		t.Errorf("Check = reason %d bytes, message %d bytes; want both %d bytes", len(got.Reason), len(got.Message), len(want))
+	}
+}
+
+// TestStatusLess: every kind StatusLess names is judged ready by Check
+// whatever its content (so the answer of a write that leaves one existing
+// is its verdict), and kinds with a status are not among them.
+func TestStatusLess(t *testing.T) {
+	for gk := range statusLess {
+		u := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": schema.GroupVersion{Group: gk.Group, Version: "v1"}.String(), "kind": gk.Kind,
+			"metadata": map[string]any{"name": "x", "namespace": "ns", "generation": int64(3)},
+			"data":     map[string]any{"k": "v"},
+			"rules":    []any{map[string]any{"verbs": []any{"get"}}},
+		}}
+		if res := Check(u); !res.Ready {
+			t.Errorf("%s: Check says %v; a status-less kind must be ready once it exists", gk, res)
+		}
+	}
+	for _, gk := range []schema.GroupKind{
+		{Group: "apps", Kind: "Deployment"}, {Group: "apps", Kind: "StatefulSet"}, {Group: "apps", Kind: "DaemonSet"},
+		{Kind: "Service"}, {Kind: "Namespace"}, {Kind: "Pod"}, {Kind: "PersistentVolumeClaim"},
+		{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"}, {Group: "policy", Kind: "PodDisruptionBudget"},
+		{Group: "apiregistration.k8s.io", Kind: "APIService"}, {Group: "batch", Kind: "Job"},
+		{Group: "example.com", Kind: "ConfigMap"},
+	} {
+		if StatusLess(gk) {
+			t.Errorf("%s has a status (or may), but StatusLess says it has none", gk)
+		}
 	}
 }

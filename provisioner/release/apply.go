@@ -43,16 +43,26 @@ const FieldManager = "rukpak"
 // applies at a time, held several times a bundle's CRDs on the heap (a
 // CRD's schema can be 1 MB, and its managedFields repeat every field).
 func ApplyObject(ctx context.Context, c client.Client, o *unstructured.Unstructured) error {
+	_, err := applyObject(ctx, c, o)
+	return err
+}
+
+// applyObject is ApplyObject, returning the resourceVersion the apply left
+// the object at.
+func applyObject(ctx context.Context, c client.Client, o *unstructured.Unstructured) (string, error) {
 	patch, err := json.Marshal(o.Object)
 	if err != nil {
-		return fmt.Errorf("encoding %s: %w", describe(o), err)
+		return "", fmt.Errorf("encoding %s: %w", describe(o), err)
 	}
 	answer := &metav1.PartialObjectMetadata{}
 	answer.SetGroupVersionKind(o.GroupVersionKind())
 	answer.SetNamespace(o.GetNamespace())
 	answer.SetName(o.GetName())
-	return c.Patch(ctx, answer, client.RawPatch(types.ApplyPatchType, patch),
-		client.FieldOwner(FieldManager), client.ForceOwnership, client.FieldValidation(metav1.FieldValidationIgnore))
+	if err := c.Patch(ctx, answer, client.RawPatch(types.ApplyPatchType, patch),
+		client.FieldOwner(FieldManager), client.ForceOwnership, client.FieldValidation(metav1.FieldValidationIgnore)); err != nil {
+		return "", err
+	}
+	return answer.ResourceVersion, nil
 }
 
 // place settles o's namespace. A namespace on a cluster-scoped object (a
@@ -194,20 +204,31 @@ func (m *Manager) applyWave(ctx context.Context, name string, objs []*unstructur
 			}
 			return fmt.Errorf("%s exists and is not managed by this release (%s/%s): delete it or remove it from the bundle", describe(o), m.namespace, name)
 		}
-		fields, err := applyDropping(ctx, m.client, o)
+		fields, rv, err := applyDropping(ctx, m.client, o)
 		if err != nil {
 			return fmt.Errorf("applying %s: %w", describe(o), err)
 		}
 		dropped.add(o, fields)
+		dropped.applied(o, rv)
 		return nil
 	})
 }
 
-// droppedSet collects the fields objects were applied without, from
-// parallel applies.
+// droppedSet collects the fields objects were applied without, and the
+// resourceVersion each apply answered with, from parallel applies.
 type droppedSet struct {
-	mu   sync.Mutex
-	list []DroppedFields
+	mu       sync.Mutex
+	list     []DroppedFields
+	versions map[string]string
+}
+
+func (d *droppedSet) applied(o *unstructured.Unstructured, resourceVersion string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.versions == nil {
+		d.versions = map[string]string{}
+	}
+	d.versions[key(o)] = resourceVersion
 }
 
 func (d *droppedSet) add(o *unstructured.Unstructured, fields []string) {

@@ -83,6 +83,9 @@ type chunkedSecrets struct {
 	// chunkBytes is the data of one chunk Secret; tests make it small.
 	chunkBytes int
 	timeout    time.Duration
+	// index, when set and synced, answers which records a release has
+	// (index.go); Query then reads them by name.
+	index *recordIndex
 }
 
 var _ driver.Driver = (*chunkedSecrets)(nil)
@@ -166,6 +169,7 @@ func (d *chunkedSecrets) Create(key string, rls *helmrelease.Release) error {
 			}
 			return fmt.Errorf("creating release record %s: %w", key, err)
 		}
+		d.wrote(rls.Name, key)
 		return nil
 	}
 	// Checked first so an existing revision costs no chunk writes.
@@ -186,7 +190,15 @@ func (d *chunkedSecrets) Create(key string, rls *helmrelease.Release) error {
 		}
 		return errors.Join(err, d.sweep(ctx, rls.Name))
 	}
+	d.wrote(rls.Name, key)
 	return d.sweep(ctx, rls.Name)
+}
+
+// wrote tells the index about a record this process created.
+func (d *chunkedSecrets) wrote(name, key string) {
+	if d.index != nil {
+		d.index.wrote(name, key)
+	}
 }
 
 // Update rewrites an existing revision (Helm updates its status).
@@ -312,6 +324,11 @@ func (d *chunkedSecrets) Query(query map[string]string) ([]*helmrelease.Release,
 	}
 	ctx, cancel := d.ctx()
 	defer cancel()
+	if name := query["name"]; d.index != nil && name != "" && query["owner"] == "helm" {
+		if keys, ok := d.index.keys(name); ok {
+			return d.queryKeys(ctx, name, keys, query)
+		}
+	}
 	list, err := d.secrets.List(ctx, metav1.ListOptions{LabelSelector: labels.Set(query).String()})
 	if err != nil {
 		return nil, fmt.Errorf("querying release records: %w", err)
@@ -332,6 +349,40 @@ func (d *chunkedSecrets) Query(query map[string]string) ([]*helmrelease.Release,
 		rls.Labels = s.Labels
 		out = append(out, rls)
 		list.Items[i] = corev1.Secret{}
+	}
+	if len(out) == 0 {
+		return nil, driver.ErrReleaseNotFound
+	}
+	return out, nil
+}
+
+// queryKeys is Query over the records the index names for release name:
+// each is read by name and kept if it still exists and its labels match,
+// as a LIST by label selector would have returned it.
+func (d *chunkedSecrets) queryKeys(ctx context.Context, name string, keys []string, query map[string]string) ([]*helmrelease.Release, error) {
+	sel := labels.SelectorFromSet(query)
+	var out []*helmrelease.Release
+	for _, key := range keys {
+		s, err := d.secrets.Get(ctx, key, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			d.index.gone(name, key)
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading release record %s: %w", key, err)
+		}
+		if s.Type == chunkSecretType || !sel.Matches(labels.Set(s.Labels)) {
+			continue
+		}
+		rls, s, err := d.decodeLatest(ctx, s)
+		if errors.Is(err, driver.ErrReleaseNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		rls.Labels = s.Labels
+		out = append(out, rls)
 	}
 	if len(out) == 0 {
 		return nil, driver.ErrReleaseNotFound

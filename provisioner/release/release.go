@@ -104,6 +104,7 @@ func NewManager(cfg *rest.Config, namespace string, opts ...Option) (*Manager, e
 		return nil, fmt.Errorf("creating metadata client: %w", err)
 	}
 	d := newChunkedSecrets(cs.CoreV1().Secrets(namespace), mc.Resource(corev1.SchemeGroupVersion.WithResource("secrets")).Namespace(namespace), o.maxRecordBytes)
+	d.index = newRecordIndex(mc, namespace)
 	return &Manager{
 		namespace: namespace,
 		getter:    getter,
@@ -114,6 +115,20 @@ func NewManager(cfg *rest.Config, namespace string, opts ...Option) (*Manager, e
 		client:    c,
 	}, nil
 }
+
+// Start keeps the index of release records (index.go) until ctx is done:
+// once it has synced, a release's history is read by name, record by
+// record, instead of by a LIST whose cost on the API server grows with
+// every record in the namespace. Without Start (or until it has synced)
+// histories are listed. A manager.Runnable, on every replica.
+func (m *Manager) Start(ctx context.Context) error {
+	m.records.index.run(ctx)
+	return nil
+}
+
+// NeedLeaderElection is false: the index is a cache, warm when this
+// replica is elected.
+func (m *Manager) NeedLeaderElection() bool { return false }
 
 // Namespace holds the release records; no release installs objects there.
 func (m *Manager) Namespace() string { return m.namespace }
@@ -158,6 +173,22 @@ type Result struct {
 	// Dropped are the fields this Apply left out because the API server's
 	// schema does not declare them, by object; only objects it applied.
 	Dropped []DroppedFields
+
+	// versions are the resourceVersions the applies of Objects answered
+	// with, by key; empty unless this Apply applied them.
+	versions map[string]string
+}
+
+// AppliedVersion is the resourceVersion at which this Apply left o (one of
+// Objects): the object is then exactly what was applied, so whatever needs
+// only its existence and the fields applied (the health of a kind without
+// status, drift) need not read it back. Empty when this Apply did not
+// apply o (it changed nothing).
+func (r *Result) AppliedVersion(o *unstructured.Unstructured) string {
+	if r == nil {
+		return ""
+	}
+	return r.versions[key(o)]
 }
 
 // Apply makes the release name hold exactly objs, after mutate (owner
@@ -239,6 +270,7 @@ func (m *Manager) Apply(ctx context.Context, name string, objs []*unstructured.U
 	var dropped droppedSet
 	applyErr := m.applyObjects(ctx, name, stamped, previous, &dropped)
 	res.Dropped = dropped.sorted()
+	res.versions = dropped.versions
 	if applyErr == nil && len(res.Dropped) > 0 {
 		// The record holds what was applied, which drift correction and the
 		// next Apply compare with.

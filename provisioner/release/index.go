@@ -1,0 +1,130 @@
+package release
+
+import (
+	"context"
+	"sort"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/metadata/metadatainformer"
+	"k8s.io/client-go/tools/cache"
+)
+
+// recordIndex says which record Secrets each release has, so reading one
+// release's history costs a GET per record instead of a LIST by label
+// selector: the API server answers such a LIST by matching every record
+// Secret of the namespace (one per installed BundleDeployment, more with
+// history), so N installs cost it O(N²) (issue 15).
+//
+// It is a metadata-only informer on the namespace's Secrets labelled
+// owner=helm (Helm's records and our chunked records' indexes; chunks carry
+// no owner label), keeping of each only its name and its "name" label,
+// indexed by that label; plus the keys this process created that the
+// informer has not shown yet, since the next reconcile reads the history
+// right after a write. A key the index names that is gone by the time it
+// is read is skipped, as Query skips a record deleted since its LIST. Until
+// the informer has synced (after a start, records written by a previous
+// process included), Query lists as before. Records written by another
+// process show up with the informer's delay, as every cached read in a
+// controller does; one writer per release is assumed anyway (Manager).
+type recordIndex struct {
+	informer cache.SharedIndexInformer
+
+	mu      sync.Mutex
+	created map[string]map[string]bool // release name → record keys
+}
+
+const byReleaseName = "release-name"
+
+func newRecordIndex(mc metadata.Interface, namespace string) *recordIndex {
+	inf := metadatainformer.NewFilteredMetadataInformer(mc, corev1.SchemeGroupVersion.WithResource("secrets"), namespace, 0,
+		cache.Indexers{byReleaseName: func(obj any) ([]string, error) {
+			m, ok := obj.(*metav1.PartialObjectMetadata)
+			if !ok || m.Labels["name"] == "" {
+				return nil, nil
+			}
+			return []string{m.Labels["name"]}, nil
+		}},
+		func(o *metav1.ListOptions) { o.LabelSelector = labels.Set{"owner": "helm"}.String() },
+	).Informer()
+	// What the index reads: a Secret's name and its release's name. The
+	// rest (managed fields, Helm's timestamps) would only cost memory, a
+	// few hundred bytes per record at 10,000 releases.
+	_ = inf.SetTransform(func(obj any) (any, error) {
+		m, ok := obj.(*metav1.PartialObjectMetadata)
+		if !ok {
+			return obj, nil
+		}
+		return &metav1.PartialObjectMetadata{
+			TypeMeta: m.TypeMeta,
+			ObjectMeta: metav1.ObjectMeta{
+				Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion,
+				Labels: map[string]string{"name": m.Labels["name"]},
+			},
+		}, nil
+	})
+	return &recordIndex{informer: inf, created: map[string]map[string]bool{}}
+}
+
+// run keeps the index until ctx is done.
+func (x *recordIndex) run(ctx context.Context) { x.informer.RunWithContext(ctx) }
+
+// keys returns the record keys of release name, sorted; ok is false while
+// the informer has not synced, when only a LIST can answer.
+func (x *recordIndex) keys(name string) (keys []string, ok bool) {
+	if !x.informer.HasSynced() {
+		return nil, false
+	}
+	objs, err := x.informer.GetIndexer().ByIndex(byReleaseName, name)
+	if err != nil {
+		return nil, false
+	}
+	seen := map[string]bool{}
+	for _, o := range objs {
+		if m, ok := o.(*metav1.PartialObjectMetadata); ok {
+			seen[m.Name] = true
+		}
+	}
+	x.mu.Lock()
+	for k := range x.created[name] {
+		if seen[k] {
+			// The informer has it now, and follows it from here on.
+			delete(x.created[name], k)
+			continue
+		}
+		seen[k] = true
+	}
+	if len(x.created[name]) == 0 {
+		delete(x.created, name)
+	}
+	x.mu.Unlock()
+	for k := range seen {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys, true
+}
+
+// wrote notes that this process created record key of release name.
+func (x *recordIndex) wrote(name, key string) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.created[name] == nil {
+		x.created[name] = map[string]bool{}
+	}
+	x.created[name][key] = true
+}
+
+// gone notes that record key of release name does not exist (a GET found
+// nothing): a created key the informer never showed is forgotten.
+func (x *recordIndex) gone(name, key string) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	delete(x.created[name], key)
+	if len(x.created[name]) == 0 {
+		delete(x.created, name)
+	}
+}

@@ -1,0 +1,190 @@
+package release
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	helmrelease "helm.sh/helm/v3/pkg/release"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rukpak-dev/rukpak/internal/testenv"
+)
+
+// secretRequests counts a Manager's reads of the records' namespace:
+// LISTs of Secrets whole (watches and metadata aside) and GETs of one
+// Secret.
+type secretRequests struct {
+	ns          string
+	lists, gets atomic.Int64
+}
+
+func (c *secretRequests) config(cfg *rest.Config) *rest.Config {
+	cfg = rest.CopyConfig(cfg)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripper(func(r *http.Request) (*http.Response, error) {
+			prefix := "/api/v1/namespaces/" + c.ns + "/secrets"
+			if r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, prefix) && r.URL.Query().Get("watch") != "true" {
+				// Metadata LISTs are the chunk sweep's (after a chunked
+				// write or a delete), not history reads.
+				if r.URL.Path == prefix && !strings.Contains(r.Header.Get("Accept"), "PartialObjectMetadata") {
+					c.lists.Add(1)
+				} else {
+					c.gets.Add(1)
+				}
+			}
+			return rt.RoundTrip(r)
+		})
+	})
+	return cfg
+}
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// startedManager is a Manager whose record index runs (as Setup runs it)
+// and has synced.
+func startedManager(t *testing.T, cfg *rest.Config, ns string) *Manager {
+	t.Helper()
+	m, err := NewManager(cfg, ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go func() { _ = m.Start(ctx) }()
+	deadline := time.Now().Add(time.Minute)
+	for !m.records.index.informer.HasSynced() {
+		if time.Now().After(deadline) {
+			t.Fatal("the record index did not sync")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return m
+}
+
+// TestIntegrationHistoryByName: with its index running, a Manager reads a
+// release's history by name, never with a LIST of the namespace's Secrets
+// (issue 15: the API server matches every record against such a LIST's
+// selector, O(N) per read), and still decides as the LIST did: right after
+// its own writes (the index's informer may not have them yet), for chunked
+// records, for records a previous process wrote (a restart), and after an
+// uninstall deleted the records the informer may still show.
+func TestIntegrationHistoryByName(t *testing.T) {
+	env := testenv.Start(t)
+	ctx := context.Background()
+	const ns = "rukpak-system"
+	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	reqs := &secretRequests{ns: ns}
+	cfg := reqs.config(env.Config)
+	m := startedManager(t, cfg, ns)
+
+	cm := func(name string, data map[string]any) *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "v1", "kind": "ConfigMap",
+			"metadata": map[string]any{"name": name, "namespace": "default"},
+			"data":     data,
+		}}
+	}
+	// Hex of random bytes compresses to about half: the record of "big"
+	// (four ConfigMaps of 600 KiB) is over 1 MiB gzipped, split across
+	// Secrets.
+	var big []*unstructured.Unstructured
+	for _, k := range []string{"a", "b", "c", "d"} {
+		noise := make([]byte, 300<<10)
+		if _, err := rand.Read(noise); err != nil {
+			t.Fatal(err)
+		}
+		big = append(big, cm("big-"+k, map[string]any{"noise": hex.EncodeToString(noise)}))
+	}
+	apply := func(m *Manager, name string, objs ...*unstructured.Unstructured) *Result {
+		t.Helper()
+		res, err := m.Apply(ctx, name, objs, nil)
+		if err != nil {
+			t.Fatalf("apply %s: %v", name, err)
+		}
+		return res
+	}
+	lists := reqs.lists.Load()
+
+	for name, objs := range map[string][]*unstructured.Unstructured{"small": {cm("small", map[string]any{"k": "v1"})}, "big": big} {
+		if res := apply(m, name, objs...); !res.Changed || res.Release.Version != 1 {
+			t.Fatalf("%s: first install changed %v revision %d", name, res.Changed, res.Release.Version)
+		}
+		// At once, before the informer need have seen the record.
+		if res := apply(m, name, objs...); res.Changed || res.Release.Version != 1 {
+			t.Errorf("%s: the same objects again: changed %v revision %d, want unchanged 1", name, res.Changed, res.Release.Version)
+		}
+	}
+	var chunks corev1.SecretList
+	if err := env.Client.List(ctx, &chunks, client.InNamespace(ns), client.MatchingLabels{labelChunkRelease: "big"}); err != nil {
+		t.Fatal(err)
+	}
+	if len(chunks.Items) < 2 {
+		t.Fatalf("the big record has %d chunks; want it split", len(chunks.Items))
+	}
+	// An upgrade: revision 2, the first superseded.
+	if res := apply(m, "small", cm("small", map[string]any{"k": "v2"})); !res.Changed || res.Release.Version != 2 {
+		t.Fatalf("upgrade: changed %v revision %d", res.Changed, res.Release.Version)
+	}
+	if res := apply(m, "small", cm("small", map[string]any{"k": "v2"})); res.Changed || res.Release.Version != 2 {
+		t.Errorf("after the upgrade: changed %v revision %d, want unchanged 2", res.Changed, res.Release.Version)
+	}
+	hist, err := m.History("small")
+	if err != nil {
+		t.Fatal(err)
+	}
+	status := map[int]helmrelease.Status{}
+	for _, r := range hist {
+		status[r.Version] = r.Info.Status
+	}
+	if len(status) != 2 || status[1] != helmrelease.StatusSuperseded || status[2] != helmrelease.StatusDeployed {
+		t.Errorf("history %v, want 1 superseded and 2 deployed", status)
+	}
+	if n := reqs.lists.Load() - lists; n != 0 {
+		t.Errorf("%d LISTs of Secrets once the index had synced, want 0", n)
+	}
+
+	// A new process: its index starts from the records the first wrote.
+	m2 := startedManager(t, cfg, ns)
+	lists = reqs.lists.Load()
+	if res := apply(m2, "small", cm("small", map[string]any{"k": "v2"})); res.Changed || res.Release.Version != 2 {
+		t.Errorf("after a restart: changed %v revision %d, want unchanged 2", res.Changed, res.Release.Version)
+	}
+	if res := apply(m2, "big", big...); res.Changed || res.Release.Version != 1 {
+		t.Errorf("chunked, after a restart: changed %v revision %d, want unchanged 1", res.Changed, res.Release.Version)
+	}
+
+	if n := reqs.lists.Load() - lists; n != 0 {
+		t.Errorf("%d LISTs of Secrets once the restarted index had synced, want 0", n)
+	}
+
+	// Uninstalled, then installed again: the deleted records are no history
+	// even while the informer still shows them. (The uninstall's sweep of
+	// chunks lists, by its own label.)
+	if _, err := m2.Uninstall(ctx, "small"); err != nil {
+		t.Fatal(err)
+	}
+	lists = reqs.lists.Load()
+	if res := apply(m2, "small", cm("small", map[string]any{"k": "v3"})); !res.Changed || res.Release.Version != 1 || res.Upgraded {
+		t.Errorf("install after an uninstall: changed %v upgraded %v revision %d, want a first install", res.Changed, res.Upgraded, res.Release.Version)
+	}
+	if n := reqs.lists.Load() - lists; n != 0 {
+		t.Errorf("%d LISTs of Secrets for an install after an uninstall, want 0", n)
+	}
+	if hist, err := m2.History("small"); err != nil || len(hist) != 1 || hist[0].Version != 1 {
+		t.Errorf("history after the new install: %d records, %v", len(hist), err)
+	}
+}

@@ -30,13 +30,12 @@ func TestCacheTransform(t *testing.T) {
 	if _, ok := bd.Annotations[lastApplied]; ok || bd.Annotations["keep"] != "me" {
 		t.Errorf("annotations %v: want the last-applied one gone, the others kept", bd.Annotations)
 	}
-	data := func(s string) *byte { return unsafe.StringData(s) }
 	want := bd.Spec.Template.Spec.Source.Image.CertificateData
 	for _, got := range []string{b.Spec.Source.Image.CertificateData, b.Status.ResolvedSource.Image.CertificateData} {
 		if got != want {
 			t.Fatalf("certificateData changed: %q", got)
 		}
-		if data(got) != data(want) {
+		if unsafe.StringData(got) != unsafe.StringData(want) {
 			t.Error("equal certificateData not shared")
 		}
 	}

@@ -291,6 +291,7 @@ func (r *Reconciler) reconcile(ctx context.Context, bd *rukpakv1alpha1.BundleDep
 	var taken []takenObject
 	if result.Changed {
 		r.tracker.Forget(bd.Name)
+		r.tracker.Applied(bd.Name, result)
 		r.droppedEvents(bd, result.Dropped)
 		r.installedEvent(bd, b, result)
 	} else {

@@ -21,6 +21,7 @@ import (
 
 	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
 	"github.com/rukpak-dev/rukpak/provisioner/health"
+	"github.com/rukpak-dev/rukpak/provisioner/release"
 )
 
 // Tracker watches the kinds BundleDeployments installed, so a deleted or
@@ -194,6 +195,9 @@ type observation struct {
 	resourceVersion string
 	drifted         bool
 	health          health.Result
+	// applied: the verdict is the answer of this process's own apply
+	// (Applied), not of a read.
+	applied bool
 }
 
 // Watch makes sure changes to objects of each kind in objs are seen.
@@ -233,13 +237,17 @@ func (t *Tracker) Metadata(ctx context.Context, want *unstructured.Unstructured)
 // Observe judges want's live object, whose cached metadata is m (nil when
 // the cache does not have it): whether it drifted from want, and its
 // health. The live object is read from the API server only if owner's last
-// verdict on it was at another resourceVersion.
+// verdict on it was at another resourceVersion, or the cache does not have
+// it and the verdict is not the answer of this release's apply (Applied):
+// right after an install the cache usually lags, and otherwise drift
+// correction, which runs first, has just restored an object the cache
+// lacks.
 func (t *Tracker) Observe(ctx context.Context, owner string, want *unstructured.Unstructured, m *metav1.PartialObjectMetadata) (observation, error) {
 	key := keyOf(want)
 	t.mu.Lock()
 	o, ok := t.observed[owner][key]
 	t.mu.Unlock()
-	if ok && m != nil && o.resourceVersion == m.ResourceVersion {
+	if ok && (m != nil && o.resourceVersion == m.ResourceVersion || m == nil && o.applied) {
 		return o, nil
 	}
 	live := &unstructured.Unstructured{}
@@ -260,6 +268,27 @@ func (t *Tracker) Observe(ctx context.Context, owner string, want *unstructured.
 	t.observed[owner][key] = o
 	t.mu.Unlock()
 	return o, nil
+}
+
+// Applied records the verdicts res's applies answered for owner's objects
+// of kinds without a status (health.StatusLess): at the resourceVersion an
+// apply answered with, the object exists and holds what was applied, so it
+// has not drifted and is ready; reading it back (one GET per object right
+// after every install, issue 15) would say no more. Objects of kinds with
+// a status are judged from a read, as before. Call after Forget.
+func (t *Tracker) Applied(owner string, res *release.Result) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, want := range res.Objects {
+		rv := res.AppliedVersion(want)
+		if rv == "" || !health.StatusLess(want.GroupVersionKind().GroupKind()) {
+			continue
+		}
+		if t.observed[owner] == nil {
+			t.observed[owner] = map[objectKey]observation{}
+		}
+		t.observed[owner][keyOf(want)] = observation{resourceVersion: rv, health: health.Result{Ready: true}, applied: true}
+	}
 }
 
 // Forget drops owner's verdicts: its release changed, and with it what

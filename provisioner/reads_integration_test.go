@@ -1,0 +1,92 @@
+package provisioner_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
+	"github.com/rukpak-dev/rukpak/internal/testenv"
+)
+
+// TestIntegrationReadsPerInstall counts the reads an install of objects
+// without a status sends (issue 15 item 1): none of the objects is read
+// back for its health (the apply's answer says it exists at the version
+// it was applied at, which is all a ConfigMap's or a ServiceAccount's
+// health is), and the release history is read by name, never by a LIST
+// of the records' namespace (whose cost on the API server grows with every
+// installed BundleDeployment). Drift is still corrected afterwards: an
+// edited and a deleted ConfigMap come back. Counted, not timed.
+func TestIntegrationReadsPerInstall(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	ctx := context.Background()
+	files := map[string]string{
+		"manifests/sa.yaml": "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: reads-sa\n  namespace: default\n",
+	}
+	for i := range 9 {
+		files[fmt.Sprintf("manifests/cm-%02d.yaml", i)] = configMap(fmt.Sprintf("reads-%02d", i), "v")
+	}
+	src := h.pushBundle("reads-v1", files)
+
+	quietWrites(t, h) // the provisioner's start-up (its caches' LISTs) is over
+	before, err := testenv.ServerRequests(ctx, h.env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.c.Create(ctx, newBD("reads", src)); err != nil {
+		t.Fatal(err)
+	}
+	h.waitBD("reads", rukpakv1alpha1.TypeInstalled, metav1.ConditionTrue, rukpakv1alpha1.ReasonInstallationSucceeded, "")
+	h.waitBD("reads", rukpakv1alpha1.TypeHealthy, metav1.ConditionTrue, rukpakv1alpha1.ReasonHealthy, "")
+	quietWrites(t, h)
+	after, err := testenv.ServerRequests(ctx, h.env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := after.Sub(before)
+	t.Logf("requests of one 10-object install: %s", got)
+	// The ownership check before the apply: one LIST for the nine
+	// ConfigMaps, one GET for the lone ServiceAccount; nothing after.
+	for k, want := range map[testenv.RequestKey]float64{
+		{Verb: "GET", Resource: "configmaps"}: 0, {Verb: "GET", Resource: "serviceaccounts"}: 1, {Verb: "LIST", Resource: "secrets"}: 0,
+	} {
+		if n := got[k]; n != want {
+			t.Errorf("%.0f %s %s while installing 10 objects without a status, want %.0f: %s", n, k.Verb, k.Resource, want, got)
+		}
+	}
+
+	// Drift: an edit and a delete are undone.
+	cm, err := h.getCM("reads-03")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm.Data["value"] = "edited"
+	if err := h.c.Update(ctx, cm); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.c.Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "reads-05"}}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the edited and the deleted ConfigMap restored", func() error {
+		for _, name := range []string{"reads-03", "reads-05"} {
+			cm, err := h.getCM(name)
+			if err != nil {
+				return err
+			}
+			if cm.Data["value"] != "v" {
+				return fmt.Errorf("%s holds %q", name, cm.Data["value"])
+			}
+		}
+		return nil
+	})
+	sa := &corev1.ServiceAccount{}
+	if err := h.c.Get(ctx, client.ObjectKey{Namespace: "default", Name: "reads-sa"}, sa); err != nil {
+		t.Fatal(err)
+	}
+	h.waitBD("reads", rukpakv1alpha1.TypeHealthy, metav1.ConditionTrue, rukpakv1alpha1.ReasonHealthy, "")
+}

@@ -1,6 +1,7 @@
 package provisioner_test
 
 import (
+	"fmt"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -12,8 +13,8 @@ import (
 // TestIntegrationHelmBoundedRender: a chart whose templates allocate
 // without bound is refused with Installed=False naming the memory limit,
 // the provisioner unharmed (its templates run in helm.Freeze's child
-// process); a chart whose values change the rendering within the limit
-// installs next to it.
+// process), and not rendered again while its inputs stay; a chart whose
+// values change the rendering within the limit installs next to it.
 func TestIntegrationHelmBoundedRender(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
@@ -25,6 +26,16 @@ func TestIntegrationHelmBoundedRender(t *testing.T) {
 	}), `{"installNamespace":"hostile"}`)
 	h.waitBDExact("hostile", rukpakv1alpha1.TypeInstalled, metav1.ConditionFalse, rukpakv1alpha1.ReasonInstallFailed,
 		`installing release "hostile": rendering chart "hostile" exceeded the memory limit of 512 MiB`)
+	// Retried with controller-runtime's backoff, the same inputs are not
+	// rendered again: the refused render is kept (install.renders).
+	failed := h.failed(helmController)
+	eventually(t, "two more failed reconciles", func() error {
+		if n := h.failed(helmController); n < failed+2 {
+			return fmt.Errorf("%d failed reconciles, %d before", n, failed)
+		}
+		return nil
+	})
+	checkRenders(t, "hostile", "failure 1")
 
 	h.setConfig("hostile", `{"installNamespace":"hostile","values":"size: 10\n"}`)
 	h.waitBD("hostile", rukpakv1alpha1.TypeInstalled, metav1.ConditionTrue, rukpakv1alpha1.ReasonInstallationSucceeded, "Instantiated bundle")
@@ -35,4 +46,5 @@ func TestIntegrationHelmBoundedRender(t *testing.T) {
 	if got := cm.Data["x"]; got != "xxxxxxxxxx" {
 		t.Errorf("ConfigMap big holds %q, want 10 x", got)
 	}
+	checkRenders(t, "hostile", "failure 1", "success 1")
 }

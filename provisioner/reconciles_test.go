@@ -33,6 +33,17 @@ func (c *reconcileCounts) get(controller string) int {
 // finished without error, restarts included.
 func (h *harness) successful(controller string) int { return h.reconciles.get(controller) }
 
+// failed reports how many reconciles controller of this harness returned
+// an error for (each is retried with controller-runtime's backoff).
+func (h *harness) failed(controller string) int { return h.reconciles.get(controller + failedSuffix) }
+
+// reconcileErrorMsg is what controller-runtime logs, as an error, for a
+// reconcile that returned one (internal/controller's reconcileHandler).
+const (
+	reconcileErrorMsg = "Reconciler error"
+	failedSuffix      = "/failed"
+)
+
 // reconcileDoneLevel is the verbosity at which controller-runtime logs the
 // end of a reconcile that returned no error: "Reconcile successful", or
 // "Reconcile done, requeueing..." (internal/controller's reconcileHandler).
@@ -67,6 +78,9 @@ func (s *countingSink) Info(level int, msg string, kv ...any) {
 }
 
 func (s *countingSink) Error(err error, msg string, kv ...any) {
+	if s.controller != "" && msg == reconcileErrorMsg {
+		s.counts.add(s.controller + failedSuffix)
+	}
 	if s.delegate != nil {
 		s.delegate.Error(err, msg, kv...)
 	}

@@ -117,6 +117,9 @@ func (r *Reconciler) preview(ctx context.Context, bd *rukpakv1alpha1.BundleDeplo
 		if err != nil {
 			return fmt.Sprintf("failed: loading bundle %q: %v", b.Name, err)
 		}
+		if ri, ok = r.renderer(bd, ri); !ok {
+			return "not available: the provisioner may not install this bundle deployment (see Installed)"
+		}
 		p, err := PlanRender(ctx, r.Releases, ri, bd, fsys)
 		if err != nil {
 			return "failed: " + err.Error()

@@ -33,6 +33,11 @@ func (r *Reconciler) checked(ctx context.Context, bd *rukpakv1alpha1.BundleDeplo
 	if r.Objects != nil || !renders {
 		return objs, objs, true, nil
 	}
+	ri, ok = r.renderer(bd, ri)
+	if !ok {
+		// installAs says why nothing is installed.
+		return nil, nil, true, nil
+	}
 	rendered, err := ri.Render(ctx, bd, fsys, ownerStamper(bd))
 	switch {
 	case err == nil && rendered == nil:
@@ -54,6 +59,36 @@ func (r *Reconciler) checked(ctx context.Context, bd *rukpakv1alpha1.BundleDeplo
 		}
 	}
 	return nil, nil, true, nil
+}
+
+// renderer is ri acting as the identity bd installs with (a chart's
+// lookups read what that identity may read), which is also the installer
+// that then installs, so a render is not repeated; ok is false when the
+// identity policy refuses bd (installAs says why).
+func (r *Reconciler) renderer(bd *rukpakv1alpha1.BundleDeployment, ri RenderingInstaller) (_ RenderingInstaller, ok bool) {
+	if r.Identity == nil {
+		return ri, true
+	}
+	sa, named, err := r.Identity.Policy.For(bd)
+	switch {
+	case err != nil:
+		return nil, false
+	case !named:
+		return ri, true
+	}
+	imp, can := ri.(ImpersonatingInstaller)
+	if !can {
+		return ri, true
+	}
+	as, err := r.Identity.Clients.For(sa)
+	if err != nil {
+		// installAs fails on the same error.
+		return nil, false
+	}
+	if v, renders := imp.As(sa, as).(RenderingInstaller); renders {
+		return v, true
+	}
+	return ri, true
 }
 
 // annotationHook is Helm's annotation naming the events a hook runs on.

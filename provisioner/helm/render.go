@@ -9,7 +9,6 @@ import (
 	"sort"
 	"strings"
 
-	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/release"
@@ -62,10 +61,10 @@ func Render(ctx context.Context, ch *chart.Chart, vals map[string]any, opts Rend
 	if vals == nil {
 		vals = map[string]any{}
 	}
-	frozen, err := Freeze(ctx, ch, vals, FreezeInput{
+	resp, err := renderSandboxed(ctx, ch, vals, FreezeInput{
 		Release:      chartutil.ReleaseOptions{Name: opts.ReleaseName, Namespace: opts.Namespace, Revision: 1, IsInstall: true},
 		Capabilities: caps,
-	}, opts.Limits)
+	}, opts.Limits.OrDefault())
 	var over limitError
 	switch {
 	case errors.As(err, &over):
@@ -73,19 +72,11 @@ func Render(ctx context.Context, ch *chart.Chart, vals map[string]any, opts Rend
 	case err != nil:
 		return nil, fmt.Errorf("rendering chart %q: %w", ch.Name(), err)
 	}
-	act := action.NewInstall(&action.Configuration{Log: func(string, ...any) {}})
-	act.DryRun = true
-	act.ClientOnly = true
-	act.Replace = true
-	act.ReleaseName = opts.ReleaseName
-	act.Namespace = opts.Namespace
-	act.KubeVersion = opts.KubeVersion
-	act.APIVersions = opts.APIVersions
-	rel, err := act.RunWithContext(ctx, frozen, vals)
-	if err != nil {
-		return nil, fmt.Errorf("rendering chart %q: %w", ch.Name(), err)
-	}
-	return &Rendered{CRDs: ch.CRDObjects(), Release: rel}, nil
+	// What the install action applies: the frozen text, installed for
+	// these capabilities (a client-only install's).
+	a := &Action{Install: true, Namespace: opts.Namespace, files: resp.Files,
+		Capabilities: &chartutil.Capabilities{KubeVersion: caps.KubeVersion, APIVersions: opts.APIVersions}}
+	return a.DryRun(ctx, ch, vals, opts.ReleaseName)
 }
 
 // installEvents are the hook events an install runs, in order, around the

@@ -101,6 +101,22 @@ type FreezeInput struct {
 // chart and the limit).
 type limitError struct{ error }
 
+// chartError is Helm's own error of a render (a template that failed, a
+// value the schema refuses, a kubeVersion the cluster is not, a lookup
+// that failed), as the child reported it.
+type chartError struct{ error }
+
+// Refused reports whether err is a render's verdict on its inputs (the
+// chart, values, release and capabilities): over a limit, or refused by
+// Helm. Rendering the same inputs again gives the same verdict, but for
+// lookups, which read the cluster. Other errors (the caller's context, the
+// child that could not run) say nothing of the inputs.
+func Refused(err error) bool {
+	var over limitError
+	var ce chartError
+	return errors.As(err, &over) || errors.As(err, &ce)
+}
+
 // Freeze renders ch's templates with vals in a child process within limits
 // and returns a copy of ch whose templates are the text they rendered to
 // (partials emptied, templates of subcharts that vals disable emptied);
@@ -235,7 +251,7 @@ func renderSandboxed(ctx context.Context, ch *chart.Chart, vals map[string]any, 
 	}
 	if resp.Error != "" {
 		// Helm's own message, as its action would return it.
-		return nil, errors.New(resp.Error)
+		return nil, chartError{errors.New(resp.Error)}
 	}
 	var n int64
 	for _, s := range resp.Files {
@@ -374,6 +390,20 @@ func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 // template that prints what it rendered to.
 func frozen(ch *chart.Chart, files map[string]string) *chart.Chart {
 	cp := *ch
+	if ch.Metadata != nil && ch.Metadata.Dependencies != nil {
+		// Helm's actions rewrite the dependencies listed in the metadata
+		// (disabled ones removed, aliases resolved): each copy its own.
+		md := *ch.Metadata
+		md.Dependencies = make([]*chart.Dependency, 0, len(ch.Metadata.Dependencies))
+		for _, d := range ch.Metadata.Dependencies {
+			if d != nil {
+				dc := *d
+				d = &dc
+			}
+			md.Dependencies = append(md.Dependencies, d)
+		}
+		cp.Metadata = &md
+	}
 	cp.Templates = make([]*chart.File, 0, len(ch.Templates))
 	for _, t := range ch.Templates {
 		text := ""

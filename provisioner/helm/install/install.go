@@ -31,6 +31,7 @@ import (
 
 	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
 	"github.com/rukpak-dev/rukpak/provisioner/helm"
+	"github.com/rukpak-dev/rukpak/provisioner/metrics"
 	"github.com/rukpak-dev/rukpak/provisioner/release"
 )
 
@@ -63,6 +64,9 @@ type Installer struct {
 	// user, when set, is the identity (a ServiceAccount's user name) Helm's
 	// kube client and a chart's lookups act as: see As.
 	user string
+	// renders keeps charts frozen for the next action (see prepare),
+	// shared with the Installers As returns.
+	renders *renders
 }
 
 const (
@@ -112,16 +116,17 @@ func (in *Installer) Install(ctx context.Context, bd *rukpakv1alpha1.BundleDeplo
 		return res, in.failedRevision(verb, last)
 	}
 
-	kc := &guardedKube{Client: in.Releases.NewKubeClientAs(cfg.InstallNamespace, in.user), forbidden: in.Releases.Namespace()}
-	acfg := in.Releases.ActionConfig(ctx, kc)
-	// The templates run once, bounded, in a child process; the action
-	// installs what they rendered to (helm.Freeze, docs/security.md).
-	if ch, err = helm.FreezeForAction(ctx, acfg, ch, vals, helm.ActionInput{
-		Release: bd.Name, Namespace: cfg.InstallNamespace, Last: last, Deployed: deployed,
-		Lookup: &helm.LookupGuard{Forbidden: in.Releases.Namespace()}, User: in.user,
-	}, helm.SandboxLimits{}); err != nil {
+	// The templates ran once, bounded, in a child process, for this
+	// action (helm.Action; docs/security.md), most likely for the checks
+	// before it: the action installs the text they rendered to.
+	frozen, err := in.prepare(ctx, bd, next, last, deployed)
+	if err != nil {
 		return res, fmt.Errorf("%s release %q: %w", verb, bd.Name, err)
 	}
+	ch = frozen.Chart(ch)
+	kc := &guardedKube{Client: in.Releases.NewKubeClientAs(cfg.InstallNamespace, in.user), forbidden: in.Releases.Namespace()}
+	acfg := in.Releases.ActionConfig(ctx, kc)
+	acfg.Capabilities = frozen.Capabilities
 	acfg.RESTClientGetter = lookupGetter{RESTClientGetter: acfg.RESTClientGetter, forbidden: in.Releases.Namespace(), user: in.user}
 	mapper, err := acfg.RESTClientGetter.ToRESTMapper()
 	if err != nil {
@@ -154,8 +159,14 @@ func (in *Installer) Install(ctx context.Context, bd *rukpakv1alpha1.BundleDeplo
 		rel, err = act.RunWithContext(ctx, bd.Name, ch, vals)
 	}
 	if err != nil {
-		return res, in.failed(ctx, verb, bd.Name, err, last)
+		recorded, err := in.failed(ctx, verb, bd.Name, err, last)
+		if recorded {
+			// The next action is another revision's.
+			in.cache().forget(bd.Name)
+		}
+		return res, err
 	}
+	in.cache().forget(bd.Name)
 	res.Release = rel
 	res.Changed = true
 	if res.Objects, err = installed(rel); err != nil {
@@ -214,6 +225,8 @@ func (in *Installer) waiting(ins *inputs, last *helmrelease.Release) bool {
 // A missing release is not an error.
 func (in *Installer) Uninstall(ctx context.Context, name string) ([]string, error) {
 	defer in.Releases.Lock(name)()
+	in.cache().forget(name)
+	metrics.ForgetHelmRenders(name)
 	hist, err := in.Releases.RecoverHistory(ctx, name)
 	if err != nil || len(hist) == 0 {
 		return nil, err
@@ -224,7 +237,8 @@ func (in *Installer) Uninstall(ctx context.Context, name string) ([]string, erro
 	act.Timeout = in.timeout(nil)
 	act.DeletionPropagation = string(metav1.DeletePropagationBackground)
 	if _, err := act.Run(name); err != nil {
-		return nil, in.failed(ctx, "uninstalling", name, err, nil)
+		_, err := in.failed(ctx, "uninstalling", name, err, nil)
+		return nil, err
 	}
 	return nil, nil
 }
@@ -276,14 +290,17 @@ func (in *Installer) retryAfter() time.Duration {
 // recorded a failed revision (newer than before, the last record before
 // the action), the error is that revision's, as failedRevision words it, so
 // the condition stays the same while the revision is not retried.
-func (in *Installer) failed(ctx context.Context, verb, name string, err error, before *helmrelease.Release) error {
+// recorded says whether the action recorded a revision.
+func (in *Installer) failed(ctx context.Context, verb, name string, err error, before *helmrelease.Release) (recorded bool, _ error) {
 	hist, herr := in.Releases.RecoverHistory(ctx, name)
 	if herr == nil {
-		if last, _ := latest(hist); last != nil && last.Info.Status == helmrelease.StatusFailed && (before == nil || last.Version > before.Version) {
-			return in.failedRevision(verb, last)
+		last, _ := latest(hist)
+		recorded = last != nil && (before == nil || last.Version > before.Version)
+		if recorded && last.Info.Status == helmrelease.StatusFailed {
+			return true, in.failedRevision(verb, last)
 		}
 	}
-	return fmt.Errorf("%s release %q: %s", verb, name, oneLine(err.Error()))
+	return recorded, fmt.Errorf("%s release %q: %s", verb, name, oneLine(err.Error()))
 }
 
 // failedRevision is the error of a failed revision: what failed (the hook,

@@ -14,7 +14,6 @@ import (
 
 	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
 	"github.com/rukpak-dev/rukpak/provisioner/bundledeployment"
-	"github.com/rukpak-dev/rukpak/provisioner/helm"
 	"github.com/rukpak-dev/rukpak/provisioner/identity"
 	"github.com/rukpak-dev/rukpak/provisioner/release"
 )
@@ -25,6 +24,7 @@ import (
 // interrupted uninstall left. Release records and values sources stay read
 // and written with the provisioner's own identity.
 func (in *Installer) As(sa identity.ServiceAccount, c client.Client) bundledeployment.Installer {
+	in.cache() // shared with v
 	v := *in
 	v.user = sa.Username()
 	v.Client = c
@@ -35,10 +35,11 @@ func (in *Installer) As(sa identity.ServiceAccount, c client.Client) bundledeplo
 // Render returns what the next Install of bd from fsys would apply, applying
 // nothing: the deployed release's objects when its inputs are unchanged
 // (Current), nil while a failed revision of the same inputs waits for its
-// retry (Install applies nothing then), else a render of the chart with
-// the values Install would use, for the cluster's capabilities, in the
-// bounded child process, through the same post-renderer. Lookups find
-// nothing in that render (as in `rukpakctl render`).
+// retry (Install applies nothing then), else the chart frozen for that
+// Install (prepare: rendered in the bounded child process for the install
+// or upgrade it is, lookups reading as the Installer's identity; kept for
+// the Install, which applies exactly that text) as Helm's action renders
+// it, through the same post-renderer.
 func (in *Installer) Render(ctx context.Context, bd *rukpakv1alpha1.BundleDeployment, fsys fs.FS, stamp func(*unstructured.Unstructured)) (*release.Rendered, error) {
 	next, err := in.readInputs(ctx, bd, fsys)
 	if err != nil {
@@ -61,25 +62,17 @@ func (in *Installer) Render(ctx context.Context, bd *rukpakv1alpha1.BundleDeploy
 		return nil, nil
 	}
 
-	getter := in.Releases.ActionConfig(ctx, nil).RESTClientGetter
-	dc, err := getter.ToDiscoveryClient()
-	if err != nil {
-		return nil, fmt.Errorf("creating a discovery client: %w", err)
-	}
-	caps, err := helm.Capabilities(dc, ch.CRDObjects())
+	frozen, err := in.prepare(ctx, bd, next, last, deployed)
 	if err != nil {
 		return nil, err
 	}
-	mapper, err := getter.ToRESTMapper()
+	r, err := frozen.DryRun(ctx, ch, vals, bd.Name)
+	if err != nil {
+		return nil, err
+	}
+	mapper, err := in.Releases.ActionConfig(ctx, nil).RESTClientGetter.ToRESTMapper()
 	if err != nil {
 		return nil, fmt.Errorf("creating REST mapper: %w", err)
-	}
-	r, err := helm.Render(ctx, ch, vals, helm.RenderOptions{
-		ReleaseName: bd.Name, Namespace: cfg.InstallNamespace,
-		KubeVersion: &caps.KubeVersion, APIVersions: caps.APIVersions,
-	})
-	if err != nil {
-		return nil, err
 	}
 	pr := &postRenderer{stamp: stamp, release: bd.Name, namespace: cfg.InstallNamespace, forbidden: in.Releases.Namespace(), mapper: mapper}
 	manifest, err := pr.Run(bytes.NewBufferString(r.Release.Manifest))
@@ -90,16 +83,21 @@ func (in *Installer) Render(ctx context.Context, bd *rukpakv1alpha1.BundleDeploy
 	if out.Objects, err = release.DecodeManifest(manifest.String()); err != nil {
 		return nil, fmt.Errorf("chart %q: %w", ch.Name(), err)
 	}
-	var crds []*unstructured.Unstructured
 	for _, crd := range r.CRDs {
 		objs, err := release.DecodeManifest(string(crd.File.Data))
 		if err != nil {
 			return nil, fmt.Errorf("chart %q %s: %w", ch.Name(), crd.Filename, err)
 		}
-		crds = append(crds, objs...)
+		out.CRDs = append(out.CRDs, objs...)
 	}
-	if deployed == nil {
-		out.CRDs = crds
+	// The kinds of every crds/ CRD, created by the install or earlier.
+	var crds []*unstructured.Unstructured
+	for _, crd := range ch.CRDObjects() {
+		objs, err := release.DecodeManifest(string(crd.File.Data))
+		if err != nil {
+			return nil, fmt.Errorf("chart %q %s: %w", ch.Name(), crd.Filename, err)
+		}
+		crds = append(crds, objs...)
 	}
 	for _, h := range r.Release.Hooks {
 		objs, err := release.DecodeManifest(h.Manifest)

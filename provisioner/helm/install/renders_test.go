@@ -1,0 +1,57 @@
+package install
+
+import (
+	"errors"
+	"testing"
+	"time"
+)
+
+// renders keeps what it is given until its time is up, the release is
+// forgotten, or it is the least recently used beyond its bounds.
+func TestRendersCache(t *testing.T) {
+	c := newRenders()
+	a := renderKey{release: "a", digest: "1"}
+	b := renderKey{release: "b", digest: "1"}
+	refused := errors.New("refused")
+	c.put(a, nil, refused)
+	c.put(b, nil, refused)
+	if e, ok := c.get(a, time.Minute); !ok || !errors.Is(e.err, refused) {
+		t.Fatalf("a: %v %v, want the refusal kept", e, ok)
+	}
+	if _, ok := c.get(renderKey{release: "a", digest: "2"}, time.Minute); ok {
+		t.Error("another digest found a's render")
+	}
+	if _, ok := c.get(a, 0); ok {
+		t.Error("a render older than the ttl was returned")
+	}
+	if _, ok := c.get(a, time.Minute); ok {
+		t.Error("an expired render was kept")
+	}
+	c.forget("b")
+	if _, ok := c.get(b, time.Minute); ok || c.order.Len() != 0 || c.bytes != 0 {
+		t.Errorf("after forget: %d entries, %d bytes", c.order.Len(), c.bytes)
+	}
+
+	for i := range maxRenders + 10 {
+		c.put(renderKey{release: "r", last: i}, nil, refused)
+		if i == maxRenders-1 {
+			// Used: the least recently used go first.
+			if _, ok := c.get(renderKey{release: "r", last: 0}, time.Minute); !ok {
+				t.Fatal("render 0 not kept")
+			}
+		}
+	}
+	if c.order.Len() != maxRenders || len(c.entries) != maxRenders {
+		t.Errorf("%d entries kept, want %d", c.order.Len(), maxRenders)
+	}
+	if _, ok := c.get(renderKey{release: "r", last: 0}, time.Minute); !ok {
+		t.Error("the recently used render 0 was dropped")
+	}
+	if _, ok := c.get(renderKey{release: "r", last: 1}, time.Minute); ok {
+		t.Error("the least recently used render 1 was kept")
+	}
+	c.forget("r")
+	if c.order.Len() != 0 || c.bytes != 0 {
+		t.Errorf("after forget: %d entries, %d bytes", c.order.Len(), c.bytes)
+	}
+}

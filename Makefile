@@ -22,7 +22,15 @@ run: build testbin ## Start a local cluster with the CRDs, provisioners and webh
 	$(BIN_DIR)/rukpak-dev --assets "$$(hack/testbin.sh)" --bin-dir $(BIN_DIR) --state-dir $(CURDIR)/.run
 
 .PHONY: test
-test: testbin verify lint test-go test-e2e test-e2e-node ## Run every test: unit, envtest integration, local end-to-end and (Linux, root) the real-node suite.
+test: testbin verify lint ## Run every test: unit, envtest integration, local end-to-end and (Linux, root) the real-node suite.
+	@# The real-node suite mostly waits (on the kubelet, back-offs, probes),
+	@# so it runs beside the Go tests and then the local e2e suite, not
+	@# after them: minutes less. Each side's output shows when it ends.
+	@$(MAKE) --no-print-directory -j2 --output-sync=target test-go-then-e2e test-e2e-node
+
+.PHONY: test-go-then-e2e
+test-go-then-e2e: test-go
+	@$(MAKE) --no-print-directory test-e2e
 
 ##@ Tests
 

@@ -96,8 +96,9 @@ func (c *renders) get(k renderKey, ttl time.Duration) (*renderEntry, bool) {
 	return e, true
 }
 
-// put keeps a render for k: an action or the error it was refused with.
-func (c *renders) put(k renderKey, a *helm.Action, err error) {
+// put keeps a render for k: an action or the error it was refused with;
+// renders older than ttl go.
+func (c *renders) put(k renderKey, a *helm.Action, err error, ttl time.Duration) {
 	e := &renderEntry{key: k, action: a, err: err, at: time.Now(), size: 512}
 	if a != nil {
 		e.size += a.Size()
@@ -112,6 +113,13 @@ func (c *renders) put(k renderKey, a *helm.Action, err error) {
 	defer c.mu.Unlock()
 	if el, ok := c.entries[k]; ok {
 		c.remove(el)
+	}
+	for el := c.order.Back(); el != nil; {
+		prev := el.Prev()
+		if time.Since(el.Value.(*renderEntry).at) >= ttl {
+			c.remove(el)
+		}
+		el = prev
 	}
 	c.entries[k] = c.order.PushFront(e)
 	c.bytes += e.size
@@ -196,10 +204,10 @@ func (in *Installer) prepare(ctx context.Context, bd *rukpakv1alpha1.BundleDeplo
 	switch {
 	case err == nil:
 		metrics.HelmRendered(name, true)
-		c.put(key, a, nil)
+		c.put(key, a, nil, in.retryAfter())
 	case helm.Refused(err):
 		metrics.HelmRendered(name, false)
-		c.put(key, nil, err)
+		c.put(key, nil, err, in.retryAfter())
 	}
 	return a, err
 }

@@ -13,8 +13,8 @@ func TestRendersCache(t *testing.T) {
 	a := renderKey{release: "a", digest: "1"}
 	b := renderKey{release: "b", digest: "1"}
 	refused := errors.New("refused")
-	c.put(a, nil, refused)
-	c.put(b, nil, refused)
+	c.put(a, nil, refused, time.Minute)
+	c.put(b, nil, refused, time.Minute)
 	if e, ok := c.get(a, time.Minute); !ok || !errors.Is(e.err, refused) {
 		t.Fatalf("a: %v %v, want the refusal kept", e, ok)
 	}
@@ -33,7 +33,7 @@ func TestRendersCache(t *testing.T) {
 	}
 
 	for i := range maxRenders + 10 {
-		c.put(renderKey{release: "r", last: i}, nil, refused)
+		c.put(renderKey{release: "r", last: i}, nil, refused, time.Minute)
 		if i == maxRenders-1 {
 			// Used: the least recently used go first.
 			if _, ok := c.get(renderKey{release: "r", last: 0}, time.Minute); !ok {
@@ -53,5 +53,12 @@ func TestRendersCache(t *testing.T) {
 	c.forget("r")
 	if c.order.Len() != 0 || c.bytes != 0 {
 		t.Errorf("after forget: %d entries, %d bytes", c.order.Len(), c.bytes)
+	}
+
+	// A put drops what expired, used or not.
+	c.put(a, nil, refused, time.Minute)
+	c.put(b, nil, refused, 0)
+	if _, ok := c.entries[a]; ok || c.order.Len() != 1 {
+		t.Errorf("%d entries after a put with ttl 0, want b alone", c.order.Len())
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -319,26 +320,25 @@ const listFactor = 4
 // listable) are absent from the map and looked up one by one; objects known
 // not to exist map to nil.
 func (m *Manager) existing(ctx context.Context, objs []*unstructured.Unstructured) (map[string]*metav1.PartialObjectMetadata, error) {
-	type group struct {
-		gvk       schema.GroupVersionKind
-		namespace string
-	}
-	groups := map[group][]*unstructured.Unstructured{}
+	groups := map[kindInNamespace][]*unstructured.Unstructured{}
 	for _, o := range objs {
-		g := group{o.GroupVersionKind(), o.GetNamespace()}
+		g := kindInNamespace{o.GroupVersionKind(), o.GetNamespace()}
 		groups[g] = append(groups[g], o)
 	}
 	found := map[string]*metav1.PartialObjectMetadata{}
 	for g, members := range groups {
-		if len(members) < listThreshold {
+		if len(members) < listThreshold || m.crowded.tooMany(g, len(members)) {
 			continue
 		}
-		byName, complete, err := m.listMetadata(ctx, g.gvk, g.namespace, len(members))
+		byName, complete, total, err := m.listMetadata(ctx, g.gvk, g.namespace, len(members))
 		if err != nil {
 			if meta.IsNoMatchError(err) {
 				return nil, err
 			}
 			continue // fall back to one GET each
+		}
+		if !complete && total > 0 {
+			m.crowded.saw(g, total)
 		}
 		for _, o := range members {
 			if live, ok := byName[o.GetName()]; ok || complete {
@@ -349,29 +349,82 @@ func (m *Manager) existing(ctx context.Context, objs []*unstructured.Unstructure
 	return found, nil
 }
 
+// kindInNamespace is a kind in one namespace ("" for cluster-scoped).
+type kindInNamespace struct {
+	gvk       schema.GroupVersionKind
+	namespace string
+}
+
+// crowdedFor is how long a kind in a namespace found crowded is checked
+// with GETs without listing again: a namespace that empties is listed
+// again after that long.
+const crowdedFor = 10 * time.Minute
+
+// crowdedKinds remembers the kinds and namespaces whose ownership LIST
+// stopped because they hold more than listFactor times the objects asked
+// about, and how many they held: the next release of a few objects there
+// checks with GETs at once, instead of a LIST that finds the same again.
+// The API server answers that LIST (a page, with the count of the rest)
+// from every object of the kind in the namespace, so in one shared by
+// thousands of BundleDeployments each install's LIST cost O(N) (issue 15).
+type crowdedKinds struct {
+	mu   sync.Mutex
+	seen map[kindInNamespace]crowding
+}
+
+type crowding struct {
+	total int64
+	at    time.Time
+}
+
+// tooMany says whether g was found to hold more than listFactor*n objects
+// less than crowdedFor ago.
+func (c *crowdedKinds) tooMany(g kindInNamespace, n int) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s, ok := c.seen[g]
+	if !ok || time.Since(s.at) > crowdedFor {
+		delete(c.seen, g)
+		return false
+	}
+	return s.total > int64(listFactor*n)
+}
+
+// saw notes that g held total objects.
+func (c *crowdedKinds) saw(g kindInNamespace, total int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.seen[g] = crowding{total: total, at: time.Now()}
+}
+
 // listMetadata lists the metadata of gvk in namespace in pages of n,
 // stopping once the namespace turns out to hold more than listFactor*n of
 // them. complete says whether every object was seen (so an absent name does
-// not exist); otherwise the names seen so far are still an answer for those.
-func (m *Manager) listMetadata(ctx context.Context, gvk schema.GroupVersionKind, namespace string, n int) (map[string]*metav1.PartialObjectMetadata, bool, error) {
-	byName := map[string]*metav1.PartialObjectMetadata{}
+// not exist); otherwise the names seen so far are still an answer for those,
+// and total is how many the namespace holds (0 if the API server did not
+// say).
+func (m *Manager) listMetadata(ctx context.Context, gvk schema.GroupVersionKind, namespace string, n int) (byName map[string]*metav1.PartialObjectMetadata, complete bool, total int64, err error) {
+	byName = map[string]*metav1.PartialObjectMetadata{}
 	cont := ""
 	for {
 		list := &metav1.PartialObjectMetadataList{}
 		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
 		if err := m.client.List(ctx, list, client.InNamespace(namespace), client.Limit(int64(n)), client.Continue(cont)); err != nil {
-			return nil, false, err
+			return nil, false, 0, err
 		}
 		for i := range list.Items {
 			byName[list.Items[i].Name] = &list.Items[i]
 		}
 		cont = list.Continue
 		if cont == "" {
-			return byName, true, nil
+			return byName, true, int64(len(byName)), nil
 		}
 		left := list.GetRemainingItemCount()
-		if left == nil || int64(len(byName))+*left > int64(listFactor*n) {
-			return byName, false, nil
+		if left == nil {
+			return byName, false, 0, nil
+		}
+		if total = int64(len(byName)) + *left; total > int64(listFactor*n) {
+			return byName, false, total, nil
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -186,5 +187,78 @@ func TestIntegrationHistoryByName(t *testing.T) {
 	}
 	if hist, err := m2.History("small"); err != nil || len(hist) != 1 || hist[0].Version != 1 {
 		t.Errorf("history after the new install: %d records, %v", len(hist), err)
+	}
+}
+
+// TestIntegrationCrowdedNamespaceListedOnce: once the ownership check's
+// LIST found a namespace holding far more objects of a kind than a release
+// asks about, the next releases there check with GETs at once (issue 15:
+// the API server answered each such LIST from every object of the
+// namespace), and still refuse an object that is not theirs.
+func TestIntegrationCrowdedNamespaceListedOnce(t *testing.T) {
+	env := testenv.Start(t)
+	ctx := context.Background()
+	for _, ns := range []string{"rukpak-system", "crowded"} {
+		if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var lists atomic.Int64
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripper(func(r *http.Request) (*http.Response, error) {
+			if r.Method == http.MethodGet && r.URL.Path == "/api/v1/namespaces/crowded/configmaps" && r.URL.Query().Get("watch") != "true" {
+				lists.Add(1)
+			}
+			return rt.RoundTrip(r)
+		})
+	})
+	m, err := NewManager(cfg, "rukpak-system")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 60 {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "crowded", Name: fmt.Sprintf("bystander-%03d", i)}}
+		if err := env.Client.Create(ctx, cm); err != nil {
+			t.Fatal(err)
+		}
+	}
+	foreign := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "crowded", Name: "zz-foreign"}}
+	if err := env.Client.Create(ctx, foreign); err != nil {
+		t.Fatal(err)
+	}
+	objs := func(names ...string) []*unstructured.Unstructured {
+		var out []*unstructured.Unstructured
+		for _, n := range names {
+			out = append(out, &unstructured.Unstructured{Object: map[string]any{
+				"apiVersion": "v1", "kind": "ConfigMap",
+				"metadata": map[string]any{"name": n, "namespace": "crowded"},
+				"data":     map[string]any{"k": "v"},
+			}})
+		}
+		return out
+	}
+	names := func(prefix string) []string {
+		var out []string
+		for i := range 10 {
+			out = append(out, fmt.Sprintf("%s-%02d", prefix, i))
+		}
+		return out
+	}
+	if _, err := m.Apply(ctx, "first", objs(names("first")...), nil); err != nil {
+		t.Fatal(err)
+	}
+	if n := lists.Load(); n != 1 {
+		t.Fatalf("%d LISTs of the crowded namespace's ConfigMaps for the first release, want 1", n)
+	}
+	if _, err := m.Apply(ctx, "second", objs(names("second")...), nil); err != nil {
+		t.Fatal(err)
+	}
+	_, err = m.Apply(ctx, "third", objs(append(names("third")[:9], "zz-foreign")...), nil)
+	if err == nil || !strings.Contains(err.Error(), "ConfigMap crowded/zz-foreign exists and is not managed by this release") {
+		t.Fatalf("taking over a foreign object: got %v", err)
+	}
+	if n := lists.Load(); n != 1 {
+		t.Errorf("%d LISTs of the crowded namespace's ConfigMaps for three releases, want 1 (the first's)", n)
 	}
 }

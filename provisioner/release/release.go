@@ -50,6 +50,9 @@ type Manager struct {
 	// status, which a crash can leave behind. Shared with the views As
 	// returns.
 	locks *releaseLocks
+	// crowded remembers where the ownership check's LIST does not pay
+	// (apply.go); shared with the views As returns.
+	crowded *crowdedKinds
 }
 
 type releaseLocks struct {
@@ -112,6 +115,7 @@ func NewManager(cfg *rest.Config, namespace string, opts ...Option) (*Manager, e
 		records:   d,
 		kube:      kc,
 		locks:     &releaseLocks{byName: map[string]*sync.Mutex{}},
+		crowded:   &crowdedKinds{seen: map[kindInNamespace]crowding{}},
 		client:    c,
 	}, nil
 }

@@ -146,7 +146,7 @@ func TestRealPods(t *testing.T) {
 	})
 
 	t.Run("Healthy flips when a pod is killed and comes back when its replacement is ready", func(t *testing.T) {
-		applyBD(t, f, "flip", f.plainBundle(t, "flip", workload("flip", "flip", `{name: READY_AFTER, value: "15s"}`)))
+		applyBD(t, f, "flip", f.plainBundle(t, "flip", workload("flip", "flip", `{name: READY_AFTER, value: "6s"}`)))
 		waitFor(t, "bd/flip", "condition=Healthy", 2*time.Minute)
 		mustKubectl(t, "", "-n", "flip", "delete", "pod", "-l", "app=flip", "--wait=false")
 		waitFor(t, "bd/flip", "condition=Healthy=False", time.Minute)

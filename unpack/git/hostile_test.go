@@ -14,6 +14,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -789,7 +790,14 @@ func serveGitDaemon(t *testing.T, root string) string {
 	addr := ln.Addr().String()
 	_, port, _ := net.SplitHostPort(addr)
 	_ = ln.Close()
-	cmd := exec.Command("git", "daemon", "--export-all", "--reuseaddr", "--base-path="+root,
+	// git-daemon itself, not `git daemon`: the git wrapper runs it as a
+	// child, so killing the wrapper left the daemon orphaned, listening and
+	// holding whatever file descriptors (flock'd locks included) it inherited.
+	execPath, err := exec.Command("git", "--exec-path").Output()
+	if err != nil {
+		t.Fatalf("git --exec-path: %v", err)
+	}
+	cmd := exec.Command(filepath.Join(strings.TrimSpace(string(execPath)), "git-daemon"), "--export-all", "--reuseaddr", "--base-path="+root,
 		"--listen=127.0.0.1", "--port="+port, root)
 	cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL="+os.DevNull)
 	if err := cmd.Start(); err != nil {

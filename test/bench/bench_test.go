@@ -148,9 +148,14 @@ func machine() string {
 			mem = fmt.Sprintf("%.1f GiB", kb/(1<<20))
 		}
 	}
-	load, _ := os.ReadFile("/proc/loadavg")
+	load := "unknown"
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+		if f := strings.Fields(string(b)); len(f) >= 3 {
+			load = strings.Join(f[:3], " ")
+		}
+	}
 	return fmt.Sprintf("%s, nproc %d, %s RAM, %s, loadavg %s, %s", cpu, runtime.NumCPU(), mem, runtime.Version(),
-		strings.Join(strings.Fields(string(load))[:3], " "), time.Now().UTC().Format(time.RFC3339))
+		load, time.Now().UTC().Format(time.RFC3339))
 }
 
 // floorRuns and bdRuns are how many times each side of the 1,000-object

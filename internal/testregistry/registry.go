@@ -16,7 +16,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -46,9 +45,6 @@ type Registry struct {
 	advertise string
 	server    *httptest.Server
 	blobPulls atomic.Int64
-
-	transportOnce sync.Once
-	transport     *http.Transport
 }
 
 // Option configures a Registry.
@@ -147,12 +143,7 @@ func New(tb testing.TB, opts ...Option) *Registry {
 }
 
 // Close stops the registry.
-func (r *Registry) Close() {
-	if r.transport != nil {
-		r.transport.CloseIdleConnections()
-	}
-	r.server.Close()
-}
+func (r *Registry) Close() { r.server.Close() }
 
 func (r *Registry) middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
@@ -185,17 +176,11 @@ func (r *Registry) CertPool() *x509.CertPool {
 	return pool
 }
 
-// Transport talks to the registry, trusting its CA. It is one transport
-// per Registry: a new one per push kept its idle keep-alive connections
-// open (two descriptors each, both ends being in this process), and the
-// bench's 10,000 pushes ran out of file descriptors halfway.
+// Transport talks to the registry, trusting its CA.
 func (r *Registry) Transport() http.RoundTripper {
-	r.transportOnce.Do(func() {
-		t := http.DefaultTransport.(*http.Transport).Clone()
-		t.TLSClientConfig = &tls.Config{RootCAs: r.CertPool(), MinVersion: tls.VersionTLS12}
-		r.transport = t
-	})
-	return r.transport
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.TLSClientConfig = &tls.Config{RootCAs: r.CertPool(), MinVersion: tls.VersionTLS12}
+	return t
 }
 
 // RemoteOptions push to and pull from the registry with its CA and

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"regexp"
 	"slices"
@@ -13,6 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -78,6 +82,12 @@ func benchMany(t *testing.T, r *report, reg *testregistry.Registry) {
 	// (each size has its own API server; the objects' namespace is the
 	// same).
 	start := time.Now()
+	// One transport for every push: Registry.Push makes one per call, and
+	// their idle keep-alive connections (both ends in this process) ran
+	// out of file descriptors at ~5,000 images.
+	tr := reg.Transport()
+	defer tr.(*http.Transport).CloseIdleConnections()
+	pushOpts := append(reg.RemoteOptions(), remote.WithTransport(tr))
 	srcs := make([]rukpakv1alpha1.BundleSource, slices.Max(sizes))
 	for i := range srcs {
 		files := map[string]string{}
@@ -85,7 +95,7 @@ func benchMany(t *testing.T, r *report, reg *testregistry.Registry) {
 			n := fmt.Sprintf("cm-%05d-%02d", i, j)
 			files["manifests/"+n+".yaml"] = cmYAML(manyNamespace, n, i*manyObjects+j)
 		}
-		ref := reg.MustPush(t, reg.Ref(fmt.Sprintf("many:%05d", i)), testregistry.Image(t, testregistry.Layer(t, files)))
+		ref := pushWith(t, reg.Ref(fmt.Sprintf("many:%05d", i)), testregistry.Image(t, testregistry.Layer(t, files)), pushOpts)
 		srcs[i] = rukpakv1alpha1.BundleSource{Type: rukpakv1alpha1.SourceTypeImage,
 			Image: &rukpakv1alpha1.ImageSource{Ref: ref, CertificateData: string(reg.CAPEM)}}
 	}
@@ -518,4 +528,21 @@ func (s samples) mean(histogram, key, value string) float64 {
 		return 0
 	}
 	return s.sum(histogram+"_sum", key, value) / count
+}
+
+// pushWith writes img under ref with opts and returns its digest reference.
+func pushWith(t *testing.T, ref string, img v1.Image, opts []remote.Option) string {
+	t.Helper()
+	tag, err := name.ParseReference(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.Write(tag, img, opts...); err != nil {
+		t.Fatalf("pushing %s: %v", ref, err)
+	}
+	d, err := img.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tag.Context().Digest(d.String()).String()
 }

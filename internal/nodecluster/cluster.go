@@ -621,26 +621,6 @@ func hostIP() (string, error) {
 	return "", errors.New("no non-loopback IPv4 address on this host for the API server to advertise")
 }
 
-// freePorts returns n distinct free TCP ports.
-func freePorts(n int) ([]int, error) {
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			_ = l.Close()
-		}
-	}()
-	var out []int
-	for i := 0; i < n; i++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		ls = append(ls, l)
-		out = append(out, l.Addr().(*net.TCPAddr).Port)
-	}
-	return out, nil
-}
-
 func kubeconfig(server, caFile string) string {
 	return fmt.Sprintf(`apiVersion: v1
 kind: Config

@@ -6,8 +6,9 @@
 // `ctr -n k8s.io images import` (and `docker load`, `kind load
 // image-archive`) accept.
 //
-// The output is reproducible: binaries are built with -trimpath, no VCS
-// stamp and an empty build ID, and every timestamp is Options.Created.
+// The output is reproducible: binaries are built with -trimpath and no VCS
+// stamp (their Go build ID derives from their inputs), and every timestamp
+// is Options.Created.
 package nodeimages
 
 import (
@@ -16,20 +17,23 @@ import (
 	"context"
 	"crypto/sha256"
 	"debug/elf"
+	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"runtime"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/static"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 )
@@ -137,11 +141,14 @@ type Options struct {
 	// Created is the image's creation time and every file's mtime (default
 	// the Unix epoch).
 	Created time.Time
-	// CacheDir keeps the binaries of third-party programs (Spec.Module),
-	// keyed by everything they are built from: their module's go.mod and
-	// go.sum, the package, linker flags, architecture and Go version. Their
-	// link alone costs seconds a build. Default: rukpak-nodeimages in the
-	// user's cache directory; "-" turns the cache off.
+	// CacheDir keeps the binaries, so that a warm build links nothing:
+	// those of third-party programs (Spec.Module) keyed by everything they
+	// are built from (their module's go.mod and go.sum, the package, linker
+	// flags, architecture and Go version; their link alone costs seconds),
+	// ours one file per package, linker flags and architecture, which `go
+	// build` relinks only when its own build ID says an input changed.
+	// Default: rukpak-nodeimages in the user's cache directory; "-" turns
+	// the cache off.
 	CacheDir string
 }
 
@@ -170,33 +177,147 @@ func (o Options) arch() string {
 // Binary compiles spec's package into a static linux binary and returns
 // its bytes.
 func Binary(ctx context.Context, spec Spec, o Options) ([]byte, error) {
+	bins, err := Binaries(ctx, []Spec{spec}, o)
+	if err != nil {
+		return nil, err
+	}
+	return bins[0], nil
+}
+
+// Binaries compiles the packages of specs into static linux binaries and
+// returns their bytes, in the order of specs: ours with one `go build` per
+// set of linker flags (a warm build is one go command hashing the inputs),
+// third-party ones from the cache or one build each.
+func Binaries(ctx context.Context, specs []Spec, o Options) ([][]byte, error) {
+	bins := make([][]byte, len(specs))
+	ours := map[string][]int{} // linker flags -> indexes in specs
+	var flags []string
+	for i, spec := range specs {
+		if spec.Module != "" {
+			b, err := thirdParty(ctx, spec, o)
+			if err != nil {
+				return nil, err
+			}
+			bins[i] = b
+			continue
+		}
+		ld := strings.Join(append([]string{"-s", "-w"}, spec.LDFlags...), " ")
+		if _, ok := ours[ld]; !ok {
+			flags = append(flags, ld)
+		}
+		ours[ld] = append(ours[ld], i)
+	}
+	for _, ld := range flags {
+		var pkgs []string
+		for _, i := range ours[ld] {
+			pkgs = append(pkgs, specs[i].Package)
+		}
+		got, err := o.buildOurs(ctx, pkgs, ld)
+		if err != nil {
+			return nil, err
+		}
+		for _, i := range ours[ld] {
+			bins[i] = got[specs[i].Package]
+		}
+	}
+	return bins, nil
+}
+
+// buildOurs builds packages of this module with one `go build` and returns
+// each binary by package. With a cache, the outputs stay in a directory of
+// it keyed by the linker flags and architecture, where `go build` relinks
+// only what its build ID says changed; a lock keeps parallel builds (test
+// processes, the e2e suite) from writing there at once.
+func (o Options) buildOurs(ctx context.Context, pkgs []string, ldflags string) (map[string][]byte, error) {
+	var dir string
+	if cdir := o.cacheDir(); cdir != "" {
+		sum := sha256.Sum256([]byte(ldflags))
+		dir = filepath.Join(cdir, "bin", fmt.Sprintf("%s-%x", o.arch(), sum[:6]))
+		unlock, err := lockFile(dir + ".lock")
+		if err != nil {
+			return nil, err
+		}
+		defer unlock()
+	} else {
+		tmp, err := os.MkdirTemp("", "nodeimages-")
+		if err != nil {
+			return nil, err
+		}
+		defer func() { _ = os.RemoveAll(tmp) }()
+		dir = tmp
+	}
+	byBase := map[string]string{}
+	var unique []string
+	for _, p := range pkgs {
+		b := path.Base(p)
+		if other, ok := byBase[b]; ok && other != p {
+			return nil, fmt.Errorf("packages %s and %s would both build %s", other, p, b)
+		} else if !ok {
+			byBase[b] = p
+			unique = append(unique, p)
+		}
+	}
+	for _, p := range unique {
+		// go build refuses to write over what is no object file.
+		out := filepath.Join(dir, path.Base(p))
+		if f, err := elf.Open(out); err == nil {
+			_ = f.Close()
+		} else if !errors.Is(err, os.ErrNotExist) {
+			if err := os.Remove(out); err != nil {
+				return nil, err
+			}
+		}
+	}
+	args := append([]string{"build", "-trimpath", "-buildvcs=false", "-ldflags=" + ldflags, "-o", dir + string(filepath.Separator)}, unique...)
+	cmd := exec.CommandContext(ctx, "go", args...)
+	cmd.Dir = o.Dir
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+o.arch())
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("go build %s: %w\n%s", strings.Join(unique, " "), err, b)
+	}
+	out := map[string][]byte{}
+	for _, p := range unique {
+		data, err := os.ReadFile(filepath.Join(dir, path.Base(p)))
+		if err != nil {
+			return nil, err
+		}
+		if err := CheckStatic(data); err != nil {
+			return nil, fmt.Errorf("%s: %w", p, err)
+		}
+		out[p] = data
+	}
+	return out, nil
+}
+
+// thirdParty builds the binary of a third-party program (spec.Module set)
+// in its own module, or returns it from the cache, where it is keyed by
+// its inputs (no build ID in it, so no two builds differ).
+func thirdParty(ctx context.Context, spec Spec, o Options) ([]byte, error) {
+	ldflags := strings.Join(append([]string{"-s", "-w", "-buildid="}, spec.LDFlags...), " ")
+	root, err := moduleRoot(ctx, o.Dir)
+	if err != nil {
+		return nil, err
+	}
+	dir := filepath.Join(root, spec.Module)
+	cached, err := o.cachePath(ctx, spec, dir, ldflags)
+	if err != nil {
+		return nil, err
+	}
+	if cached != "" {
+		if data, err := os.ReadFile(cached); err == nil && CheckStatic(data) == nil {
+			return data, nil
+		}
+	}
 	tmp, err := os.MkdirTemp("", "nodeimages-")
 	if err != nil {
 		return nil, err
 	}
 	defer func() { _ = os.RemoveAll(tmp) }()
 	out := filepath.Join(tmp, spec.Name)
-	dir := o.Dir
-	env := append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+o.arch())
-	ldflags := strings.Join(append([]string{"-s", "-w", "-buildid="}, spec.LDFlags...), " ")
-	cached := ""
-	if spec.Module != "" {
-		root, err := moduleRoot(ctx, o.Dir)
-		if err != nil {
-			return nil, err
-		}
-		// A workspace would mix our module's requirements into theirs.
-		dir, env = filepath.Join(root, spec.Module), append(env, "GOWORK=off")
-		if cached, err = o.cachePath(ctx, spec, dir, ldflags); err != nil {
-			return nil, err
-		}
-		if data, err := os.ReadFile(cached); err == nil && CheckStatic(data) == nil {
-			return data, nil
-		}
-	}
 	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false", "-ldflags="+ldflags, "-o", out, spec.Package)
 	cmd.Dir = dir
-	cmd.Env = env
+	// A workspace would mix our module's requirements into theirs.
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+o.arch(), "GOWORK=off")
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("go build %s: %w\n%s", spec.Package, err, b)
 	}
@@ -212,6 +333,24 @@ func Binary(ctx context.Context, spec Spec, o Options) ([]byte, error) {
 		_ = writeAtomic(cached, data)
 	}
 	return data, nil
+}
+
+// lockFile takes an exclusive lock on path (created, with its directory)
+// and returns its release.
+func lockFile(path string) (func(), error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("locking %s: %w", path, err)
+	}
+	// Closing the file releases the lock.
+	return func() { _ = f.Close() }, nil
 }
 
 // cachePath is the cache file of a third-party binary ("" without a
@@ -297,9 +436,6 @@ func CheckStatic(data []byte) error {
 
 // Build compiles spec's binary and assembles its image.
 func Build(ctx context.Context, spec Spec, o Options) (v1.Image, error) {
-	if spec.UID == 0 || spec.GID == 0 {
-		return nil, fmt.Errorf("image %s: must not run as root", spec.Name)
-	}
 	bin, err := Binary(ctx, spec, o)
 	if err != nil {
 		return nil, err
@@ -309,6 +445,9 @@ func Build(ctx context.Context, spec Spec, o Options) (v1.Image, error) {
 
 // Assemble builds spec's image around an already built binary.
 func Assemble(spec Spec, bin []byte, o Options) (v1.Image, error) {
+	if spec.UID == 0 || spec.GID == 0 {
+		return nil, fmt.Errorf("image %s: must not run as root", spec.Name)
+	}
 	created := o.Created.UTC()
 	if o.Created.IsZero() {
 		created = time.Unix(0, 0).UTC()
@@ -317,12 +456,10 @@ func Assemble(spec Spec, bin []byte, o Options) (v1.Image, error) {
 	if err != nil {
 		return nil, err
 	}
-	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
-		return io.NopCloser(bytes.NewReader(layerBytes)), nil
-	}, tarball.WithMediaType(types.OCILayer))
-	if err != nil {
-		return nil, err
-	}
+	// Uncompressed, as `docker save` writes layers: gzip would cost more
+	// CPU than the tarballs' size ever does (they are imported from the
+	// local disk), on writing and again on every import.
+	layer := static.NewLayer(layerBytes, types.OCIUncompressedLayer)
 	base := mutate.MediaType(empty.Image, types.OCIManifestSchema1)
 	base = mutate.ConfigMediaType(base, types.OCIConfigJSON)
 	img, err := mutate.Append(base, mutate.Addendum{
@@ -440,7 +577,17 @@ type Tarball struct {
 
 // BuildTarball builds spec and writes it to dir/<Name>.tar.
 func BuildTarball(ctx context.Context, spec Spec, dir string, o Options) (Tarball, error) {
-	img, err := Build(ctx, spec, o)
+	bin, err := Binary(ctx, spec, o)
+	if err != nil {
+		return Tarball{}, err
+	}
+	return writeImage(spec, bin, dir, o)
+}
+
+// writeImage assembles spec's image around bin and writes it to
+// dir/<Name>.tar.
+func writeImage(spec Spec, bin []byte, dir string, o Options) (Tarball, error) {
+	img, err := Assemble(spec, bin, o)
 	if err != nil {
 		return Tarball{}, err
 	}
@@ -460,9 +607,13 @@ func BuildAll(ctx context.Context, dir string, o Options, specs ...Spec) ([]Tarb
 	if len(specs) == 0 {
 		specs = All
 	}
+	bins, err := Binaries(ctx, specs, o)
+	if err != nil {
+		return nil, err
+	}
 	var out []Tarball
-	for _, s := range specs {
-		t, err := BuildTarball(ctx, s, dir, o)
+	for i, s := range specs {
+		t, err := writeImage(s, bins[i], dir, o)
 		if err != nil {
 			return out, err
 		}

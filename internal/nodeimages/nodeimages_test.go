@@ -232,12 +232,13 @@ func checkManifestJSON(t *testing.T, path, ref string) {
 	}
 }
 
-// TestReproducible builds the pause image twice: same digest.
+// TestReproducible: a fresh link of the pause binary, outside any cache,
+// gives the image the cached build gives.
 func TestReproducible(t *testing.T) {
 	ctx := context.Background()
 	var digests []v1.Hash
-	for range 2 {
-		img, err := Build(ctx, Pause, Options{})
+	for _, o := range []Options{{CacheDir: "-"}, {}} {
+		img, err := Build(ctx, Pause, o)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -248,7 +249,36 @@ func TestReproducible(t *testing.T) {
 		digests = append(digests, d)
 	}
 	if digests[0] != digests[1] {
-		t.Errorf("two builds: %v and %v", digests[0], digests[1])
+		t.Errorf("a fresh build %v, the cached one %v", digests[0], digests[1])
+	}
+}
+
+// TestOwnCache: a binary of ours in the cache that go build cannot vouch
+// for (here: not a binary at all) is relinked over, into the bytes a fresh
+// build gives.
+func TestOwnCache(t *testing.T) {
+	ctx := context.Background()
+	o := Options{CacheDir: t.TempDir()}
+	first, err := Binary(ctx, Pause, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, _ := filepath.Glob(filepath.Join(o.CacheDir, "bin", "*", "pause"))
+	if len(files) != 1 {
+		t.Fatalf("cache holds %q, want one pause binary", files)
+	}
+	if err := os.WriteFile(files[0], []byte("not a binary"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	again, err := Binary(ctx, Pause, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(again, first) {
+		t.Fatal("the relinked binary differs from the first build")
+	}
+	if cached, _ := os.ReadFile(files[0]); !bytes.Equal(cached, first) {
+		t.Fatal("the corrupt cache entry was not replaced")
 	}
 }
 
@@ -422,48 +452,59 @@ func runUntilReady(t *testing.T, cmd *exec.Cmd, url string) {
 
 // TestThirdPartyCache: a third-party binary is built once per set of
 // inputs; a cached file that is no static binary is rebuilt over, into the
-// same bytes as the binary in the user's cache (built by an earlier run or
-// TestImages: the build is reproducible), and a hit returns them. One link
-// of kube-state-metrics on a warm machine, not two: the corrupt entry is
-// written where the empty cache would have received the first build.
+// same bytes (the build is reproducible), and a hit returns them. The
+// program is a module of its own under testdata, built as
+// kube-state-metrics is, only in a second.
 func TestThirdPartyCache(t *testing.T) {
-	if testing.Short() {
-		t.Skip("links kube-state-metrics")
-	}
 	ctx := context.Background()
-	first, err := Binary(ctx, KubeStateMetrics, Options{})
+	spec := Spec{Name: "thirdparty", Package: "example.com/thirdparty", UID: 65534, GID: 65534, Module: "internal/nodeimages/testdata/thirdparty"}
+	o := Options{CacheDir: filepath.Join(t.TempDir(), "cache")}
+	first, err := Binary(ctx, spec, o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := Options{CacheDir: filepath.Join(t.TempDir(), "cache")}
 	root, err := moduleRoot(ctx, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	ldflags := strings.Join(append([]string{"-s", "-w", "-buildid="}, KubeStateMetrics.LDFlags...), " ")
-	entry, err := o.cachePath(ctx, KubeStateMetrics, filepath.Join(root, KubeStateMetrics.Module), ldflags)
+	entry, err := o.cachePath(ctx, spec, filepath.Join(root, spec.Module), "-s -w -buildid=")
 	if err != nil {
 		t.Fatal(err)
+	}
+	files, _ := filepath.Glob(filepath.Join(o.CacheDir, spec.Name+"-*"))
+	if len(files) != 1 || files[0] != entry {
+		t.Fatalf("cache holds %q, want one binary at %s", files, entry)
 	}
 	if err := writeAtomic(entry, []byte("not a binary")); err != nil {
 		t.Fatal(err)
 	}
-	again, err := Binary(ctx, KubeStateMetrics, o)
+	again, err := Binary(ctx, spec, o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(again, first) {
-		t.Fatal("the rebuilt binary differs from the one in the user's cache")
-	}
-	files, _ := filepath.Glob(filepath.Join(o.CacheDir, KubeStateMetrics.Name+"-*"))
-	if len(files) != 1 || files[0] != entry {
-		t.Fatalf("cache holds %q, want one kube-state-metrics binary at %s", files, entry)
+		t.Fatal("the rebuilt binary differs from the first build")
 	}
 	if cached, _ := os.ReadFile(entry); !bytes.Equal(cached, first) {
 		t.Fatal("the corrupt cache entry was not replaced")
 	}
-	hit, err := Binary(ctx, KubeStateMetrics, o)
+	hit, err := Binary(ctx, spec, o)
 	if err != nil || !bytes.Equal(hit, first) {
 		t.Fatalf("a cache hit returned other bytes (%v)", err)
 	}
+	if runtime.GOOS == "linux" {
+		if out, err := exec.CommandContext(ctx, writeExec(t, hit)).Output(); err != nil || string(out) != "thirdparty\n" {
+			t.Errorf("the cached binary ran: %v, %q", err, out)
+		}
+	}
+}
+
+// writeExec writes bin to an executable file and returns its path.
+func writeExec(t *testing.T, bin []byte) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "bin")
+	if err := os.WriteFile(p, bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

@@ -1,0 +1,3 @@
+module example.com/thirdparty
+
+go 1.26.0

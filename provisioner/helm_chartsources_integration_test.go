@@ -172,9 +172,12 @@ func TestIntegrationHelmChartSources(t *testing.T) {
 			h.waitCRDStorage(names...)
 		},
 	}}
+	// One after another, in this test's slot: parallel subtests would wait
+	// for a slot until every other test of the package has started (they
+	// queue last), and then the 4.4 MB of CRDs would be the package's last
+	// test, its API server kept running meanwhile.
 	for _, in := range installs {
 		t.Run(in.name, func(t *testing.T) {
-			t.Parallel()
 			// The harness's helpers fail the test they are given.
 			sub := *h
 			sub.t = t

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -216,10 +217,8 @@ func Start(ctx context.Context, dir string, o Options) (c *Cluster, err error) {
 		return c, err
 	}
 	mark("containerd ready")
-	for _, img := range o.Images {
-		if err := ctd.ImportImage(ctx, img); err != nil {
-			return c, err
-		}
+	if err := importImages(ctx, ctd, o.Images); err != nil {
+		return c, err
 	}
 	mark("images imported")
 
@@ -247,6 +246,22 @@ func Start(ctx context.Context, dir string, o Options) (c *Cluster, err error) {
 	}
 	mark("node Ready")
 	return c, nil
+}
+
+// importImages imports the tarballs side by side: each ctr import mostly
+// waits on its own process start, reads and writes, not on one another.
+func importImages(ctx context.Context, ctd *Containerd, images []string) error {
+	errs := make([]error, len(images))
+	var wg sync.WaitGroup
+	for i, img := range images {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = ctd.ImportImage(ctx, img)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // Kubectl runs kubectl (from Assets) against the cluster.

@@ -80,7 +80,11 @@ func startNode(ctx context.Context, root string) (*nodeSuite, error) {
 		return nil, fmt.Errorf("starting the node cluster: %w", err)
 	}
 	s.cluster = c
-	fmt.Printf("e2e-node: node Ready in %s (logs in %s)\n", c.Timings[len(c.Timings)-1].At, c.Dir)
+	var phases []string
+	for _, tm := range c.Timings {
+		phases = append(phases, fmt.Sprintf("%s %s", tm.Phase, tm.At))
+	}
+	fmt.Printf("e2e-node: node Ready in %s (%s; logs in %s)\n", c.Timings[len(c.Timings)-1].At, strings.Join(phases, ", "), c.Dir)
 	// The admin's kubectl: the one built with the control plane.
 	_ = os.Setenv("PATH", assets+string(os.PathListSeparator)+os.Getenv("PATH"))
 

@@ -345,3 +345,59 @@ func TestSourceDateEpoch(t *testing.T) {
 		t.Error("bad SOURCE_DATE_EPOCH accepted")
 	}
 }
+
+// TestUncompressedTarball: the local tarball's layer is a plain tar, the
+// image ID (config digest) is the compressed image's, and it reads back
+// with the same content.
+func TestUncompressedTarball(t *testing.T) {
+	o := fakeInputs(t)
+	compressed, err := Build(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Uncompressed = true
+	img, err := Build(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := compressed.ConfigName()
+	if got, err := img.ConfigName(); err != nil || got != want {
+		t.Errorf("image ID %v (%v), compressed %v", got, err, want)
+	}
+	tarPath := filepath.Join(t.TempDir(), "rukpak-image.tar")
+	if err := write(img, "rukpak:devel", tarPath, "", ""); err != nil {
+		t.Fatal(err)
+	}
+	m, err := tarball.LoadManifest(func() (io.ReadCloser, error) { return os.Open(tarPath) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m) != 1 || len(m[0].Layers) != 1 || !strings.HasSuffix(m[0].Layers[0], ".tar") {
+		t.Fatalf("manifest.json: %+v, want one plain-tar layer", m)
+	}
+	tag, _ := name.NewTag("rukpak:devel")
+	loaded, err := tarball.ImageFromPath(tarPath, &tag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkImage(t, loaded, o, false)
+	f, err := os.Open(tarPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = f.Close() }()
+	tr := tar.NewReader(f)
+	for {
+		h, err := tr.Next()
+		if err != nil {
+			t.Fatalf("no %s in the tarball: %v", m[0].Layers[0], err)
+		}
+		if h.Name != m[0].Layers[0] {
+			continue
+		}
+		if _, err := tar.NewReader(tr).Next(); err != nil {
+			t.Errorf("the layer as stored is no plain tar: %v", err)
+		}
+		return
+	}
+}

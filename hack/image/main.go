@@ -1,8 +1,9 @@
 // Command image builds rukpak's container image without Docker: one OCI
 // image holding the static binaries /provisioner and /webhook on a scratch
 // base assembled in code (a nonroot user 65532, /tmp, CA certificates),
-// written as a docker-loadable tarball (kind load image-archive), an OCI
-// layout, and/or pushed to a registry.
+// written as a docker-loadable tarball (kind load image-archive; its layer
+// uncompressed, as docker save writes it), an OCI layout, and/or pushed to
+// a registry (both gzip-compressed).
 //
 //	go run ./hack/image --tarball bin/rukpak-image.tar --image rukpak:devel
 //	go run ./hack/image --push registry.example.com/rukpak:dev
@@ -37,6 +38,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/match"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/static"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	imagespec "github.com/opencontainers/image-spec/specs-go/v1"
@@ -64,6 +66,12 @@ type Options struct {
 	Created time.Time
 	// OS and Arch of the binaries; Arch defaults to runtime.GOARCH.
 	OS, Arch string
+	// Uncompressed stores the layer as a plain tar, as docker save does:
+	// for the local tarball, which is read from disk and never downloaded,
+	// gzip only costs CPU, twice on writing (the digest, then the file)
+	// and again on every import. The image ID (the config digest) is the
+	// same either way.
+	Uncompressed bool
 }
 
 // Build assembles the image.
@@ -79,10 +87,12 @@ func Build(o Options) (v1.Image, error) {
 	if err != nil {
 		return nil, err
 	}
-	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
+	var layer v1.Layer
+	if o.Uncompressed {
+		layer = static.NewLayer(layerBytes, types.OCIUncompressedLayer)
+	} else if layer, err = tarball.LayerFromOpener(func() (io.ReadCloser, error) {
 		return io.NopCloser(bytes.NewReader(layerBytes)), nil
-	}, tarball.WithMediaType(types.OCILayer))
-	if err != nil {
+	}, tarball.WithMediaType(types.OCILayer)); err != nil {
 		return nil, err
 	}
 	base := mutate.MediaType(empty.Image, types.OCIManifestSchema1)
@@ -268,11 +278,25 @@ func run() error {
 		return err
 	}
 	o.Created = created
+	if tarPath != "" {
+		local := o
+		local.Uncompressed = true
+		img, err := Build(local)
+		if err != nil {
+			return err
+		}
+		if err := write(img, imageName, tarPath, "", ""); err != nil {
+			return err
+		}
+	}
+	if ociPath == "" && push == "" {
+		return nil
+	}
 	img, err := Build(o)
 	if err != nil {
 		return err
 	}
-	return write(img, imageName, tarPath, ociPath, push, remote.WithAuthFromKeychain(authn.DefaultKeychain))
+	return write(img, imageName, "", ociPath, push, remote.WithAuthFromKeychain(authn.DefaultKeychain))
 }
 
 // write outputs img as a tarball tagged imageName, into an OCI layout,

@@ -99,7 +99,12 @@ func Start(ctx context.Context, dir string, o Options) (c *Cluster, err error) {
 		return nil, err
 	}
 	c = &Cluster{Dir: dir, opts: o, Kubeconfig: filepath.Join(dir, "kubeconfig"), sysctls: map[string]string{}}
-	mark := func(p string) { c.Timings = append(c.Timings, Timing{p, time.Since(begin).Round(time.Millisecond)}) }
+	var marks sync.Mutex
+	mark := func(p string) {
+		marks.Lock()
+		defer marks.Unlock()
+		c.Timings = append(c.Timings, Timing{p, time.Since(begin).Round(time.Millisecond)})
+	}
 	if c.hostLock, err = lockHost(ctx, hostLockPath); err != nil {
 		return nil, err
 	}
@@ -184,6 +189,30 @@ func Start(ctx context.Context, dir string, o Options) (c *Cluster, err error) {
 		"--kubelet-preferred-address-types", "InternalIP"); err != nil {
 		return c, err
 	}
+	// containerd, the CNI bridge and the images.
+	ctd, err := StartContainerd(ctx, filepath.Join(dir, "ctd"), ContainerdOptions{
+		SandboxImage: o.SandboxImage,
+		Cgroups:      []string{"kubepods", "k8s.io"},
+	})
+	if err != nil {
+		return c, err
+	}
+	c.Containerd = ctd
+	if err := os.WriteFile(filepath.Join(ctd.CNIConfDir, "10-rukpak.conflist"), []byte(fmt.Sprintf(cniConfig, BridgeName, PodSubnet, filepath.Join(dir, "cni-ipam"))), 0o644); err != nil {
+		return c, err
+	}
+	mark("containerd ready")
+	// The images are imported while the API server starts and then while
+	// the kubelet registers the node: no pod can be created before Start
+	// returns, and it returns once both are done. They have ended, and
+	// their ctr processes with them, before a failed Start tears down.
+	ictx, icancel := context.WithCancel(ctx)
+	imports := startImports(ictx, ctd, o.Images, func() { mark("images imported") })
+	defer func() {
+		icancel()
+		_ = imports.wait()
+	}()
+
 	if err := c.waitHTTPS(ctx, fmt.Sprintf("https://127.0.0.1:%d/readyz", apiPort), ca); err != nil {
 		return c, err
 	}
@@ -204,23 +233,10 @@ func Start(ctx context.Context, dir string, o Options) (c *Cluster, err error) {
 		return c, err
 	}
 
-	// containerd, the CNI bridge and the images.
-	ctd, err := StartContainerd(ctx, filepath.Join(dir, "ctd"), ContainerdOptions{
-		SandboxImage: o.SandboxImage,
-		Cgroups:      []string{"kubepods", "k8s.io"},
-	})
-	if err != nil {
+	// An image that failed to import fails the bring-up before the node.
+	if err := imports.failed(); err != nil {
 		return c, err
 	}
-	c.Containerd = ctd
-	if err := os.WriteFile(filepath.Join(ctd.CNIConfDir, "10-rukpak.conflist"), []byte(fmt.Sprintf(cniConfig, BridgeName, PodSubnet, filepath.Join(dir, "cni-ipam"))), 0o644); err != nil {
-		return c, err
-	}
-	mark("containerd ready")
-	if err := importImages(ctx, ctd, o.Images); err != nil {
-		return c, err
-	}
-	mark("images imported")
 
 	kubeletCfg := filepath.Join(dir, "kubelet-config.yaml")
 	if err := os.WriteFile(kubeletCfg, []byte(fmt.Sprintf(kubeletConfig,
@@ -245,7 +261,45 @@ func Start(ctx context.Context, dir string, o Options) (c *Cluster, err error) {
 		return c, err
 	}
 	mark("node Ready")
+	if err := imports.wait(); err != nil {
+		return c, err
+	}
 	return c, nil
+}
+
+// imports are image imports running in the background.
+type imports struct {
+	done chan struct{}
+	err  error
+}
+
+// startImports imports images in the background and calls imported once
+// they all are.
+func startImports(ctx context.Context, ctd *Containerd, images []string, imported func()) *imports {
+	im := &imports{done: make(chan struct{})}
+	go func() {
+		defer close(im.done)
+		if im.err = importImages(ctx, ctd, images); im.err == nil {
+			imported()
+		}
+	}()
+	return im
+}
+
+// failed returns the imports' error if they have ended, without waiting.
+func (im *imports) failed() error {
+	select {
+	case <-im.done:
+		return im.err
+	default:
+		return nil
+	}
+}
+
+// wait waits for the imports to end and returns their error.
+func (im *imports) wait() error {
+	<-im.done
+	return im.err
 }
 
 // importImages imports the tarballs side by side: each ctr import mostly

@@ -22,6 +22,7 @@ func (r *Reconciler) content(ctx context.Context, bd *rukpakv1alpha1.BundleDeplo
 	case r.notReported(b):
 		// Its report queues bd again within a second: say nothing until
 		// then (writes.go).
+		r.warm()
 		return nil, nil, false, nil
 	case b.Status.ObservedGeneration != b.Generation || unpacked == nil || unpacked.Status == metav1.ConditionUnknown ||
 		(unpacked.Status == metav1.ConditionFalse && unpacked.Reason != rukpakv1alpha1.ReasonUnpackFailed):
@@ -30,6 +31,7 @@ func (r *Reconciler) content(ctx context.Context, bd *rukpakv1alpha1.BundleDeplo
 			msg += ": " + unpacked.Message
 		}
 		r.set(bd, rukpakv1alpha1.TypeHasValidBundle, metav1.ConditionUnknown, rukpakv1alpha1.ReasonUnpackPending, msg)
+		r.warm()
 		return nil, nil, false, nil
 	case unpacked.Status == metav1.ConditionFalse:
 		r.set(bd, rukpakv1alpha1.TypeHasValidBundle, metav1.ConditionFalse, rukpakv1alpha1.ReasonUnpackFailed,
@@ -84,4 +86,20 @@ func (r *Reconciler) storedElsewhere(ctx context.Context, b *rukpakv1alpha1.Bund
 		return "", false
 	}
 	return b.Status.ContentURL, true
+}
+
+// WarmingInstaller is an Installer that gets ready for an install it
+// expects: the helm class starts the process that will render the chart
+// while the Bundle unpacks (helm.Warm).
+type WarmingInstaller interface {
+	Installer
+	Warm()
+}
+
+// warm readies the installer for b's install, about to come once b has
+// unpacked.
+func (r *Reconciler) warm() {
+	if w, ok := r.installer().(WarmingInstaller); ok {
+		w.Warm()
+	}
 }

@@ -12,6 +12,7 @@ import (
 	"path"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"syscall"
 	"testing/fstest"
 	"time"
@@ -43,7 +44,8 @@ type SandboxLimits struct {
 	// mapped when it starts (its binary, the Go runtime), with the chart,
 	// the values and the rendered output in it.
 	Memory int64
-	// Timeout bounds the child's whole run, its start included.
+	// Timeout bounds the child's whole run from the render's request, its
+	// start included unless it was started ahead (Warm).
 	Timeout time.Duration
 	// Output bounds the rendered text of all templates together.
 	Output int64
@@ -180,9 +182,124 @@ type sandboxResponse struct {
 	Error        string                  `json:"error,omitempty"`
 }
 
-// sandboxSlots bounds the children running at once (process-wide), so
-// their memory limits add up to at most twice one.
+// sandboxSlots bounds the children rendering at once (process-wide), so
+// their memory limits add up to at most twice one (a warm child, idle,
+// waits outside them).
 var sandboxSlots = make(chan struct{}, 2)
+
+// child is a started child process waiting for its request on stdin.
+type child struct {
+	cmd            *exec.Cmd
+	stdin          io.WriteCloser
+	stdout, stderr *capped
+	done           chan struct{}
+	err            error // cmd.Wait's, once done is closed
+}
+
+// startChild starts the running binary again as the child.
+func startChild() (*child, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("finding the running binary: %w", err)
+	}
+	cmd := exec.Command(self)
+	cmd.Env = []string{sandboxEnv + "=" + sandboxEnvValue, "GOMAXPROCS=1"}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, fmt.Errorf("starting a child process: %w", err)
+	}
+	c := &child{cmd: cmd, stdin: stdin, stdout: &capped{max: 1 << 20}, stderr: &capped{max: 4 << 10, tail: true}, done: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = c.stdout, c.stderr
+	// The child dies with its parent.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	cmd.WaitDelay = time.Second
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting a child process: %w", err)
+	}
+	go func() { c.err = cmd.Wait(); close(c.done) }()
+	return c, nil
+}
+
+// run sends the child its request and waits for it to exit, killing it
+// when ctx is done first.
+func (c *child) run(ctx context.Context, body []byte) error {
+	go func() {
+		// A child that exits before reading it all fails the write.
+		_, _ = c.stdin.Write(body)
+		_ = c.stdin.Close()
+	}()
+	select {
+	case <-c.done:
+	case <-ctx.Done():
+		_ = c.cmd.Process.Kill()
+		<-c.done
+	}
+	return c.err
+}
+
+// A child's start (the binary executed again, every package of it
+// initialised) costs ~50 ms on an idle machine and several times that
+// under load, more than rendering most charts does (BenchmarkFreeze;
+// issue 14). Warm starts one before a render is needed (a
+// helm-class BundleDeployment waits for its Bundle to unpack): it waits,
+// with no request and no limit applied yet, for the next render, which
+// sends it its request instead of starting a child of its own; from there
+// on it is that render's child, as bounded as one started for it. At most
+// one waits; it is stopped after warmIdle unused.
+var warm struct {
+	sync.Mutex
+	child *child
+}
+
+// warmIdle is how long a warm child waits for a render.
+var warmIdle = 10 * time.Second
+
+// Warm starts a child for the next render, unless one is waiting already.
+// A child that fails to start is not reported: the render starts its own,
+// and reports that.
+func Warm() {
+	warm.Lock()
+	defer warm.Unlock()
+	if warm.child != nil {
+		return
+	}
+	c, err := startChild()
+	if err != nil {
+		return
+	}
+	warm.child = c
+	time.AfterFunc(warmIdle, func() {
+		warm.Lock()
+		unused := warm.child == c
+		if unused {
+			warm.child = nil
+		}
+		warm.Unlock()
+		if unused {
+			_ = c.cmd.Process.Kill()
+			<-c.done
+		}
+	})
+}
+
+// takeWarm returns the warm child, if one waits and is still running.
+func takeWarm() *child {
+	warm.Lock()
+	c := warm.child
+	warm.child = nil
+	warm.Unlock()
+	if c == nil {
+		return nil
+	}
+	select {
+	case <-c.done:
+		// It stopped (killed by someone else): not one to send a
+		// request to.
+		return nil
+	default:
+		return c
+	}
+}
 
 // sandboxExitNoMemory is the child's exit code when its address space ran
 // out where Go reports it as an error rather than a fatal runtime error.
@@ -208,11 +325,6 @@ func renderSandboxed(ctx context.Context, ch *chart.Chart, vals map[string]any, 
 	if err != nil {
 		return nil, fmt.Errorf("rendering chart %q: encoding the request: %w", ch.Name(), err)
 	}
-	self, err := os.Executable()
-	if err != nil {
-		return nil, fmt.Errorf("rendering chart %q: finding the running binary: %w", ch.Name(), err)
-	}
-
 	// At most a few children at once: each may map limits.Memory.
 	select {
 	case sandboxSlots <- struct{}{}:
@@ -223,16 +335,15 @@ func renderSandboxed(ctx context.Context, ch *chart.Chart, vals map[string]any, 
 	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, limits.Timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, self)
-	cmd.Env = []string{sandboxEnv + "=" + sandboxEnvValue, "GOMAXPROCS=1"}
-	cmd.Stdin = bytes.NewReader(body)
-	stdout := &capped{max: limits.Output*2 + 1<<20}
-	stderr := &capped{max: 4 << 10, tail: true}
-	cmd.Stdout, cmd.Stderr = stdout, stderr
-	// The child dies with its parent.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	cmd.WaitDelay = time.Second
-	runErr := cmd.Run()
+	c := takeWarm()
+	if c == nil {
+		if c, err = startChild(); err != nil {
+			return nil, fmt.Errorf("rendering chart %q: %w", ch.Name(), err)
+		}
+	}
+	stdout, stderr := c.stdout, c.stderr
+	stdout.limit(limits.Output*2 + 1<<20)
+	runErr := c.run(ctx, body)
 	switch {
 	case parent.Err() != nil:
 		return nil, fmt.Errorf("rendering chart %q: %w", ch.Name(), parent.Err())
@@ -430,15 +541,27 @@ func literal(s string) string {
 }
 
 // capped is a writer that keeps at most max bytes: the first ones, or with
-// tail the last ones; over says whether more were written.
+// tail the last ones; over says whether more were written. Read it once
+// its writer is done.
 type capped struct {
 	bytes.Buffer
+	mu   sync.Mutex
 	max  int64
 	tail bool
 	over bool
 }
 
+// limit sets max before anything is written: a warm child's bound is its
+// render's.
+func (c *capped) limit(max int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.max = max
+}
+
 func (c *capped) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	n := len(p)
 	if room := c.max - int64(c.Len()); int64(len(p)) > room {
 		c.over = true

@@ -14,6 +14,7 @@ import (
 
 	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
 	"github.com/rukpak-dev/rukpak/provisioner/bundledeployment"
+	"github.com/rukpak-dev/rukpak/provisioner/helm"
 	"github.com/rukpak-dev/rukpak/provisioner/identity"
 	"github.com/rukpak-dev/rukpak/provisioner/release"
 )
@@ -31,6 +32,10 @@ func (in *Installer) As(sa identity.ServiceAccount, c client.Client) bundledeplo
 	v.Releases = in.Releases.As(c)
 	return &v
 }
+
+// Warm starts the process that renders the next chart (helm.Warm): a
+// BundleDeployment's Bundle unpacks, and its install renders next.
+func (in *Installer) Warm() { helm.Warm() }
 
 // Render returns what the next Install of bd from fsys would apply, applying
 // nothing: the deployed release's objects when its inputs are unchanged

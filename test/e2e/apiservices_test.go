@@ -20,6 +20,7 @@ func TestRegistryAPIServices(t *testing.T) {
 	if !suite.realPods {
 		t.Skip("aggregated API servers run in real pods only: make test-e2e-node, or E2E_REAL_PODS=1 with the test images loaded")
 	}
+	shared(t)
 	f := newFixtures(t)
 	const dir, name, ns = "apiservice-operator-1.0.0", "apiservice-operator", "apiservice-operator-system"
 	ref := f.reg.MustPush(t, f.reg.Ref(dir+":v1"), testregistry.Image(t, testregistry.LayerFromDir(t, filepath.Join(testenv.RepoRoot(), "test/testdata/bundles/registry-v1", dir), "")))

@@ -15,6 +15,7 @@ import (
 // bundle stays installed and corrected, and the approval annotation lets it
 // proceed.
 func TestApprovalGate(t *testing.T) {
+	shared(t)
 	f := newFixtures(t)
 	cm := func(name, value string) string {
 		return fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: %s\n  namespace: default\ndata:\n  value: %q\n", name, value)

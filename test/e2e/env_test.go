@@ -17,7 +17,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -40,11 +42,77 @@ var suite struct {
 	// images): bundles then use the locally built test images, and the
 	// tests that only real pods can show run.
 	realPods bool
+	// buildDir holds what the tests build from this checkout (rukpakctl);
+	// removed after the tests.
+	buildDir string
 }
 
 func TestMain(m *testing.M) {
 	flag.Parse()
-	os.Exit(run(m))
+	// The shared tests mostly wait on the cluster (the kubelet, probes,
+	// back-offs), not on this machine's CPUs: all of them at once, not
+	// GOMAXPROCS at a time, unless -test.parallel says otherwise.
+	passed := false
+	flag.Visit(func(f *flag.Flag) { passed = passed || f.Name == "test.parallel" })
+	if !passed {
+		_ = flag.Set("test.parallel", "32")
+	}
+	dir, err := os.MkdirTemp("", "rukpak-e2e-build-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	suite.buildDir = dir
+	code := run(m)
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// installation orders the tests around rukpak's own installation. Most
+// tests leave it alone: they are shared, and run at the same time, each
+// with BundleDeployments and namespaces of its own. A test that restarts,
+// scales, re-overlays, re-flags or upgrades rukpak's pods disturbs it and
+// runs alone: the installs in flight, the metrics and the content URLs of
+// the others would change under them.
+var installation sync.RWMutex
+
+// shared marks a test that leaves rukpak's installation alone: it runs in
+// parallel with the other shared tests, never beside one that disturbs
+// the installation.
+func shared(t *testing.T) {
+	t.Helper()
+	t.Parallel()
+	installation.RLock()
+	t.Cleanup(installation.RUnlock)
+}
+
+// disturbs marks a test, or a subtest of a sequential test, that changes
+// rukpak's installation. Such tests are sequential (no t.Parallel, no
+// shared): go test runs a package's sequential top-level tests one after
+// another before its parallel ones, so these run first, alone, and the
+// shared ones after them; disturbs fails a test that would overlap another.
+func disturbs(t *testing.T) {
+	t.Helper()
+	if !installation.TryLock() {
+		t.Fatal("another test is using rukpak's installation: a test that disturbs it must be sequential (no t.Parallel, no shared)")
+	}
+	t.Cleanup(installation.Unlock)
+}
+
+// turns serialises the shared tests that install the same bundle.
+var turns sync.Map // bundle name -> *sync.Mutex
+
+// takeTurns makes t wait for the other tests that install the same
+// bundles: a bundle's cluster-scoped objects (the namespace it creates, its
+// CRDs and ClusterRoles) belong to one installation at a time.
+func takeTurns(t *testing.T, bundles ...string) {
+	t.Helper()
+	// In one order, so two tests never hold one each of the same two.
+	for _, b := range slices.Sorted(slices.Values(bundles)) {
+		mu, _ := turns.LoadOrStore(b, &sync.Mutex{})
+		mu.(*sync.Mutex).Lock()
+		t.Cleanup(mu.(*sync.Mutex).Unlock)
+	}
 }
 
 func run(m *testing.M) int {
@@ -106,7 +174,6 @@ func run(m *testing.M) int {
 	}
 	suite.local = env
 	suite.kubeconfig = env.Kubeconfig
-	suite.contentCA, _ = os.ReadFile(env.ContentCA)
 	code := m.Run()
 	if code != 0 {
 		for _, p := range []*devenv.Process{env.Provisioner, env.Webhook} {
@@ -204,16 +271,27 @@ func jsonpath(t *testing.T, resource, path string) string {
 	return mustKubectl(t, "", append(args, "-o", "jsonpath="+path)...)
 }
 
-// eventually polls f until it returns nil or the timeout passes.
+// eventually polls f until it returns nil or the timeout passes: every
+// 250 ms at first, then less often, down to once a second, so that the
+// waits of the tests running at the same time (each poll is a kubectl or
+// more) leave the CPUs to the cluster they wait on.
 func eventually(t *testing.T, timeout time.Duration, what string, f func() error) {
 	t.Helper()
+	poll(t, timeout, time.Second, what, f)
+}
+
+// poll is eventually with the longest pause between polls.
+func poll(t *testing.T, timeout, maxPause time.Duration, what string, f func() error) {
+	t.Helper()
 	deadline := time.Now().Add(timeout)
+	pause := min(250*time.Millisecond, maxPause)
 	var err error
 	for time.Now().Before(deadline) {
 		if err = f(); err == nil {
 			return
 		}
-		time.Sleep(250 * time.Millisecond)
+		time.Sleep(pause)
+		pause = min(2*pause, maxPause)
 	}
 	t.Fatalf("timed out after %s waiting for %s: %v", timeout, what, err)
 }
@@ -224,16 +302,22 @@ func indent(s string, n int) string {
 	return pad + strings.ReplaceAll(strings.TrimSpace(s), "\n", "\n"+pad)
 }
 
-// contentCA returns the CA that content clients trust: E2E_CONTENT_CA or
-// the local environment's, else the ca.crt of the content server's
+// contentCA returns the CA that content clients trust: the local
+// environment's or E2E_CONTENT_CA, else the ca.crt of the content server's
 // self-managed Secret (manifests/base), as an admin would read it.
 func contentCA(t *testing.T) []byte {
 	t.Helper()
+	if suite.local != nil {
+		// Read again each time: the local provisioner writes a new CA
+		// whenever it starts (TestProvisionerKilledMidInstall restarts it).
+		ca, err := os.ReadFile(suite.local.ContentCA)
+		if err != nil || len(ca) == 0 {
+			t.Fatalf("the local environment wrote no content CA: %v", err)
+		}
+		return ca
+	}
 	if len(suite.contentCA) > 0 {
 		return suite.contentCA
-	}
-	if suite.local != nil {
-		t.Fatal("the local environment wrote no content CA")
 	}
 	out := mustKubectl(t, "", "-n", "rukpak-system", "get", "secret", "rukpak-core-tls", "-o", `jsonpath={.data.ca\.crt}`)
 	ca, err := base64.StdEncoding.DecodeString(out)

@@ -219,6 +219,7 @@ func TestRealPodsSharedCharts(t *testing.T) {
 	if !suite.realPods {
 		t.Skip("the charts' workloads and hook Jobs need pods that run: make test-e2e-node, or E2E_REAL_PODS=1 with the test images loaded")
 	}
+	shared(t)
 	f := newFixtures(t)
 	push := func(t *testing.T, name string) string {
 		return f.reg.MustPush(t, f.reg.Ref("charts/"+name+":v1"), testregistry.Image(t, testregistry.LayerFromDir(t, sharedChart(t, name), "")))
@@ -264,10 +265,13 @@ func testAdmissionWebhookChart(t *testing.T, f *fixtures, push func(*testing.T, 
 	mustKubectl(t, helmBD("paw-crds", ns, "", crdValues, f.imageSource(crdsRef)), "apply", "-f", "-")
 
 	// The chart's images, built here (quay.io and ghcr.io cannot be
-	// pulled); pullPolicy Always would try to.
+	// pulled); pullPolicy Always would try to. The pod is probed every
+	// second, not every 10 (the chart's default): Ready, so Healthy, and
+	// rolled in the upgrade seconds after it serves, not up to 10 s later.
 	values := `image: {registry: rukpak.test, repository: admission-webhook, tag: v1, pullPolicy: IfNotPresent}
 jobs:
   image: {registry: rukpak.test, repository: certgen, tag: v1, pullPolicy: IfNotPresent}
+readinessProbe: {periodSeconds: 1}
 `
 	valuesFile := filepath.Join(t.TempDir(), "values.yaml")
 	if err := os.WriteFile(valuesFile, []byte(values), 0o600); err != nil {

@@ -27,6 +27,7 @@ func TestRealPodsHelmHooks(t *testing.T) {
 	if !suite.realPods {
 		t.Skip("hook Jobs need pods that run (kwok never completes them): make test-e2e-node, or E2E_REAL_PODS=1 with the test images loaded")
 	}
+	shared(t)
 	f := newFixtures(t)
 	chart := filepath.Join(testenv.RepoRoot(), "test", "testdata", "charts", "hooks")
 	ref := f.reg.MustPush(t, f.reg.Ref("charts/hooks:v1"), testregistry.Image(t, testregistry.LayerFromDir(t, chart, "")))

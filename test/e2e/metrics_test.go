@@ -85,6 +85,7 @@ func waitMetrics(t *testing.T, what string, want map[string]string) {
 // install, a drift correction, a pause that stops one, a failed upgrade and
 // the deletion.
 func TestMetrics(t *testing.T) {
+	shared(t)
 	const name = "metrics-e2e"
 	bundleCM := func(cm, manifest string) string {
 		return fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: %s\n  namespace: rukpak-system\nimmutable: true\ndata:\n  objects.yaml: |\n%s", cm, indent(manifest, 4))

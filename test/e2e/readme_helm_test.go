@@ -29,6 +29,7 @@ func TestReadmeHelm(t *testing.T) {
 	if suite.local == nil {
 		t.Skip("needs the local environment, whose provisioner reaches the examples on this host's loopback")
 	}
+	shared(t)
 	root := testenv.RepoRoot()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -65,7 +66,8 @@ func TestReadmeHelm(t *testing.T) {
 			t.Errorf("output lacks %s:\n%s", want, out)
 		}
 	}
-	if n := strings.Count(string(out), "sh.helm.release.v1.hello-world.v"); n != 2 {
+	// Rows of the listing (the wait before it names the record too).
+	if n := len(regexp.MustCompile(`(?m)^sh\.helm\.release\.v1\.hello-world\.v\d+\s`).FindAll(out, -1)); n != 2 {
 		t.Errorf("%d release records listed, want 2:\n%s", n, out)
 	}
 	if got := jsonpath(t, "deploy/hello-world -n default", "{.spec.replicas}"); got != "2" {

@@ -108,16 +108,19 @@ func restartProvisioner(t *testing.T) {
 	}
 }
 
-// TestRealPods covers what only real containers show: workloads that run
-// or crash, pods killed, the provisioner deleted mid-install, several
-// replicas, certificate rotation and an in-place upgrade of rukpak.
-func TestRealPods(t *testing.T) {
+// TestRealPodsWorkloads covers what only real containers show of the
+// workloads rukpak installs: they run or crash, pods are killed, a
+// Deployment is deleted, a pivot fails. Each case has its own
+// BundleDeployment and namespace; they run side by side.
+func TestRealPodsWorkloads(t *testing.T) {
 	if !suite.realPods {
 		t.Skip("workloads do not run on this cluster's nodes (kwok): make test-e2e-node, or E2E_REAL_PODS=1 with the test images loaded")
 	}
+	shared(t)
 	f := newFixtures(t)
 
 	t.Run("a crash-looping workload is installed but not Healthy, naming it", func(t *testing.T) {
+		t.Parallel()
 		ref := f.plainBundle(t, "crashloop", strings.Replace(workload("crashloop", "crasher", `{name: EXIT_CODE, value: "3"}`), "rukpak.test/ready:v1", "rukpak.test/crashloop:v1", 1))
 		applyBD(t, f, "crashloop", ref)
 		waitFor(t, "bd/crashloop", "condition=Installed", 2*time.Minute)
@@ -146,6 +149,7 @@ func TestRealPods(t *testing.T) {
 	})
 
 	t.Run("Healthy flips when a pod is killed and comes back when its replacement is ready", func(t *testing.T) {
+		t.Parallel()
 		applyBD(t, f, "flip", f.plainBundle(t, "flip", workload("flip", "flip", `{name: READY_AFTER, value: "6s"}`)))
 		waitFor(t, "bd/flip", "condition=Healthy", 2*time.Minute)
 		mustKubectl(t, "", "-n", "flip", "delete", "pod", "-l", "app=flip", "--wait=false")
@@ -156,6 +160,7 @@ func TestRealPods(t *testing.T) {
 	})
 
 	t.Run("drift: a deleted Deployment comes back and runs", func(t *testing.T) {
+		t.Parallel()
 		applyBD(t, f, "drift", f.plainBundle(t, "drift", workload("drift", "drift", "")))
 		waitFor(t, "bd/drift", "condition=Healthy", 2*time.Minute)
 		uid := jsonpath(t, "deployment/drift -n drift", "{.metadata.uid}")
@@ -172,27 +177,47 @@ func TestRealPods(t *testing.T) {
 		})
 		waitFor(t, "deployment/drift", "condition=Available", time.Minute, "-n", "drift")
 		waitFor(t, "bd/drift", "condition=Healthy", time.Minute)
+		mustKubectl(t, "", "delete", "bd", "drift", "--timeout=2m")
 	})
 
 	t.Run("a failed pivot keeps the old workload running", func(t *testing.T) {
+		t.Parallel()
+		applyBD(t, f, "pivot", f.plainBundle(t, "pivot", workload("pivot", "pivot", "")))
+		waitFor(t, "bd/pivot", "condition=Healthy", 2*time.Minute)
 		var pods string
-		eventually(t, time.Minute, "one pod (the drift test's old one gone)", func() error {
-			if pods = podUIDs(t, "drift", "app=drift"); len(strings.Fields(pods)) != 1 {
+		eventually(t, time.Minute, "one running pod", func() error {
+			if pods = podUIDs(t, "pivot", "app=pivot"); len(strings.Fields(pods)) != 1 {
 				return fmt.Errorf("pods %q", pods)
 			}
 			return nil
 		})
 		// The new bundle's Deployment is invalid: the API server rejects it.
-		bad := strings.Replace(workload("drift", "drift", ""), "replicas: 1", "replicas: -1", 1)
-		applyBD(t, f, "drift", f.reg.MustPush(t, f.reg.Ref("drift:v2"), testregistry.Image(t, testregistry.Layer(t, map[string]string{"manifests/objects.yaml": bad}))))
-		waitFor(t, "bd/drift", "condition=Installed=False", 2*time.Minute)
-		t.Logf("Installed = %s", condition(t, "drift", "Installed"))
-		if got := podUIDs(t, "drift", "app=drift"); got != pods {
+		bad := strings.Replace(workload("pivot", "pivot", ""), "replicas: 1", "replicas: -1", 1)
+		applyBD(t, f, "pivot", f.reg.MustPush(t, f.reg.Ref("pivot:v2"), testregistry.Image(t, testregistry.Layer(t, map[string]string{"manifests/objects.yaml": bad}))))
+		waitFor(t, "bd/pivot", "condition=Installed=False", 2*time.Minute)
+		t.Logf("Installed = %s", condition(t, "pivot", "Installed"))
+		if got := podUIDs(t, "pivot", "app=pivot"); got != pods {
 			t.Errorf("pods changed during the failed pivot: %q, were %q", got, pods)
 		}
-		waitFor(t, "deployment/drift", "condition=Available", time.Minute, "-n", "drift")
-		mustKubectl(t, "", "delete", "bd", "drift", "--timeout=2m")
+		waitFor(t, "deployment/pivot", "condition=Available", time.Minute, "-n", "pivot")
+		mustKubectl(t, "", "delete", "bd", "pivot", "--timeout=2m")
 	})
+}
+
+// TestRealPods covers what only real containers show of rukpak's own
+// installation: several provisioner replicas, certificate rotation, the
+// overlays and an in-place upgrade of rukpak. It disturbs the
+// installation, so it runs alone.
+func TestRealPods(t *testing.T) {
+	if !suite.realPods {
+		t.Skip("rukpak's pods do not run on this cluster's nodes (kwok): make test-e2e-node, or E2E_REAL_PODS=1 with the test images loaded")
+	}
+	disturbs(t)
+	f := newFixtures(t)
+	var importedV2 func(*testing.T)
+	if suite.node != nil {
+		importedV2 = importV2(t)
+	}
 
 	t.Run("two provisioner replicas: one leader, content from either", func(t *testing.T) {
 		mustKubectl(t, "", "-n", "rukpak-system", "scale", "deployment/rukpak-core", "--replicas=2")
@@ -477,18 +502,7 @@ spec:
 		active := jsonpath(t, "bd/upgrade", "{.status.activeBundle}")
 		installedAt := jsonpath(t, "bd/upgrade", `{.status.conditions[?(@.type=="Installed")].lastTransitionTime}`)
 
-		// Version 2 of the image: the same binaries, another build date.
-		v2 := filepath.Join(t.TempDir(), "rukpak-v2.tar")
-		binDir := filepath.Dir(os.Getenv("RUKPAK_IMAGE_TAR"))
-		cmd := exec.CommandContext(t.Context(), "go", "run", "./hack/image", "--bin-dir", binDir, "--image", "rukpak:v2", "--tarball", v2)
-		cmd.Dir = testenv.RepoRoot()
-		cmd.Env = append(os.Environ(), "SOURCE_DATE_EPOCH=1700000000")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("building rukpak:v2: %v\n%s", err, out)
-		}
-		if err := suite.node.cluster.Containerd.ImportImage(t.Context(), v2); err != nil {
-			t.Fatal(err)
-		}
+		importedV2(t)
 		// As the README says: a kustomization of the admin's own names the
 		// image; applied server-side like the install, so nothing conflicts.
 		overlay := t.TempDir()
@@ -552,6 +566,36 @@ spec:
 		}
 		mustKubectl(t, "", "delete", "bd", "upgrade", "--timeout=2m")
 	})
+}
+
+// importV2 builds version 2 of rukpak's image (the same binaries, another
+// build date) and imports it into the node, in the background while the
+// first cases run; the returned function waits for it and fails t if it
+// failed. For the in-place upgrade case.
+func importV2(t *testing.T) func(*testing.T) {
+	t.Helper()
+	v2 := filepath.Join(t.TempDir(), "rukpak-v2.tar")
+	ctx := context.Background()
+	done := make(chan error, 1)
+	go func() {
+		cmd := exec.CommandContext(ctx, "go", "run", "./hack/image", "--bin-dir", filepath.Dir(os.Getenv("RUKPAK_IMAGE_TAR")), "--image", "rukpak:v2", "--tarball", v2)
+		cmd.Dir = testenv.RepoRoot()
+		cmd.Env = append(os.Environ(), "SOURCE_DATE_EPOCH=1700000000")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			done <- fmt.Errorf("building rukpak:v2: %w\n%s", err, out)
+			return
+		}
+		done <- suite.node.cluster.Containerd.ImportImage(ctx, v2)
+	}()
+	wait := sync.OnceValue(func() error { return <-done })
+	// Before t.TempDir's own cleanup removes the tarball.
+	t.Cleanup(func() { _ = wait() })
+	return func(t *testing.T) {
+		t.Helper()
+		if err := wait(); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // immutablePatcher patches one Bundle's spec and expects the webhook's exact

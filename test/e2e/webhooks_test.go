@@ -67,6 +67,8 @@ func TestRegistryWebhooks(t *testing.T) {
 	if !suite.realPods {
 		t.Skip("webhooks are served by real pods only: make test-e2e-node, or E2E_REAL_PODS=1 with the test images loaded")
 	}
+	// It restarts the provisioner with short-lived webhook certificates.
+	disturbs(t)
 	f := newFixtures(t)
 	root := testenv.RepoRoot()
 	push := func(dir string) string {
@@ -136,7 +138,9 @@ func TestRegistryWebhooks(t *testing.T) {
 		first := secretLeaf(t, secret, "tls.crt")
 		var failures []string
 		n := 0
-		eventually(t, 5*time.Minute, "the renewed certificate served", func() error {
+		// Polled without slowing down: every create is a probe of the
+		// rotation.
+		poll(t, 5*time.Minute, 250*time.Millisecond, "the renewed certificate served", func() error {
 			n++
 			if _, stderr, err := kubectl(t, gadget("default", fmt.Sprintf("rotation-%d", n), ""), "create", "-f", "-"); err != nil {
 				failures = append(failures, strings.TrimSpace(stderr))

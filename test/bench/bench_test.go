@@ -632,40 +632,58 @@ func installed(bd *rukpakv1alpha1.BundleDeployment) (bool, string) {
 	return c.Status == metav1.ConditionTrue, c.Reason + ": " + c.Message
 }
 
-// timeToInstalled creates bd and polls (every 25 ms) until Installed=True;
-// it also notes when the generated Bundle was first seen Unpacked.
+// timeToInstalled creates bd and watches it until Installed=True: the end
+// is when the provisioner's status write is seen, as `helm install`'s is
+// when the process exits (polling added up to its interval). It also notes
+// when the generated Bundle was first seen Unpacked.
 func (c *cluster) timeToInstalled(t *testing.T, bd *rukpakv1alpha1.BundleDeployment, timeout time.Duration) (total, unpacked time.Duration) {
 	t.Helper()
-	ctx := context.Background()
-	start := time.Now()
-	if err := c.c.Create(ctx, bd); err != nil {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	wc, err := client.NewWithWatch(c.cfg, client.Options{Scheme: c.env.Env.Scheme})
+	if err != nil {
 		t.Fatal(err)
 	}
-	last := ""
-	for time.Since(start) < timeout {
-		if unpacked == 0 {
-			var bl rukpakv1alpha1.BundleList
-			if err := c.c.List(ctx, &bl, client.MatchingLabels{rukpakv1alpha1.LabelOwnerName: bd.Name}); err == nil {
-				for _, b := range bl.Items {
-					if b.Status.Phase == rukpakv1alpha1.PhaseUnpacked {
-						unpacked = time.Since(start)
-					}
-				}
-			}
-		}
-		got := &rukpakv1alpha1.BundleDeployment{}
-		if err := c.c.Get(ctx, client.ObjectKey{Name: bd.Name}, got); err != nil {
-			t.Fatal(err)
-		}
-		ok, msg := installed(got)
-		if ok {
-			return time.Since(start), unpacked
-		}
-		last = msg
-		time.Sleep(25 * time.Millisecond)
+	bdw, err := wc.Watch(ctx, &rukpakv1alpha1.BundleDeploymentList{}, client.MatchingFields{"metadata.name": bd.Name})
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatalf("bundle deployment %s not Installed after %s: %s", bd.Name, timeout, last)
-	return 0, 0
+	defer bdw.Stop()
+	bw, err := wc.Watch(ctx, &rukpakv1alpha1.BundleList{}, client.MatchingLabels{rukpakv1alpha1.LabelOwnerName: bd.Name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bw.Stop()
+	start := time.Now()
+	if err := wc.Create(ctx, bd); err != nil {
+		t.Fatal(err)
+	}
+	last, bundles := "", bw.ResultChan()
+	for {
+		select {
+		case ev, ok := <-bundles:
+			if !ok {
+				bundles = nil // the Unpacked time stays unknown
+				continue
+			}
+			if b, isBundle := ev.Object.(*rukpakv1alpha1.Bundle); isBundle && unpacked == 0 && b.Status.Phase == rukpakv1alpha1.PhaseUnpacked {
+				unpacked = time.Since(start)
+			}
+		case ev, ok := <-bdw.ResultChan():
+			if !ok {
+				t.Fatalf("bundle deployment %s not Installed after %s (watch ended): %s", bd.Name, time.Since(start).Round(time.Second), last)
+			}
+			got, isBD := ev.Object.(*rukpakv1alpha1.BundleDeployment)
+			if !isBD {
+				continue
+			}
+			done, msg := installed(got)
+			if done {
+				return time.Since(start), unpacked
+			}
+			last = msg
+		}
+	}
 }
 
 func (c *cluster) countCMs(t *testing.T, ns string) int {

@@ -152,7 +152,7 @@ type Options struct {
 	CacheDir string
 }
 
-// cacheDir is where third-party binaries are cached, or "" for nowhere.
+// cacheDir is where binaries are kept, or "" for nowhere.
 func (o Options) cacheDir() string {
 	switch o.CacheDir {
 	case "-":

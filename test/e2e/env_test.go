@@ -63,7 +63,14 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	suite.buildDir = dir
+	if !testing.Short() {
+		// Built while the cluster starts; the tests that run it wait.
+		go func() { _, _ = rukpakctl() }()
+	}
 	code := run(m)
+	if !testing.Short() {
+		_, _ = rukpakctl() // not writing into dir any more
+	}
 	_ = os.RemoveAll(dir)
 	os.Exit(code)
 }

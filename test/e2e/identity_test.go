@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -13,9 +14,15 @@ import (
 	"github.com/rukpak-dev/rukpak/internal/testenv"
 )
 
-// rukpakctl is rukpakctl built from this checkout, once for the tests
-// that run it at the same time, in the suite's build directory.
+// rukpakctl is rukpakctl built from this checkout: make test-e2e's, with
+// the binaries the suite runs (RUKPAK_BIN_DIR), else built once for the
+// tests that run it (TestMain starts that build before the cluster).
 var rukpakctl = sync.OnceValues(func() (string, error) {
+	if dir := os.Getenv("RUKPAK_BIN_DIR"); dir != "" {
+		if bin := filepath.Join(dir, "rukpakctl"); fileExists(bin) {
+			return bin, nil
+		}
+	}
 	bin := filepath.Join(suite.buildDir, "rukpakctl")
 	build := exec.Command("go", "build", "-o", bin, "./cmd/rukpakctl")
 	build.Dir = testenv.RepoRoot()
@@ -24,6 +31,11 @@ var rukpakctl = sync.OnceValues(func() (string, error) {
 	}
 	return bin, nil
 })
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
 
 // rukpakctlRBAC runs `rukpakctl rbac` (built from this checkout) and
 // returns what it prints.

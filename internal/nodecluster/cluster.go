@@ -450,6 +450,15 @@ func (c *Cluster) Stop() error {
 	if c.Containerd != nil {
 		errs = append(errs, c.Containerd.Stop())
 	}
+	// The rest are told to stop all at once, then waited for in turn: each
+	// shutting down (the API server drains its requests) overlaps the others'.
+	for _, p := range c.procs {
+		select {
+		case <-p.done:
+		default:
+			_ = syscall.Kill(p.cmd.Process.Pid, syscall.SIGTERM)
+		}
+	}
 	for i := len(c.procs) - 1; i >= 0; i-- {
 		stopProc(c.procs[i])
 	}

@@ -85,7 +85,20 @@ func TestIntegrationRegistryBundles(t *testing.T) {
 			}
 
 			// The CRDs are cluster-wide: one install of the operator at a
-			// time. Uninstalling removes them.
+			// time. Uninstalling removes them, once their storage is up: a
+			// CRD deleted while it still initialises (here: deleted by the
+			// case before, created again moments ago) meets the API
+			// server's cleanup backoff, which can pass eventually's two
+			// minutes on a loaded machine (see waitCRDStorage).
+			installed := &apiextensionsv1.CustomResourceDefinitionList{}
+			if err := h.c.List(ctx, installed, client.MatchingLabels{rukpakv1alpha1.LabelOwnerName: bd.Name}); err != nil || len(installed.Items) == 0 {
+				t.Fatalf("CRDs labelled as installed by %s: %d, %v", bd.Name, len(installed.Items), err)
+			}
+			names := make([]string, 0, len(installed.Items))
+			for _, c := range installed.Items {
+				names = append(names, c.Name)
+			}
+			h.waitCRDStorage(names...)
 			if err := h.c.Delete(ctx, bd); err != nil {
 				t.Fatal(err)
 			}

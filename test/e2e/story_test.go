@@ -106,24 +106,27 @@ func (f *fixtures) imageSource(ref string) string {
 	return fmt.Sprintf("type: image\n        image:\n          ref: %s\n          certificateData: |\n%s", ref, indent(string(f.reg.CAPEM), 12))
 }
 
+// TestManifestsAreValid dry-runs rukpak's manifests against this API
+// server: the base and the overlays an admin applies.
+func TestManifestsAreValid(t *testing.T) {
+	shared(t)
+	root := testenv.RepoRoot()
+	// cert-manager's overlay needs cert-manager's CRDs; it is rendered
+	// (kubectl kustomize) by manifests/manifests_test.go. Validity is
+	// the question, not who else wrote the installed objects' fields
+	// (TestRegistryWebhooks restores the provisioner's args with
+	// kubectl patch): the dry run takes them over.
+	for _, dir := range []string{"manifests/base", "manifests/overlays/local", "manifests/overlays/pvc", "manifests/overlays/kind", "manifests/overlays/networkpolicy"} {
+		mustKubectl(t, "", "apply", "--dry-run=server", "--server-side", "--force-conflicts", "-k", filepath.Join(root, dir))
+	}
+}
+
 // TestStory follows the seeds: a git Bundle that cannot be changed, then
 // BundleDeployments from images and git, a pivot, content downloads, and
 // cleanup.
 func TestStory(t *testing.T) {
 	shared(t)
 	f := newFixtures(t)
-
-	t.Run("manifests are valid for this API server", func(t *testing.T) {
-		root := testenv.RepoRoot()
-		// cert-manager's overlay needs cert-manager's CRDs; it is rendered
-		// (kubectl kustomize) by manifests/manifests_test.go. Validity is
-		// the question, not who else wrote the installed objects' fields
-		// (TestRegistryWebhooks restores the provisioner's args with
-		// kubectl patch): the dry run takes them over.
-		for _, dir := range []string{"manifests/base", "manifests/overlays/local", "manifests/overlays/pvc", "manifests/overlays/kind", "manifests/overlays/networkpolicy"} {
-			mustKubectl(t, "", "apply", "--dry-run=server", "--server-side", "--force-conflicts", "-k", filepath.Join(root, dir))
-		}
-	})
 
 	t.Run("a git bundle unpacks and its spec is immutable", func(t *testing.T) {
 		mustKubectl(t, fmt.Sprintf(`apiVersion: core.rukpak.io/v1alpha1

@@ -68,19 +68,20 @@ test-e2e: build ## End-to-end suite against a local kwok cluster driven by the b
 
 .PHONY: test-e2e-node
 test-e2e-node: ## Real-node suites: the node cluster's bring-up and teardown tests, then the end-to-end suite with rukpak's image as real pods; Linux and root, else a SKIP line.
-	@# rukpak's image and the suite's test binary build while the node-cluster
-	@# tests run (they mostly wait on their components); bin/e2e.test is
-	@# relinked only when its build ID says an input changed.
+	@# rukpak's binaries and image and the suite's test binary build while the
+	@# node-cluster tests run (they mostly wait on their components); the suite
+	@# runs bin/rukpakctl (RUKPAK_BIN_DIR) instead of linking one of its own;
+	@# bin/e2e.test is relinked only when its build ID says an input changed.
 	@if [ "$$(uname -s)" != Linux ] || [ "$$(id -u)" != 0 ]; then \
 	  echo "SKIP test-e2e-node: needs Linux and root (it runs containerd and a kubelet on this host); run make test-e2e-node as root, or make kind-e2e with Docker"; \
 	else \
 	  hack/node-deps.sh && hack/testbin.sh node >/dev/null || exit 1; \
 	  mkdir -p $(BIN_DIR); log="$$(mktemp)"; trap 'rm -f "$$log"' EXIT; \
-	  { $(MAKE) --no-print-directory image && $(GO) test -c -o $(BIN_DIR)/e2e.test ./test/e2e; } >"$$log" 2>&1 & build=$$!; \
+	  { $(MAKE) --no-print-directory build image && $(GO) test -c -o $(BIN_DIR)/e2e.test ./test/e2e; } >"$$log" 2>&1 & build=$$!; \
 	  rc=0; RUKPAK_NODE_E2E=1 $(GO) test $(GO_TEST_FLAGS) -timeout 10m ./internal/nodecluster/... || rc=$$?; \
 	  wait $$build || rc=$$?; cat "$$log"; [ "$$rc" = 0 ] || exit "$$rc"; \
 	  start=$$(date +%s); \
-	  (cd test/e2e && E2E_NODE=1 RUKPAK_IMAGE_TAR=$(BIN_DIR)/rukpak-image.tar $(BIN_DIR)/e2e.test -test.count=1 -test.timeout=30m) || rc=$$?; \
+	  (cd test/e2e && E2E_NODE=1 RUKPAK_IMAGE_TAR=$(BIN_DIR)/rukpak-image.tar RUKPAK_BIN_DIR=$(BIN_DIR) $(BIN_DIR)/e2e.test -test.count=1 -test.timeout=30m) || rc=$$?; \
 	  echo "$$([ "$$rc" = 0 ] && echo ok || echo FAIL)	github.com/rukpak-dev/rukpak/test/e2e (real node)	$$(( $$(date +%s) - start ))s"; exit "$$rc"; \
 	fi
 

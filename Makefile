@@ -72,6 +72,8 @@ test-e2e-node: ## Real-node suites: the node cluster's bring-up and teardown tes
 	@# node-cluster tests run (they mostly wait on their components); the suite
 	@# runs bin/rukpakctl (RUKPAK_BIN_DIR) instead of linking one of its own;
 	@# bin/e2e.test is relinked only when its build ID says an input changed.
+	@# Like go test, the suite's output shows only when it fails (or with
+	@# E2E_VERBOSE=1).
 	@if [ "$$(uname -s)" != Linux ] || [ "$$(id -u)" != 0 ]; then \
 	  echo "SKIP test-e2e-node: needs Linux and root (it runs containerd and a kubelet on this host); run make test-e2e-node as root, or make kind-e2e with Docker"; \
 	else \
@@ -81,7 +83,8 @@ test-e2e-node: ## Real-node suites: the node cluster's bring-up and teardown tes
 	  rc=0; RUKPAK_NODE_E2E=1 $(GO) test $(GO_TEST_FLAGS) -timeout 10m ./internal/nodecluster/... || rc=$$?; \
 	  wait $$build || rc=$$?; cat "$$log"; [ "$$rc" = 0 ] || exit "$$rc"; \
 	  start=$$(date +%s); \
-	  (cd test/e2e && E2E_NODE=1 RUKPAK_IMAGE_TAR=$(BIN_DIR)/rukpak-image.tar RUKPAK_BIN_DIR=$(BIN_DIR) $(BIN_DIR)/e2e.test -test.count=1 -test.timeout=30m) || rc=$$?; \
+	  (cd test/e2e && E2E_NODE=1 RUKPAK_IMAGE_TAR=$(BIN_DIR)/rukpak-image.tar RUKPAK_BIN_DIR=$(BIN_DIR) $(BIN_DIR)/e2e.test -test.count=1 -test.timeout=30m) >"$$log" 2>&1 || rc=$$?; \
+	  [ "$$rc" = 0 ] && [ -z "$$E2E_VERBOSE" ] || cat "$$log"; \
 	  echo "$$([ "$$rc" = 0 ] && echo ok || echo FAIL)	github.com/rukpak-dev/rukpak/test/e2e (real node)	$$(( $$(date +%s) - start ))s"; exit "$$rc"; \
 	fi
 

@@ -312,6 +312,14 @@ func RemoveCgroups(name string) error {
 	return errors.Join(errs...)
 }
 
+// cgroupGone reports an error reading a cgroup's files that means it was
+// removed, so it is empty: ENOENT, or ENODEV when it went between our walk
+// and the read (runc and the kubelet remove their pods' cgroups as they
+// stop; CI saw it).
+func cgroupGone(err error) bool {
+	return os.IsNotExist(err) || errors.Is(err, syscall.ENODEV)
+}
+
 // killCgroup SIGKILLs the processes of one cgroup directory until it is
 // empty (10 s at most).
 func killCgroup(dir string) error {
@@ -319,7 +327,7 @@ func killCgroup(dir string) error {
 	for {
 		raw, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
 		if err != nil {
-			if os.IsNotExist(err) {
+			if cgroupGone(err) {
 				return nil
 			}
 			return err

@@ -1,7 +1,10 @@
 package nodecluster
 
 import (
+	"errors"
 	"net"
+	"os"
+	"syscall"
 	"testing"
 )
 
@@ -50,5 +53,21 @@ func TestBindableSeesAListener(t *testing.T) {
 	p := l.Addr().(*net.TCPAddr).Port
 	if bindable(p) {
 		t.Errorf("port %d has a listener on 127.0.0.1, yet bindable says a 0.0.0.0 listener can take it", p)
+	}
+}
+
+func TestCgroupGone(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{&os.PathError{Op: "open", Path: "/sys/fs/cgroup/memory/x/cgroup.procs", Err: syscall.ENOENT}, true},
+		{&os.PathError{Op: "read", Path: "/sys/fs/cgroup/memory/x/cgroup.procs", Err: syscall.ENODEV}, true},
+		{&os.PathError{Op: "open", Path: "/sys/fs/cgroup/memory/x/cgroup.procs", Err: syscall.EACCES}, false},
+		{errors.New("other"), false},
+	} {
+		if got := cgroupGone(tc.err); got != tc.want {
+			t.Errorf("cgroupGone(%v) = %v, want %v", tc.err, got, tc.want)
+		}
 	}
 }

@@ -57,16 +57,13 @@ test-go: ## Unit and envtest integration tests against a real kube-apiserver and
 	@# servers starve. Its tests that measure the process's heap or metrics
 	@# ("// Not parallel: why") run one after another in a process of their
 	@# own beside the others (they ran alone first: ~90 s of one API server);
-	@# its output follows the rest. -p 3: ./provisioner holds one of go
-	@# test's slots for most of the run, and with the default two (the cores)
-	@# the other packages, one at a time, ended ~200 s after it at a load
-	@# that left the cores idle a fifth of the time.
+	@# its output follows the rest.
 	@serial="$$(grep -h -A1 -E '^func Test[A-Za-z0-9_]+\(' provisioner/*_test.go | awk '/^func Test/ {n=$$2; sub(/\(.*/, "", n)} /^\t\/\/ Not parallel: / {print n}' | paste -sd'|')"; \
 	out="$$(mktemp)"; trap 'rm -f "$$out"' EXIT; \
 	export KUBEBUILDER_ASSETS="$$(hack/testbin.sh envtest)"; \
 	echo "./provisioner, apart (not parallel): $$serial"; \
 	$(GO) test $(GO_TEST_FLAGS) -run "^($$serial)$$" -timeout 20m ./provisioner >"$$out" 2>&1 & apart=$$!; \
-	rc=0; $(GO) test $(GO_TEST_FLAGS) -p 3 -parallel 4 -timeout 20m -skip "^($$serial)$$" ./provisioner $$($(GO) list ./... | grep -v -e /test/e2e -e '/provisioner$$') || rc=$$?; \
+	rc=0; $(GO) test $(GO_TEST_FLAGS) -parallel 4 -timeout 20m -skip "^($$serial)$$" ./provisioner $$($(GO) list ./... | grep -v -e /test/e2e -e '/provisioner$$') || rc=$$?; \
 	wait $$apart || rc=$$?; \
 	echo "./provisioner, the tests apart:"; cat "$$out"; exit $$rc
 

@@ -48,6 +48,9 @@ type Options struct {
 	// how many Bundles of a class reconcile at once (bundle.Reconciler).
 	FetchTimeout  time.Duration
 	BundleWorkers int
+	// UnpackingGrace is how long a fetch runs before its Bundle is shown
+	// Unpacking (bundle.Reconciler); 0 means its default.
+	UnpackingGrace time.Duration
 	// MaxReleaseBytes bounds one release revision's record; 0 means
 	// release.DefaultMaxRecordBytes.
 	MaxReleaseBytes int64
@@ -105,8 +108,9 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 			Storage:  opts.Storage,
 			Handler:  h,
 
-			FetchTimeout: opts.FetchTimeout,
-			Workers:      opts.BundleWorkers,
+			FetchTimeout:   opts.FetchTimeout,
+			Workers:        opts.BundleWorkers,
+			UnpackingGrace: opts.UnpackingGrace,
 		}
 		if err := br.SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("setting up bundle controller for %s: %w", class, err)

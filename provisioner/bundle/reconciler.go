@@ -72,6 +72,9 @@ type Reconciler struct {
 	FetchTimeout time.Duration
 	// Workers is the number of Bundles reconciled at once (default 4).
 	Workers int
+	// UnpackingGrace is how long a fetch runs before its Bundle is shown
+	// Unpacking (default defaultUnpackingGrace).
+	UnpackingGrace time.Duration
 
 	bgOnce sync.Once
 	bg     *fetches
@@ -177,19 +180,24 @@ func (r *Reconciler) recordStored(ctx context.Context, b *rukpakv1alpha1.Bundle)
 	return r.updateStatus(ctx, before, b)
 }
 
-// unpackingGrace is how long a fetch runs before its Bundle is shown
-// Unpacking.
-const unpackingGrace = time.Second
+const defaultUnpackingGrace = time.Second
+
+func (r *Reconciler) unpackingGrace() time.Duration {
+	if r.UnpackingGrace > 0 {
+		return r.UnpackingGrace
+	}
+	return defaultUnpackingGrace
+}
 
 func (r *Reconciler) unpack(ctx context.Context, b *rukpakv1alpha1.Bundle) (ctrl.Result, error) {
 	res, err, done := r.background().poll(ctx, r.Unpacker, b)
 	if !done {
-		// Most fetches finish well within unpackingGrace: their Bundle goes
+		// Most fetches finish well within the grace: their Bundle goes
 		// straight to Unpacked, one status write (and one reconcile of its
 		// BundleDeployment) fewer per Bundle. A slower one is shown
 		// Unpacking once the grace has passed.
-		if age := r.background().age(b.Name); age < unpackingGrace {
-			return ctrl.Result{RequeueAfter: unpackingGrace - age}, nil
+		if grace, age := r.unpackingGrace(), r.background().age(b.Name); age < grace {
+			return ctrl.Result{RequeueAfter: grace - age}, nil
 		}
 		// Queued again when the fetch finishes. A failure being retried
 		// stays on display until the retry has an outcome, and so does

@@ -26,10 +26,25 @@ func (u *Unpacker) cacheDir(d v1.Hash) string {
 
 func (u *Unpacker) tmpDir() string { return filepath.Join(u.cfg.BaseDir, "images", "tmp") }
 
-// cached opens the complete tree of d, or returns nil if there is none. A
-// directory there that is not a sealed tree (left by a crash, or by an
-// older version's layout) is removed, to be extracted again.
+// cached opens the complete tree of d, or returns nil if there is none.
+// It only reads: a caller outside u.pulls that removed an unusable entry
+// could remove the tree another caller's flight had just committed (CI saw
+// eight concurrent unpacks pull twice).
 func (u *Unpacker) cached(d v1.Hash) (*unpack.Tree, error) {
+	tree, err := unpack.OpenTree(u.cacheDir(d))
+	switch {
+	case err == nil:
+		return tree, nil
+	case errors.Is(err, unpack.ErrNoTree):
+		return nil, nil
+	}
+	return nil, fmt.Errorf("checking image cache: %w", err)
+}
+
+// cachedOrClear is cached for the flight of d, the only writer of its
+// entry: a directory there that is not a sealed tree (left by a crash, or
+// by an older version's layout) is removed, to be extracted again.
+func (u *Unpacker) cachedOrClear(d v1.Hash) (*unpack.Tree, error) {
 	dir := u.cacheDir(d)
 	tree, err := unpack.OpenTree(dir)
 	switch {

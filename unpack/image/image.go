@@ -127,7 +127,7 @@ func (u *Unpacker) pull(ctx context.Context, ref name.Digest, digest v1.Hash, op
 	}
 	_, err, _ := u.pulls.Do(digest.String(), func() (any, error) {
 		// Another caller may have finished while we waited.
-		tree, err := u.cached(digest)
+		tree, err := u.cachedOrClear(digest)
 		if err != nil || tree != nil {
 			if tree != nil {
 				_ = tree.Close()

@@ -24,20 +24,16 @@ run: build testbin ## Start a local cluster with the CRDs, provisioners and webh
 .PHONY: test
 test: testbin verify ## Run every test: unit, envtest integration, local end-to-end and (Linux, root) the real-node suite.
 	@# The real-node suite mostly waits (on the kubelet, back-offs, probes),
-	@# so it runs beside the Go tests and then the local e2e suite, not
-	@# after them: minutes less. Lint goes on that side too, before it:
-	@# the Go tests' side is the longer one. (verify stays first: it
-	@# regenerates files the tests compile.) Each side's output shows when
-	@# it ends.
-	@$(MAKE) --no-print-directory -j2 --output-sync=target test-go-then-e2e lint-then-e2e-node
+	@# so it runs beside the Go tests, not after them: minutes less. Lint and
+	@# the local e2e suite go on its side too, before and after it: the Go
+	@# tests' side is the longer one. (verify stays first: it regenerates
+	@# files the tests compile.) Each side's output shows when it ends.
+	@$(MAKE) --no-print-directory -j2 --output-sync=target test-go lint-then-e2e
 
-.PHONY: test-go-then-e2e
-test-go-then-e2e: test-go
-	@$(MAKE) --no-print-directory test-e2e
-
-.PHONY: lint-then-e2e-node
-lint-then-e2e-node: lint
-	@$(MAKE) --no-print-directory test-e2e-node
+.PHONY: lint-then-e2e
+lint-then-e2e: lint
+	@rc=0; $(MAKE) --no-print-directory test-e2e-node || rc=$$?; \
+	$(MAKE) --no-print-directory test-e2e || rc=$$?; exit $$rc
 
 ##@ Tests
 

@@ -478,7 +478,9 @@ func (c *Cluster) Stop() error {
 	if links, err := linkNames(); err == nil {
 		for _, l := range links {
 			if !contains(c.before.Links, l) && (l == BridgeName || strings.HasPrefix(l, "veth")) {
-				if _, err := runTool(ctx, "ip", "link", "delete", l); err != nil && !strings.Contains(err.Error(), "Cannot find device") {
+				// A veth goes with its peer's network namespace, so it can
+				// be gone by now: "Cannot find device" or "No such device".
+				if _, err := runTool(ctx, "ip", "link", "delete", l); err != nil && !strings.Contains(err.Error(), "Cannot find device") && !strings.Contains(err.Error(), "No such device") {
 					errs = append(errs, err)
 				}
 			}

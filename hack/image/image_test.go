@@ -3,7 +3,6 @@ package main
 import (
 	"archive/tar"
 	"encoding/json"
-	"errors"
 	"io"
 	"log"
 	"net/http/httptest"
@@ -23,6 +22,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"github.com/rukpak-dev/rukpak/internal/scratchimage"
 )
 
 // fakeInputs writes small stand-ins for the binaries and the CA bundle.
@@ -60,34 +61,20 @@ type fileInfo struct {
 // files lists the image's flattened filesystem.
 func files(t *testing.T, img v1.Image, oci bool) (map[string]fileInfo, []string) {
 	t.Helper()
-	layers, err := img.Layers()
+	if layers, err := img.Layers(); err == nil && len(layers) == 1 {
+		if mt, err := layers[0].MediaType(); oci && (err != nil || mt != types.OCILayer) {
+			t.Errorf("layer media type %q, %v", mt, err)
+		}
+	}
+	entries, err := scratchimage.Contents(img)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(layers) != 1 {
-		t.Fatalf("want one layer, got %d", len(layers))
-	}
-	if mt, err := layers[0].MediaType(); oci && (err != nil || mt != types.OCILayer) {
-		t.Errorf("layer media type %q, %v", mt, err)
-	}
-	rc, err := layers[0].Uncompressed()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = rc.Close() }()
 	out := map[string]fileInfo{}
 	var order []string
-	tr := tar.NewReader(rc)
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(tr)
-		out[h.Name] = fileInfo{typ: h.Typeflag, mode: h.Mode, uid: h.Uid, gid: h.Gid, mtime: h.ModTime, body: string(body)}
+	for _, e := range entries {
+		h := e.Header
+		out[h.Name] = fileInfo{typ: h.Typeflag, mode: h.Mode, uid: h.Uid, gid: h.Gid, mtime: h.ModTime, body: string(e.Data)}
 		order = append(order, h.Name)
 	}
 	return out, order

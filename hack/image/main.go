@@ -14,18 +14,13 @@
 package main
 
 import (
-	"archive/tar"
-	"bytes"
-	"debug/elf"
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -36,12 +31,11 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/match"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
-	"github.com/google/go-containerregistry/pkg/v1/static"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
-	"github.com/google/go-containerregistry/pkg/v1/types"
 	imagespec "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/rukpak-dev/rukpak/internal/scratchimage"
 )
 
 // Binaries are the files copied from the binary directory to the image root.
@@ -82,93 +76,63 @@ func Build(o Options) (v1.Image, error) {
 	if o.Arch == "" {
 		o.Arch = runtime.GOARCH
 	}
-	created := o.Created.UTC()
-	layerBytes, err := rootfs(o, created)
+	if o.Created.IsZero() {
+		o.Created = time.Unix(0, 0)
+	}
+	files, err := rootfs(o)
 	if err != nil {
 		return nil, err
 	}
-	var layer v1.Layer
-	if o.Uncompressed {
-		layer = static.NewLayer(layerBytes, types.OCIUncompressedLayer)
-	} else if layer, err = tarball.LayerFromOpener(func() (io.ReadCloser, error) {
-		return io.NopCloser(bytes.NewReader(layerBytes)), nil
-	}, tarball.WithMediaType(types.OCILayer)); err != nil {
-		return nil, err
-	}
-	base := mutate.MediaType(empty.Image, types.OCIManifestSchema1)
-	base = mutate.ConfigMediaType(base, types.OCIConfigJSON)
-	img, err := mutate.Append(base, mutate.Addendum{
-		Layer: layer,
+	created := o.Created.UTC()
+	return scratchimage.Build(scratchimage.Spec{
+		Files:   files,
+		Created: created,
+		OS:      o.OS,
+		Arch:    o.Arch,
+		Gzip:    !o.Uncompressed,
 		History: v1.History{
-			Created:   v1.Time{Time: created},
 			CreatedBy: "hack/image: " + strings.Join(Binaries, ", ") + ", passwd, group, tmp, CA certificates",
 			Comment:   "rukpak",
 		},
+		Config: v1.Config{
+			// The manifests set command: /provisioner or /webhook.
+			User:       fmt.Sprintf("%d:%d", NonRoot, NonRoot),
+			WorkingDir: "/",
+			Env: []string{
+				"PATH=/",
+				"SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt",
+			},
+			Labels: map[string]string{
+				"org.opencontainers.image.title":    "rukpak",
+				"org.opencontainers.image.source":   o.Source,
+				"org.opencontainers.image.version":  o.Version,
+				"org.opencontainers.image.revision": o.Revision,
+				"org.opencontainers.image.created":  created.Format(time.RFC3339),
+			},
+		},
 	})
-	if err != nil {
-		return nil, err
-	}
-	cf, err := img.ConfigFile()
-	if err != nil {
-		return nil, err
-	}
-	cf = cf.DeepCopy()
-	cf.OS, cf.Architecture = o.OS, o.Arch
-	cf.Created = v1.Time{Time: created}
-	cf.Author = ""
-	cf.Config = v1.Config{
-		// The manifests set command: /provisioner or /webhook.
-		User:       fmt.Sprintf("%d:%d", NonRoot, NonRoot),
-		WorkingDir: "/",
-		Env: []string{
-			"PATH=/",
-			"SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt",
-		},
-		Labels: map[string]string{
-			"org.opencontainers.image.title":    "rukpak",
-			"org.opencontainers.image.source":   o.Source,
-			"org.opencontainers.image.version":  o.Version,
-			"org.opencontainers.image.revision": o.Revision,
-			"org.opencontainers.image.created":  created.Format(time.RFC3339),
-		},
-	}
-	return mutate.ConfigFile(img, cf)
 }
 
-// entry is one file or directory of the layer.
-type entry struct {
-	name     string
-	dir      bool
-	mode     int64
-	uid, gid int
-	data     []byte
-}
-
-// rootfs writes the single layer: a deterministic tar (sorted names, fixed
-// mtimes, numeric owners only).
-func rootfs(o Options, mtime time.Time) ([]byte, error) {
-	passwd := fmt.Sprintf("root:x:0:0:root:/root:/sbin/nologin\nnobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin\nnonroot:x:%d:%d:nonroot:/home/nonroot:/sbin/nologin\n", NonRoot, NonRoot)
-	group := fmt.Sprintf("root:x:0:\nnobody:x:65534:\nnonroot:x:%d:\n", NonRoot)
-	entries := []entry{
-		{name: "etc", dir: true, mode: 0o755},
-		{name: "etc/passwd", mode: 0o644, data: []byte(passwd)},
-		{name: "etc/group", mode: 0o644, data: []byte(group)},
-		{name: "home", dir: true, mode: 0o755},
-		{name: "home/nonroot", dir: true, mode: 0o700, uid: NonRoot, gid: NonRoot},
-		{name: "tmp", dir: true, mode: 0o1777},
-	}
+// rootfs lists the layer's files: the nonroot user, /tmp, the CA bundle
+// and the binaries.
+func rootfs(o Options) ([]scratchimage.File, error) {
+	files := append(scratchimage.Accounts("nonroot", NonRoot, NonRoot, "/home/nonroot"),
+		scratchimage.File{Name: "home", Dir: true, Mode: 0o755},
+		scratchimage.File{Name: "home/nonroot", Dir: true, Mode: 0o700, UID: NonRoot, GID: NonRoot},
+		scratchimage.File{Name: "tmp", Dir: true, Mode: 0o1777},
+	)
 	if o.CACerts != "" {
 		data, err := os.ReadFile(o.CACerts)
 		switch {
 		case errors.Is(err, os.ErrNotExist):
 			fmt.Fprintf(os.Stderr, "image: %s not found; the image has no CA certificates\n", o.CACerts)
 		case err != nil:
-			return nil, err
+			return nil, fmt.Errorf("reading the CA bundle: %w", err)
 		default:
-			entries = append(entries,
-				entry{name: "etc/ssl", dir: true, mode: 0o755},
-				entry{name: "etc/ssl/certs", dir: true, mode: 0o755},
-				entry{name: "etc/ssl/certs/ca-certificates.crt", mode: 0o644, data: data})
+			files = append(files,
+				scratchimage.File{Name: "etc/ssl", Dir: true, Mode: 0o755},
+				scratchimage.File{Name: "etc/ssl/certs", Dir: true, Mode: 0o755},
+				scratchimage.File{Name: "etc/ssl/certs/ca-certificates.crt", Mode: 0o644, Data: data})
 		}
 	}
 	for _, b := range Binaries {
@@ -176,43 +140,21 @@ func rootfs(o Options, mtime time.Time) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		entries = append(entries, entry{name: b, mode: 0o755, data: data})
+		files = append(files, scratchimage.File{Name: b, Mode: 0o755, Data: data})
 	}
-	sort.Slice(entries, func(i, j int) bool { return entries[i].name < entries[j].name })
-
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	for _, e := range entries {
-		h := &tar.Header{Typeflag: tar.TypeReg, Name: e.name, Mode: e.mode, Uid: e.uid, Gid: e.gid, Size: int64(len(e.data)), ModTime: mtime, Format: tar.FormatPAX}
-		if e.dir {
-			h.Typeflag, h.Name, h.Size = tar.TypeDir, e.name+"/", 0
-		}
-		if err := tw.WriteHeader(h); err != nil {
-			return nil, err
-		}
-		if _, err := tw.Write(e.data); err != nil {
-			return nil, err
-		}
-	}
-	if err := tw.Close(); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
+	return files, nil
 }
 
 // readBinary reads a binary and refuses dynamically linked ELF files, which
-// could not run on a scratch base (build with CGO_ENABLED=0).
+// could not run on a scratch base. (Data that is no ELF file at all passes:
+// the tests stand in small files for the binaries.)
 func readBinary(path string) ([]byte, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("%w (run: CGO_ENABLED=0 go build -o bin/ ./cmd/...)", err)
 	}
-	if f, err := elf.NewFile(bytes.NewReader(data)); err == nil {
-		for _, p := range f.Progs {
-			if p.Type == elf.PT_INTERP {
-				return nil, fmt.Errorf("%s is dynamically linked; build it with CGO_ENABLED=0", path)
-			}
-		}
+	if err := scratchimage.CheckStatic(data); err != nil && !errors.Is(err, scratchimage.ErrNotELF) {
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return data, nil
 }

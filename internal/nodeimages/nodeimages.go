@@ -12,8 +12,6 @@
 package nodeimages
 
 import (
-	"archive/tar"
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"debug/elf"
@@ -24,18 +22,15 @@ import (
 	"path"
 	"path/filepath"
 	"runtime"
-	"sort"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/empty"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
-	"github.com/google/go-containerregistry/pkg/v1/static"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
-	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"github.com/rukpak-dev/rukpak/internal/scratchimage"
 )
 
 // Registry is the (never contacted) registry host of every test image. It
@@ -417,22 +412,8 @@ func moduleRoot(ctx context.Context, dir string) (string, error) {
 }
 
 // CheckStatic returns an error unless data is a statically linked ELF
-// executable (no program interpreter, no dynamic section).
-func CheckStatic(data []byte) error {
-	f, err := elf.NewFile(bytes.NewReader(data))
-	if err != nil {
-		return fmt.Errorf("not an ELF binary: %w", err)
-	}
-	for _, p := range f.Progs {
-		switch p.Type {
-		case elf.PT_INTERP:
-			return fmt.Errorf("dynamically linked (has a program interpreter); build with CGO_ENABLED=0")
-		case elf.PT_DYNAMIC:
-			return fmt.Errorf("has a dynamic section; build with CGO_ENABLED=0")
-		}
-	}
-	return nil
-}
+// executable.
+func CheckStatic(data []byte) error { return scratchimage.CheckStatic(data) }
 
 // Build compiles spec's binary and assembles its image.
 func Build(ctx context.Context, spec Spec, o Options) (v1.Image, error) {
@@ -443,45 +424,24 @@ func Build(ctx context.Context, spec Spec, o Options) (v1.Image, error) {
 	return Assemble(spec, bin, o)
 }
 
-// Assemble builds spec's image around an already built binary.
+// Assemble builds spec's image around an already built binary. Its layer
+// is uncompressed, as `docker save` writes layers: gzip would cost more CPU
+// than the tarballs' size ever does (they are imported from the local
+// disk), on writing and again on every import.
 func Assemble(spec Spec, bin []byte, o Options) (v1.Image, error) {
 	if spec.UID == 0 || spec.GID == 0 {
 		return nil, fmt.Errorf("image %s: must not run as root", spec.Name)
 	}
-	created := o.Created.UTC()
-	if o.Created.IsZero() {
-		created = time.Unix(0, 0).UTC()
+	user := "nonroot"
+	if spec.UID == 65535 {
+		user = "pause"
 	}
-	layerBytes, err := rootfs(spec, bin, created)
-	if err != nil {
-		return nil, err
-	}
-	// Uncompressed, as `docker save` writes layers: gzip would cost more
-	// CPU than the tarballs' size ever does (they are imported from the
-	// local disk), on writing and again on every import.
-	layer := static.NewLayer(layerBytes, types.OCIUncompressedLayer)
-	base := mutate.MediaType(empty.Image, types.OCIManifestSchema1)
-	base = mutate.ConfigMediaType(base, types.OCIConfigJSON)
-	img, err := mutate.Append(base, mutate.Addendum{
-		Layer: layer,
-		History: v1.History{
-			Created:   v1.Time{Time: created},
-			CreatedBy: "internal/nodeimages: /" + spec.Name + " from " + spec.Package,
-			Comment:   "rukpak test image",
-		},
-	})
-	if err != nil {
-		return nil, err
-	}
-	cf, err := img.ConfigFile()
-	if err != nil {
-		return nil, err
-	}
-	cf = cf.DeepCopy()
-	cf.OS, cf.Architecture = "linux", o.arch()
-	cf.Created = v1.Time{Time: created}
-	cf.Author = ""
-	cf.Config = v1.Config{
+	// Upstream images of third-party programs run as nobody, already there.
+	files := append(scratchimage.Accounts(user, spec.UID, spec.GID, "/tmp"),
+		scratchimage.File{Name: "tmp", Dir: true, Mode: 0o1777},
+		scratchimage.File{Name: spec.Name, Mode: 0o755, Data: bin},
+	)
+	cfg := v1.Config{
 		Entrypoint: []string{"/" + spec.Name},
 		User:       fmt.Sprintf("%d:%d", spec.UID, spec.GID),
 		WorkingDir: "/",
@@ -492,64 +452,22 @@ func Assemble(spec Spec, bin []byte, o Options) (v1.Image, error) {
 		},
 	}
 	if len(spec.ExposedPorts) > 0 {
-		cf.Config.ExposedPorts = map[string]struct{}{}
+		cfg.ExposedPorts = map[string]struct{}{}
 		for _, p := range spec.ExposedPorts {
-			cf.Config.ExposedPorts[p] = struct{}{}
+			cfg.ExposedPorts[p] = struct{}{}
 		}
 	}
-	return mutate.ConfigFile(img, cf)
-}
-
-type entry struct {
-	name     string
-	dir      bool
-	mode     int64
-	uid, gid int
-	data     []byte
-}
-
-// rootfs writes the single layer: a deterministic tar (sorted names, fixed
-// mtimes, numeric owners only).
-func rootfs(spec Spec, bin []byte, mtime time.Time) ([]byte, error) {
-	user := "nonroot"
-	if spec.UID == 65535 {
-		user = "pause"
-	}
-	passwd := "root:x:0:0:root:/root:/sbin/nologin\nnobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin\n"
-	group := "root:x:0:\nnobody:x:65534:\n"
-	// Upstream images of third-party programs run as nobody, already there.
-	if spec.UID != 65534 {
-		passwd += fmt.Sprintf("%s:x:%d:%d:%s:/tmp:/sbin/nologin\n", user, spec.UID, spec.GID, user)
-	}
-	if spec.GID != 65534 {
-		group += fmt.Sprintf("%s:x:%d:\n", user, spec.GID)
-	}
-	entries := []entry{
-		{name: "etc", dir: true, mode: 0o755},
-		{name: "etc/passwd", mode: 0o644, data: []byte(passwd)},
-		{name: "etc/group", mode: 0o644, data: []byte(group)},
-		{name: "tmp", dir: true, mode: 0o1777},
-		{name: spec.Name, mode: 0o755, data: bin},
-	}
-	sort.Slice(entries, func(i, j int) bool { return entries[i].name < entries[j].name })
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	for _, e := range entries {
-		h := &tar.Header{Typeflag: tar.TypeReg, Name: e.name, Mode: e.mode, Uid: e.uid, Gid: e.gid, Size: int64(len(e.data)), ModTime: mtime, Format: tar.FormatPAX}
-		if e.dir {
-			h.Typeflag, h.Name, h.Size = tar.TypeDir, e.name+"/", 0
-		}
-		if err := tw.WriteHeader(h); err != nil {
-			return nil, err
-		}
-		if _, err := tw.Write(e.data); err != nil {
-			return nil, err
-		}
-	}
-	if err := tw.Close(); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
+	return scratchimage.Build(scratchimage.Spec{
+		Files:   files,
+		Created: o.Created,
+		OS:      "linux",
+		Arch:    o.arch(),
+		History: v1.History{
+			CreatedBy: "internal/nodeimages: /" + spec.Name + " from " + spec.Package,
+			Comment:   "rukpak test image",
+		},
+		Config: cfg,
+	})
 }
 
 // WriteTarball writes img as a docker-archive tarball tagged ref, the

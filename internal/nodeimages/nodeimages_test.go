@@ -23,44 +23,20 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
+	"github.com/rukpak-dev/rukpak/internal/scratchimage"
 	"github.com/rukpak-dev/rukpak/internal/selfsigned"
 )
 
-type layerFile struct {
-	hdr  *tar.Header
-	data []byte
-}
-
 // layerFiles reads the image's single layer.
-func layerFiles(t *testing.T, img v1.Image) map[string]layerFile {
+func layerFiles(t *testing.T, img v1.Image) map[string]scratchimage.Entry {
 	t.Helper()
-	layers, err := img.Layers()
+	entries, err := scratchimage.Contents(img)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(layers) != 1 {
-		t.Fatalf("want one layer, got %d", len(layers))
-	}
-	rc, err := layers[0].Uncompressed()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = rc.Close() }()
-	out := map[string]layerFile{}
-	tr := tar.NewReader(rc)
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		data, err := io.ReadAll(tr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out[h.Name] = layerFile{hdr: h, data: data}
+	out := map[string]scratchimage.Entry{}
+	for _, e := range entries {
+		out[e.Header.Name] = e
 	}
 	return out
 }
@@ -116,26 +92,26 @@ func TestImages(t *testing.T) {
 			if !ok {
 				t.Fatalf("no /%s in the layer", spec.Name)
 			}
-			if bin.hdr.Mode != 0o755 || bin.hdr.Typeflag != tar.TypeReg {
-				t.Errorf("/%s: mode %o type %c", spec.Name, bin.hdr.Mode, bin.hdr.Typeflag)
+			if bin.Header.Mode != 0o755 || bin.Header.Typeflag != tar.TypeReg {
+				t.Errorf("/%s: mode %o type %c", spec.Name, bin.Header.Mode, bin.Header.Typeflag)
 			}
-			if err := CheckStatic(bin.data); err != nil {
+			if err := CheckStatic(bin.Data); err != nil {
 				t.Errorf("/%s: %v", spec.Name, err)
 			}
 			if v, ok := versions[spec.Name]; ok {
-				checkVersion(t, bin.data, v)
+				checkVersion(t, bin.Data, v)
 			}
 			for _, f := range []string{"etc/passwd", "etc/group", "tmp/"} {
 				if _, ok := files[f]; !ok {
 					t.Errorf("no /%s in the layer", f)
 				}
 			}
-			if !strings.Contains(string(files["etc/passwd"].data), ":"+strings.Split(cf.Config.User, ":")[0]+":") {
+			if !strings.Contains(string(files["etc/passwd"].Data), ":"+strings.Split(cf.Config.User, ":")[0]+":") {
 				t.Errorf("/etc/passwd has no entry for user %s", cf.Config.User)
 			}
 			for _, f := range files {
-				if !f.hdr.ModTime.Equal(time.Unix(0, 0)) {
-					t.Errorf("%s: mtime %v, want the epoch", f.hdr.Name, f.hdr.ModTime)
+				if !f.Header.ModTime.Equal(time.Unix(0, 0)) {
+					t.Errorf("%s: mtime %v, want the epoch", f.Header.Name, f.Header.ModTime)
 				}
 			}
 		})

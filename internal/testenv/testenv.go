@@ -8,15 +8,20 @@ package testenv
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	goruntime "runtime"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -85,8 +90,21 @@ func Start(tb testing.TB, opts ...Options) *Env {
 	if testing.Short() {
 		tb.Skip("needs a kube-apiserver: skipped in -short mode")
 	}
+	env, err := start(AssetsDir(tb), opts...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		if err := env.Env.Stop(); err != nil {
+			tb.Logf("stopping envtest: %v", err)
+		}
+	})
+	return env
+}
+
+func start(assets string, opts ...Options) (*Env, error) {
 	env := &envtest.Environment{
-		BinaryAssetsDirectory: AssetsDir(tb),
+		BinaryAssetsDirectory: assets,
 		CRDDirectoryPaths:     []string{filepath.Join(RepoRoot(), "manifests", "base", "crd")},
 		ErrorIfCRDPathMissing: true,
 		Scheme:                Scheme(),
@@ -106,18 +124,85 @@ func Start(tb testing.TB, opts ...Options) *Env {
 	}
 	cfg, err := env.Start()
 	if err != nil {
-		tb.Fatalf("starting envtest: %v", err)
+		return nil, fmt.Errorf("starting envtest: %w", err)
 	}
-	tb.Cleanup(func() {
-		if err := env.Stop(); err != nil {
-			tb.Logf("stopping envtest: %v", err)
-		}
-	})
 	c, err := client.New(cfg, client.Options{Scheme: env.Scheme})
 	if err != nil {
-		tb.Fatalf("creating client: %v", err)
+		_ = env.Stop()
+		return nil, fmt.Errorf("creating client: %w", err)
 	}
-	return &Env{Config: cfg, Client: c, Env: env}
+	return &Env{Config: cfg, Client: c, Env: env}, nil
+}
+
+// shared is the API server of Shared, one per test binary.
+var shared struct {
+	mu      sync.Mutex
+	inMain  bool // RunShared is running the tests
+	env     *Env
+	err     error
+	started bool
+}
+
+// RunShared runs a package's tests (its TestMain calls
+// os.Exit(testenv.RunShared(m))) and stops the API server of Shared after
+// them, if one was started: a test binary that exits leaves its API server
+// and etcd running otherwise.
+func RunShared(m *testing.M) int {
+	shared.mu.Lock()
+	shared.inMain = true
+	shared.mu.Unlock()
+	code := m.Run()
+	shared.mu.Lock()
+	defer shared.mu.Unlock()
+	if shared.env != nil {
+		if err := shared.env.Env.Stop(); err != nil {
+			fmt.Fprintf(os.Stderr, "stopping the shared envtest: %v\n", err)
+		}
+		shared.env = nil
+	}
+	return code
+}
+
+// Shared returns the API server the tests of this test binary share,
+// started by the first caller: starting one costs seconds of CPU, most of
+// what a short integration test costs. Tests that share it keep to
+// namespaces of their own (Namespace) and cluster-scoped names no other
+// test uses. The package's TestMain must run its tests with RunShared.
+func Shared(tb testing.TB) *Env {
+	tb.Helper()
+	if testing.Short() {
+		tb.Skip("needs a kube-apiserver: skipped in -short mode")
+	}
+	shared.mu.Lock()
+	defer shared.mu.Unlock()
+	if !shared.inMain {
+		tb.Fatal("testenv.Shared: the package's TestMain must run its tests with testenv.RunShared, which stops the shared API server")
+	}
+	if !shared.started {
+		shared.started = true
+		shared.env, shared.err = start(AssetsDir(tb))
+	}
+	if shared.err != nil {
+		tb.Fatalf("the shared API server: %v", shared.err)
+	}
+	return shared.env
+}
+
+// namespaces numbers the namespaces Namespace creates in this process.
+var namespaces atomic.Int64
+
+// Namespace creates a namespace named after prefix, unique in this process
+// (prefix-N), and returns its name. It is left in place: without a
+// controller manager a deleted namespace never goes away, and its objects
+// would only cost the API server the work of deleting them.
+func Namespace(tb testing.TB, env *Env, prefix string) string {
+	tb.Helper()
+	name := fmt.Sprintf("%s-%d", prefix, namespaces.Add(1))
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if err := env.Client.Create(context.Background(), ns); err != nil {
+		tb.Fatalf("creating namespace %s: %v", name, err)
+	}
+	return name
 }
 
 // MustNotError fails tb with context when err is not nil.

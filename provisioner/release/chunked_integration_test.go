@@ -39,11 +39,8 @@ type chunkEnv struct {
 }
 
 func newChunkEnv(t *testing.T) *chunkEnv {
-	env := testenv.Start(t)
-	const ns = "records"
-	if err := env.Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-		t.Fatal(err)
-	}
+	env := testenv.Shared(t)
+	ns := testenv.Namespace(t, env, "records")
 	cs := kubernetes.NewForConfigOrDie(env.Config)
 	mc := metadata.NewForConfigOrDie(env.Config)
 	d := newChunkedSecrets(cs.CoreV1().Secrets(ns), mc.Resource(corev1.SchemeGroupVersion.WithResource("secrets")).Namespace(ns), 0)
@@ -111,6 +108,7 @@ func sameRelease(t *testing.T, got, want *helmrelease.Release) {
 }
 
 func TestIntegrationChunkedRecords(t *testing.T) {
+	t.Parallel()
 	e := newChunkEnv(t)
 	ctx := context.Background()
 
@@ -359,6 +357,7 @@ func mustEncode(t *testing.T, d *chunkedSecrets, r *helmrelease.Release) []byte 
 // it, never as a release: Get, Query (the history Manager decides on) and
 // Delete (which removes it all the same, so uninstall can proceed).
 func TestIntegrationChunkedRecordCorruption(t *testing.T) {
+	t.Parallel()
 	e := newChunkEnv(t)
 	ctx := context.Background()
 	c := e.env.Client
@@ -461,12 +460,10 @@ func TestIntegrationChunkedRecordCorruption(t *testing.T) {
 // Manager keeps maxHistory revisions of a release whose records are split,
 // and pruning removes the chunks of the revisions it drops.
 func TestIntegrationChunkedHistoryPruning(t *testing.T) {
-	env := testenv.Start(t)
+	t.Parallel()
+	env := testenv.Shared(t)
 	ctx := context.Background()
-	const ns = "rukpak-system"
-	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-		t.Fatal(err)
-	}
+	ns, apps := testenv.Namespace(t, env, "rukpak-system"), testenv.Namespace(t, env, "apps")
 	m, err := NewManager(env.Config, ns)
 	if err != nil {
 		t.Fatal(err)
@@ -480,7 +477,7 @@ func TestIntegrationChunkedHistoryPruning(t *testing.T) {
 			blob = blob[strings.Index(blob, "blob: ")+len("blob: ") : len(blob)-1]
 			cms = append(cms, &unstructured.Unstructured{Object: map[string]any{
 				"apiVersion": "v1", "kind": "ConfigMap",
-				"metadata": map[string]any{"name": fmt.Sprintf("pruned-%d", i), "namespace": "default"},
+				"metadata": map[string]any{"name": fmt.Sprintf("pruned-%d", i), "namespace": apps},
 				"data":     map[string]any{"blob": blob},
 			}})
 		}
@@ -520,14 +517,14 @@ func TestIntegrationChunkedHistoryPruning(t *testing.T) {
 		}
 		cm := &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": "v1", "kind": "ConfigMap",
-			"metadata": map[string]any{"name": "too-big", "namespace": "default"},
+			"metadata": map[string]any{"name": "too-big", "namespace": apps},
 			"data":     map[string]any{"blob": strings.Repeat("x", 100<<10)},
 		}}
 		_, err = small.Apply(ctx, "too-big", []*unstructured.Unstructured{cm}, nil)
 		if err == nil || !regexp.MustCompile(`^recording release "too-big": release record too large: release "too-big" revision 1 has a \d+-byte manifest, more than the maximum of 65536 bytes$`).MatchString(err.Error()) {
 			t.Errorf("got %v", err)
 		}
-		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: "default", Name: "too-big"}, &corev1.ConfigMap{}); !apierrors.IsNotFound(err) {
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: apps, Name: "too-big"}, &corev1.ConfigMap{}); !apierrors.IsNotFound(err) {
 			t.Errorf("the ConfigMap was applied: %v", err)
 		}
 	})

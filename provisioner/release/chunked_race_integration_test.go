@@ -34,6 +34,7 @@ func (b *beforeGet) Get(ctx context.Context, name string, opts metav1.GetOptions
 // chunks, index switched, old chunks swept) or deletes it must read the
 // record as it is now, not report a chunk missing.
 func TestIntegrationChunkedReadDuringRewrite(t *testing.T) {
+	t.Parallel()
 	e := newChunkEnv(t)
 	const name = "race"
 	k := recordKey(name, 1)
@@ -124,6 +125,7 @@ func TestIntegrationChunkedReadDuringRewrite(t *testing.T) {
 // Readers running freely against a writer that keeps rewriting a chunked
 // record always read one of the revisions written, never an error.
 func TestIntegrationChunkedReadersWithConcurrentWriter(t *testing.T) {
+	t.Parallel()
 	e := newChunkEnv(t)
 	const name = "busy"
 	k := recordKey(name, 1)

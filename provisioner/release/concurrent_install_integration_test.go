@@ -6,8 +6,6 @@ import (
 	"testing"
 
 	helmrelease "helm.sh/helm/v3/pkg/release"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -27,10 +25,9 @@ import (
 // objects it still fails.
 func TestIntegrationFirstInstallRecordedByAnotherProcess(t *testing.T) {
 	t.Parallel()
-	env := testenv.Start(t)
+	env := testenv.Shared(t)
 	ctx := context.Background()
-	const ns = "rukpak-system"
-	testenv.MustNotError(t, env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}), "creating namespace")
+	ns, apps := testenv.Namespace(t, env, "rukpak-system"), testenv.Namespace(t, env, "apps")
 	left, err := NewManager(env.Config, ns)
 	testenv.MustNotError(t, err, "creating the manager of the instance left")
 	joined, err := NewManager(env.Config, ns)
@@ -55,7 +52,7 @@ func TestIntegrationFirstInstallRecordedByAnotherProcess(t *testing.T) {
 		})
 		return left.As(c).Apply(ctx, name, objs, nil)
 	}
-	objs := []*unstructured.Unstructured{configMap("default", "moved-a", "v1"), configMap("default", "moved-b", "v1")}
+	objs := []*unstructured.Unstructured{configMap(apps, "moved-a", "v1"), configMap(apps, "moved-b", "v1")}
 
 	res, err := installing("moved", objs, objs)
 	if err != nil {
@@ -75,8 +72,8 @@ func TestIntegrationFirstInstallRecordedByAnotherProcess(t *testing.T) {
 	}
 
 	// Another instance recording other objects is not this install.
-	_, err = installing("differs", []*unstructured.Unstructured{configMap("default", "differs", "mine")},
-		[]*unstructured.Unstructured{configMap("default", "differs", "theirs")})
+	_, err = installing("differs", []*unstructured.Unstructured{configMap(apps, "differs", "mine")},
+		[]*unstructured.Unstructured{configMap(apps, "differs", "theirs")})
 	if err == nil {
 		t.Error("install whose revision another instance recorded with other objects succeeded")
 	}

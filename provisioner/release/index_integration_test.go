@@ -82,12 +82,10 @@ func startedManager(t *testing.T, cfg *rest.Config, ns string) *Manager {
 // records, for records a previous process wrote (a restart), and after an
 // uninstall deleted the records the informer may still show.
 func TestIntegrationHistoryByName(t *testing.T) {
-	env := testenv.Start(t)
+	t.Parallel()
+	env := testenv.Shared(t)
 	ctx := context.Background()
-	const ns = "rukpak-system"
-	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-		t.Fatal(err)
-	}
+	ns, apps := testenv.Namespace(t, env, "rukpak-system"), testenv.Namespace(t, env, "apps")
 	reqs := &secretRequests{ns: ns}
 	cfg := reqs.config(env.Config)
 	m := startedManager(t, cfg, ns)
@@ -95,7 +93,7 @@ func TestIntegrationHistoryByName(t *testing.T) {
 	cm := func(name string, data map[string]any) *unstructured.Unstructured {
 		return &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": "v1", "kind": "ConfigMap",
-			"metadata": map[string]any{"name": name, "namespace": "default"},
+			"metadata": map[string]any{"name": name, "namespace": apps},
 			"data":     data,
 		}}
 	}
@@ -196,34 +194,31 @@ func TestIntegrationHistoryByName(t *testing.T) {
 // the API server answered each such LIST from every object of the
 // namespace), and still refuse an object that is not theirs.
 func TestIntegrationCrowdedNamespaceListedOnce(t *testing.T) {
-	env := testenv.Start(t)
+	t.Parallel()
+	env := testenv.Shared(t)
 	ctx := context.Background()
-	for _, ns := range []string{"rukpak-system", "crowded"} {
-		if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	ns, crowded := testenv.Namespace(t, env, "rukpak-system"), testenv.Namespace(t, env, "crowded")
 	var lists atomic.Int64
 	cfg := rest.CopyConfig(env.Config)
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		return roundTripper(func(r *http.Request) (*http.Response, error) {
-			if r.Method == http.MethodGet && r.URL.Path == "/api/v1/namespaces/crowded/configmaps" && r.URL.Query().Get("watch") != "true" {
+			if r.Method == http.MethodGet && r.URL.Path == "/api/v1/namespaces/"+crowded+"/configmaps" && r.URL.Query().Get("watch") != "true" {
 				lists.Add(1)
 			}
 			return rt.RoundTrip(r)
 		})
 	})
-	m, err := NewManager(cfg, "rukpak-system")
+	m, err := NewManager(cfg, ns)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i := range 60 {
-		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "crowded", Name: fmt.Sprintf("bystander-%03d", i)}}
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: crowded, Name: fmt.Sprintf("bystander-%03d", i)}}
 		if err := env.Client.Create(ctx, cm); err != nil {
 			t.Fatal(err)
 		}
 	}
-	foreign := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "crowded", Name: "zz-foreign"}}
+	foreign := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: crowded, Name: "zz-foreign"}}
 	if err := env.Client.Create(ctx, foreign); err != nil {
 		t.Fatal(err)
 	}
@@ -232,7 +227,7 @@ func TestIntegrationCrowdedNamespaceListedOnce(t *testing.T) {
 		for _, n := range names {
 			out = append(out, &unstructured.Unstructured{Object: map[string]any{
 				"apiVersion": "v1", "kind": "ConfigMap",
-				"metadata": map[string]any{"name": n, "namespace": "crowded"},
+				"metadata": map[string]any{"name": n, "namespace": crowded},
 				"data":     map[string]any{"k": "v"},
 			}})
 		}
@@ -255,7 +250,7 @@ func TestIntegrationCrowdedNamespaceListedOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = m.Apply(ctx, "third", objs(append(names("third")[:9], "zz-foreign")...), nil)
-	if err == nil || !strings.Contains(err.Error(), "ConfigMap crowded/zz-foreign exists and is not managed by this release") {
+	if err == nil || !strings.Contains(err.Error(), "ConfigMap "+crowded+"/zz-foreign exists and is not managed by this release") {
 		t.Fatalf("taking over a foreign object: got %v", err)
 	}
 	if n := lists.Load(); n != 1 {

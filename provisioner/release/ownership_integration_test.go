@@ -2,6 +2,7 @@ package release
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -45,30 +46,26 @@ func forge(t *testing.T, m *Manager, name string, version int, objs ...*unstruct
 // (any more): neither an upgrade nor an uninstall of that release may take
 // them over or delete them.
 func TestIntegrationReleaseRecordsDoNotGrantOwnership(t *testing.T) {
-	env := testenv.Start(t)
+	t.Parallel()
+	env := testenv.Shared(t)
 	ctx := context.Background()
-	const ns = "rukpak-system"
-	for _, n := range []string{ns, "apps"} {
-		if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: n}}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	ns, apps := testenv.Namespace(t, env, "rukpak-system"), testenv.Namespace(t, env, "apps")
 	m, err := NewManager(env.Config, ns)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// An admin's own object, and one another release installed.
-	admins := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "admins"}, Data: map[string]string{"value": "admin"}}
+	admins := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: apps, Name: "admins"}, Data: map[string]string{"value": "admin"}}
 	if err := env.Client.Create(ctx, admins); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.Apply(ctx, "other", []*unstructured.Unstructured{configMap("apps", "others", "other")}, nil); err != nil {
+	if _, err := m.Apply(ctx, "other", []*unstructured.Unstructured{configMap(apps, "others", "other")}, nil); err != nil {
 		t.Fatal(err)
 	}
 	value := func(name string) string {
 		t.Helper()
 		cm := &corev1.ConfigMap{}
-		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: "apps", Name: name}, cm); err != nil {
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: apps, Name: name}, cm); err != nil {
 			if apierrors.IsNotFound(err) {
 				return "<deleted>"
 			}
@@ -78,9 +75,9 @@ func TestIntegrationReleaseRecordsDoNotGrantOwnership(t *testing.T) {
 	}
 
 	t.Run("an upgrade does not take over an object another release owns", func(t *testing.T) {
-		forge(t, m, "rollback", 1, configMap("apps", "others", "rollback"))
-		_, err := m.Apply(ctx, "rollback", []*unstructured.Unstructured{configMap("apps", "others", "rollback")}, nil)
-		want := "ConfigMap apps/others exists and is not managed by this release (rukpak-system/rollback): it is owned by release rukpak-system/other; delete it or remove it from the bundle"
+		forge(t, m, "rollback", 1, configMap(apps, "others", "rollback"))
+		_, err := m.Apply(ctx, "rollback", []*unstructured.Unstructured{configMap(apps, "others", "rollback")}, nil)
+		want := fmt.Sprintf("ConfigMap %[1]s/others exists and is not managed by this release (%[2]s/rollback): it is owned by release %[2]s/other; delete it or remove it from the bundle", apps, ns)
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Fatalf("apply: got %v, want an error containing %q", err, want)
 		}
@@ -90,8 +87,8 @@ func TestIntegrationReleaseRecordsDoNotGrantOwnership(t *testing.T) {
 	})
 
 	t.Run("an upgrade does not delete objects its record lists but it does not own", func(t *testing.T) {
-		forge(t, m, "stale", 1, configMap("apps", "admins", "x"), configMap("apps", "others", "x"))
-		if _, err := m.Apply(ctx, "stale", []*unstructured.Unstructured{configMap("apps", "stale-own", "x")}, nil); err != nil {
+		forge(t, m, "stale", 1, configMap(apps, "admins", "x"), configMap(apps, "others", "x"))
+		if _, err := m.Apply(ctx, "stale", []*unstructured.Unstructured{configMap(apps, "stale-own", "x")}, nil); err != nil {
 			t.Fatal(err)
 		}
 		if got := value("admins") + "," + value("others"); got != "admin,other" {
@@ -100,24 +97,24 @@ func TestIntegrationReleaseRecordsDoNotGrantOwnership(t *testing.T) {
 	})
 
 	t.Run("uninstall deletes only objects that carry the release's ownership metadata", func(t *testing.T) {
-		forge(t, m, "victim", 1, configMap("apps", "admins", "x"), configMap("apps", "others", "x"))
+		forge(t, m, "victim", 1, configMap(apps, "admins", "x"), configMap(apps, "others", "x"))
 		if _, err := m.Apply(ctx, "victim", []*unstructured.Unstructured{
-			configMap("apps", "victims", "x"), configMap("apps", "admins", "x"), configMap("apps", "others", "x"),
+			configMap(apps, "victims", "x"), configMap(apps, "admins", "x"), configMap(apps, "others", "x"),
 		}, nil); err == nil {
 			t.Fatal("the upgrade took over objects it does not own")
 		}
 		// Revision 2 failed; revision 1 (forged) and the record of the
 		// failed one are what Uninstall reads. Install the release's own
 		// object in a third revision.
-		if _, err := m.Apply(ctx, "victim", []*unstructured.Unstructured{configMap("apps", "victims", "x")}, nil); err != nil {
+		if _, err := m.Apply(ctx, "victim", []*unstructured.Unstructured{configMap(apps, "victims", "x")}, nil); err != nil {
 			t.Fatal(err)
 		}
 		kept, err := m.Uninstall(ctx, "victim")
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := "ConfigMap apps/admins (no ownership metadata of release rukpak-system/victim)," +
-			"ConfigMap apps/others (owned by release rukpak-system/other)"
+		want := fmt.Sprintf("ConfigMap %[1]s/admins (no ownership metadata of release %[2]s/victim),"+
+			"ConfigMap %[1]s/others (owned by release %[2]s/other)", apps, ns)
 		if got := strings.Join(kept, ","); got != want {
 			t.Errorf("kept %q\nwant %q", got, want)
 		}
@@ -135,7 +132,7 @@ func TestIntegrationReleaseRecordsDoNotGrantOwnership(t *testing.T) {
 			want string
 		}{
 			{configMap("", "no-namespace", "x"), "ConfigMap no-namespace has no namespace: set metadata.namespace in the bundle, or an install namespace for objects without one (spec.config.installNamespace)"},
-			{configMap(ns, "sh.helm.release.v1.other.v9", "x"), `ConfigMap rukpak-system/sh.helm.release.v1.other.v9 is in the provisioner's namespace "rukpak-system", which holds release records and credentials: bundles may not install objects there`},
+			{configMap(ns, "sh.helm.release.v1.other.v9", "x"), fmt.Sprintf(`ConfigMap %[1]s/sh.helm.release.v1.other.v9 is in the provisioner's namespace %[1]q, which holds release records and credentials: bundles may not install objects there`, ns)},
 		} {
 			_, err := m.Apply(ctx, "placed", []*unstructured.Unstructured{tc.obj}, nil)
 			if err == nil || err.Error() != tc.want {

@@ -3,6 +3,7 @@ package release
 import (
 	"context"
 	"reflect"
+	"strings"
 	"testing"
 
 	helmrelease "helm.sh/helm/v3/pkg/release"
@@ -18,12 +19,12 @@ import (
 // create, change (field paths, with the server's defaulting applied) and
 // delete, what it would be refused, and that planning writes nothing.
 func TestIntegrationPlan(t *testing.T) {
-	env := testenv.Start(t)
+	t.Parallel()
+	env := testenv.Shared(t)
 	ctx := context.Background()
-	const ns = "rukpak-system"
-	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-		t.Fatal(err)
-	}
+	ns, apps := testenv.Namespace(t, env, "rukpak-system"), testenv.Namespace(t, env, "apps")
+	// in names an object of apps as the plan does.
+	in := func(kind, name string) string { return kind + " " + apps + "/" + name }
 	m, err := NewManager(env.Config, ns)
 	if err != nil {
 		t.Fatal(err)
@@ -31,14 +32,14 @@ func TestIntegrationPlan(t *testing.T) {
 	cm := func(name, value string) *unstructured.Unstructured {
 		return &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": "v1", "kind": "ConfigMap",
-			"metadata": map[string]any{"name": name, "namespace": "default"},
+			"metadata": map[string]any{"name": name, "namespace": apps},
 			"data":     map[string]any{"value": value},
 		}}
 	}
 	svc := func(port int64) *unstructured.Unstructured {
 		return &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": "v1", "kind": "Service",
-			"metadata": map[string]any{"name": "web", "namespace": "default"},
+			"metadata": map[string]any{"name": "web", "namespace": apps},
 			"spec": map[string]any{
 				"selector": map[string]any{"app": "web"},
 				"ports":    []any{map[string]any{"name": "http", "port": port}},
@@ -52,7 +53,7 @@ func TestIntegrationPlan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := &Plan{Create: []string{"ConfigMap default/keep", "Service default/web"}}
+	want := &Plan{Create: []string{in("ConfigMap", "keep"), in("Service", "web")}}
 	if !reflect.DeepEqual(p, want) {
 		t.Fatalf("plan before install:\n got %+v\nwant %+v", p, want)
 	}
@@ -61,11 +62,11 @@ func TestIntegrationPlan(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Someone else's object under a name the new objects take.
-	if err := env.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "taken", Namespace: "default"}}); err != nil {
+	if err := env.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "taken", Namespace: apps}}); err != nil {
 		t.Fatal(err)
 	}
 	before := &corev1.ConfigMap{}
-	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: "default", Name: "change"}, before); err != nil {
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: apps, Name: "change"}, before); err != nil {
 		t.Fatal(err)
 	}
 
@@ -76,28 +77,28 @@ func TestIntegrationPlan(t *testing.T) {
 	}
 	want = &Plan{
 		Revision: 1,
-		Create:   []string{"ConfigMap default/new"},
+		Create:   []string{in("ConfigMap", "new")},
 		Change: []ObjectChange{
-			{Object: "ConfigMap default/change", Fields: []string{"data.value"}},
+			{Object: in("ConfigMap", "change"), Fields: []string{"data.value"}},
 			// The API server defaults targetPort to port: the dry run
 			// shows it changing along.
-			{Object: "Service default/web", Fields: []string{"spec.ports[name=http].port", "spec.ports[name=http].targetPort"}},
+			{Object: in("Service", "web"), Fields: []string{"spec.ports[name=http].port", "spec.ports[name=http].targetPort"}},
 		},
-		Delete:    []string{"ConfigMap default/drop"},
-		Refused:   []string{"ConfigMap default/taken: it exists and is not managed by this release"},
+		Delete:    []string{in("ConfigMap", "drop")},
+		Refused:   []string{in("ConfigMap", "taken") + ": it exists and is not managed by this release"},
 		Unchanged: 1,
 	}
 	if !reflect.DeepEqual(p, want) {
 		t.Fatalf("plan:\n got %+v\nwant %+v", p, want)
 	}
-	wantSummary := "1 to create, 2 to change, 1 to delete, 1 unchanged, 1 refused; create ConfigMap default/new; change ConfigMap default/change (data.value), Service default/web (spec.ports[name=http].port, spec.ports[name=http].targetPort); delete ConfigMap default/drop; refused ConfigMap default/taken: it exists and is not managed by this release"
+	wantSummary := strings.ReplaceAll("1 to create, 2 to change, 1 to delete, 1 unchanged, 1 refused; create ConfigMap NS/new; change ConfigMap NS/change (data.value), Service NS/web (spec.ports[name=http].port, spec.ports[name=http].targetPort); delete ConfigMap NS/drop; refused ConfigMap NS/taken: it exists and is not managed by this release", "NS/", apps+"/")
 	if got := p.Summary(10); got != wantSummary {
 		t.Fatalf("summary:\n got %s\nwant %s", got, wantSummary)
 	}
 
 	// Nothing was written: the object, and the release history.
 	after := &corev1.ConfigMap{}
-	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: "default", Name: "change"}, after); err != nil {
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: apps, Name: "change"}, after); err != nil {
 		t.Fatal(err)
 	}
 	if after.ResourceVersion != before.ResourceVersion || after.Data["value"] != "v1" {

@@ -22,12 +22,10 @@ import (
 // which with Helm's own actions blocks every later action with "another
 // operation is in progress". The next Apply must supersede it.
 func TestIntegrationRecoversInterruptedRelease(t *testing.T) {
-	env := testenv.Start(t)
+	t.Parallel()
+	env := testenv.Shared(t)
 	ctx := context.Background()
-	const ns = "rukpak-system"
-	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-		t.Fatal(err)
-	}
+	ns, apps := testenv.Namespace(t, env, "rukpak-system"), testenv.Namespace(t, env, "apps")
 	m, err := NewManager(env.Config, ns)
 	if err != nil {
 		t.Fatal(err)
@@ -42,7 +40,7 @@ func TestIntegrationRecoversInterruptedRelease(t *testing.T) {
 
 	cm := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "v1", "kind": "ConfigMap",
-		"metadata": map[string]any{"name": "after-crash", "namespace": "default"},
+		"metadata": map[string]any{"name": "after-crash", "namespace": apps},
 		"data":     map[string]any{"k": "v"},
 	}}
 	res, err := m.Apply(ctx, "crashed", []*unstructured.Unstructured{cm}, nil)
@@ -73,7 +71,7 @@ func TestIntegrationRecoversInterruptedRelease(t *testing.T) {
 	if _, err := m.Uninstall(ctx, "crashed"); err != nil {
 		t.Fatal(err)
 	}
-	err = env.Client.Get(ctx, client.ObjectKey{Namespace: "default", Name: "after-crash"}, &corev1.ConfigMap{})
+	err = env.Client.Get(ctx, client.ObjectKey{Namespace: apps, Name: "after-crash"}, &corev1.ConfigMap{})
 	if !apierrors.IsNotFound(err) {
 		t.Errorf("uninstall left the ConfigMap: %v", err)
 	}
@@ -83,25 +81,22 @@ func TestIntegrationRecoversInterruptedRelease(t *testing.T) {
 // an object that belongs to nobody, wherever its name sorts, and still lets
 // a release take its own objects.
 func TestIntegrationOwnershipInCrowdedNamespace(t *testing.T) {
-	env := testenv.Start(t)
+	t.Parallel()
+	env := testenv.Shared(t)
 	ctx := context.Background()
-	for _, ns := range []string{"rukpak-system", "crowded"} {
-		if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	m, err := NewManager(env.Config, "rukpak-system")
+	ns, crowded := testenv.Namespace(t, env, "rukpak-system"), testenv.Namespace(t, env, "crowded")
+	m, err := NewManager(env.Config, ns)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// 200 bystanders: more than listFactor times any release below.
 	for i := range 200 {
-		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "crowded", Name: fmt.Sprintf("bystander-%03d", i)}}
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: crowded, Name: fmt.Sprintf("bystander-%03d", i)}}
 		if err := env.Client.Create(ctx, cm); err != nil {
 			t.Fatal(err)
 		}
 	}
-	foreign := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "crowded", Name: "zz-foreign"}, Data: map[string]string{"owner": "someone"}}
+	foreign := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: crowded, Name: "zz-foreign"}, Data: map[string]string{"owner": "someone"}}
 	if err := env.Client.Create(ctx, foreign); err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +105,7 @@ func TestIntegrationOwnershipInCrowdedNamespace(t *testing.T) {
 		for _, n := range names {
 			out = append(out, &unstructured.Unstructured{Object: map[string]any{
 				"apiVersion": "v1", "kind": "ConfigMap",
-				"metadata": map[string]any{"name": n, "namespace": "crowded"},
+				"metadata": map[string]any{"name": n, "namespace": crowded},
 				"data":     map[string]any{"owner": "release"},
 			}})
 		}
@@ -130,7 +125,7 @@ func TestIntegrationOwnershipInCrowdedNamespace(t *testing.T) {
 	}
 
 	_, err = m.Apply(ctx, "other", objs(append(slices.Clone(names[:9]), "zz-foreign")...), nil)
-	if err == nil || !strings.Contains(err.Error(), "ConfigMap crowded/zz-foreign exists and is not managed by this release") {
+	if err == nil || !strings.Contains(err.Error(), "ConfigMap "+crowded+"/zz-foreign exists and is not managed by this release") {
 		t.Fatalf("taking over a foreign object: got %v", err)
 	}
 	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(foreign), foreign); err != nil || foreign.Data["owner"] != "someone" {

@@ -7,9 +7,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -79,21 +80,37 @@ func parseObject(t *testing.T, s string) *unstructured.Unstructured {
 }
 
 func TestIntegrationUndeclaredFieldsAreDropped(t *testing.T) {
-	env := testenv.Start(t)
+	t.Parallel()
+	env := testenv.Shared(t)
 	ctx := context.Background()
-	const ns = "rukpak-system"
-	for _, n := range []string{ns, "apps"} {
-		if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: n}}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	ns, apps := testenv.Namespace(t, env, "rukpak-system"), testenv.Namespace(t, env, "apps")
 	cfg, requests := testenv.RecordWrites(env.Config)
 	m, err := NewManager(cfg, ns)
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The CRD is the one cluster-scoped object: uninstalled, and gone,
+	// before another run of this test on the shared API server (-count).
+	t.Cleanup(func() {
+		if _, err := m.Uninstall(ctx, "undeclared"); err != nil {
+			t.Errorf("uninstalling: %v", err)
+			return
+		}
+		crd := parseObject(t, undeclaredCRD)
+		deadline := time.Now().Add(time.Minute)
+		for err := env.Client.Get(ctx, client.ObjectKeyFromObject(crd), crd); !apierrors.IsNotFound(err); err = env.Client.Get(ctx, client.ObjectKeyFromObject(crd), crd) {
+			if time.Now().After(deadline) {
+				t.Errorf("the CRD is still there a minute after the uninstall: %v", err)
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	})
 	bundle := func() []*unstructured.Unstructured {
-		return []*unstructured.Unstructured{parseObject(t, undeclaredCRD), parseObject(t, undeclaredDeployment), parseObject(t, undeclaredCR)}
+		objs := []*unstructured.Unstructured{parseObject(t, undeclaredCRD), parseObject(t, undeclaredDeployment), parseObject(t, undeclaredCR)}
+		objs[1].SetNamespace(apps)
+		objs[2].SetNamespace(apps)
+		return objs
 	}
 	live := func(o *unstructured.Unstructured) *unstructured.Unstructured {
 		t.Helper()
@@ -110,12 +127,12 @@ func TestIntegrationUndeclaredFieldsAreDropped(t *testing.T) {
 		t.Fatalf("install: %v", err)
 	}
 	want := []DroppedFields{
-		{Object: "CStorBackup apps/backup", Fields: []string{"spec.snapName"},
-			Ref: corev1.ObjectReference{APIVersion: "cstor.openebs.io/v1", Kind: "CStorBackup", Namespace: "apps", Name: "backup"}},
+		{Object: "CStorBackup " + apps + "/backup", Fields: []string{"spec.snapName"},
+			Ref: corev1.ObjectReference{APIVersion: "cstor.openebs.io/v1", Kind: "CStorBackup", Namespace: apps, Name: "backup"}},
 		{Object: "CustomResourceDefinition cstorbackups.cstor.openebs.io", Fields: []string{"spec.version"},
 			Ref: corev1.ObjectReference{APIVersion: "apiextensions.k8s.io/v1", Kind: "CustomResourceDefinition", Name: "cstorbackups.cstor.openebs.io"}},
-		{Object: "Deployment apps/operator", Fields: []string{"spec.template.spec.volumes[0].defaultMode", "spec.template.spec.volumes[0].secretName"},
-			Ref: corev1.ObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Namespace: "apps", Name: "operator"}},
+		{Object: "Deployment " + apps + "/operator", Fields: []string{"spec.template.spec.volumes[0].defaultMode", "spec.template.spec.volumes[0].secretName"},
+			Ref: corev1.ObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Namespace: apps, Name: "operator"}},
 	}
 	if !res.Changed || !reflect.DeepEqual(res.Dropped, want) {
 		t.Fatalf("changed %v, dropped %+v\nwant %+v", res.Changed, res.Dropped, want)
@@ -179,7 +196,7 @@ func TestIntegrationUndeclaredFieldsAreDropped(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !fixed.Changed || len(fixed.Dropped) != 2 || fixed.Dropped[0].Object != "CStorBackup apps/backup" || fixed.Dropped[1].Object != "Deployment apps/operator" {
+		if !fixed.Changed || len(fixed.Dropped) != 2 || fixed.Dropped[0].Object != "CStorBackup "+apps+"/backup" || fixed.Dropped[1].Object != "Deployment "+apps+"/operator" {
 			t.Errorf("changed %v, dropped %+v", fixed.Changed, fixed.Dropped)
 		}
 		if a, ok := live(objs[0]).GetAnnotations()[AnnotationDroppedFields]; ok {
@@ -188,7 +205,7 @@ func TestIntegrationUndeclaredFieldsAreDropped(t *testing.T) {
 	})
 
 	t.Run("an object with too many undeclared fields fails with a bounded message", func(t *testing.T) {
-		wide := configMap("apps", "wide", "x")
+		wide := configMap(apps, "wide", "x")
 		names := make([]string, 0, maxDropped+1)
 		for i := range maxDropped + 1 {
 			wide.Object[fmt.Sprintf("x%d", i)] = "undeclared"
@@ -197,7 +214,7 @@ func TestIntegrationUndeclaredFieldsAreDropped(t *testing.T) {
 		slices.Sort(names)
 		_, err := m.Apply(ctx, "wide", []*unstructured.Unstructured{wide}, nil)
 		want := fmt.Sprintf("(more than 1000 fields the schema does not declare: %s and 991 more)", strings.Join(names[:10], ", "))
-		if err == nil || !strings.HasPrefix(err.Error(), `installing release "wide": applying ConfigMap apps/wide: `) || !strings.HasSuffix(err.Error(), want) {
+		if err == nil || !strings.HasPrefix(err.Error(), `installing release "wide": applying ConfigMap `+apps+`/wide: `) || !strings.HasSuffix(err.Error(), want) {
 			t.Fatalf("error %v\nwant one ending %s", err, want)
 		}
 	})

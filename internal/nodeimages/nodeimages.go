@@ -276,7 +276,7 @@ func (o Options) buildOurs(ctx context.Context, pkgs []string, ldflags string) (
 		if err != nil {
 			return nil, err
 		}
-		if err := CheckStatic(data); err != nil {
+		if err := scratchimage.CheckStatic(data); err != nil {
 			return nil, fmt.Errorf("%s: %w", p, err)
 		}
 		out[p] = data
@@ -299,7 +299,7 @@ func thirdParty(ctx context.Context, spec Spec, o Options) ([]byte, error) {
 		return nil, err
 	}
 	if cached != "" {
-		if data, err := os.ReadFile(cached); err == nil && CheckStatic(data) == nil {
+		if data, err := os.ReadFile(cached); err == nil && scratchimage.CheckStatic(data) == nil {
 			return data, nil
 		}
 	}
@@ -320,7 +320,7 @@ func thirdParty(ctx context.Context, spec Spec, o Options) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := CheckStatic(data); err != nil {
+	if err := scratchimage.CheckStatic(data); err != nil {
 		return nil, fmt.Errorf("%s: %w", spec.Package, err)
 	}
 	if cached != "" {
@@ -410,10 +410,6 @@ func moduleRoot(ctx context.Context, dir string) (string, error) {
 	}
 	return filepath.Dir(gomod), nil
 }
-
-// CheckStatic returns an error unless data is a statically linked ELF
-// executable.
-func CheckStatic(data []byte) error { return scratchimage.CheckStatic(data) }
 
 // Build compiles spec's binary and assembles its image.
 func Build(ctx context.Context, spec Spec, o Options) (v1.Image, error) {

@@ -95,7 +95,7 @@ func TestImages(t *testing.T) {
 			if bin.Header.Mode != 0o755 || bin.Header.Typeflag != tar.TypeReg {
 				t.Errorf("/%s: mode %o type %c", spec.Name, bin.Header.Mode, bin.Header.Typeflag)
 			}
-			if err := CheckStatic(bin.Data); err != nil {
+			if err := scratchimage.CheckStatic(bin.Data); err != nil {
 				t.Errorf("/%s: %v", spec.Name, err)
 			}
 			if v, ok := versions[spec.Name]; ok {
@@ -299,24 +299,6 @@ func TestPauseRuns(t *testing.T) {
 		_ = cmd.Process.Kill()
 		t.Fatal("pause still running 5s after SIGTERM")
 	}
-}
-
-// TestCheckStatic refuses a dynamically linked binary of the host.
-func TestCheckStatic(t *testing.T) {
-	if err := CheckStatic([]byte("#!/bin/sh\n")); err == nil {
-		t.Error("a shell script passed as a static ELF binary")
-	}
-	for _, p := range []string{"/bin/sh", "/usr/bin/env"} {
-		data, err := os.ReadFile(p)
-		if err != nil {
-			continue
-		}
-		if err := CheckStatic(data); err == nil {
-			t.Errorf("%s passed as static", p)
-		}
-		return
-	}
-	t.Log("no dynamically linked host binary to check against")
 }
 
 // hostBinary builds spec's binary for this host (Linux only).

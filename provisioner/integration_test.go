@@ -485,6 +485,8 @@ func TestIntegrationBundleDeployments(t *testing.T) {
 			t.Fatal(err)
 		}
 		h.waitBD("consumer", rukpakv1alpha1.TypeInstalled, metav1.ConditionFalse, rukpakv1alpha1.ReasonInstallFailed, "required resource not found")
+		// Nothing is installed: Healthy says so, in RukPak v0.16's words.
+		h.waitBDExact("consumer", rukpakv1alpha1.TypeHealthy, metav1.ConditionFalse, rukpakv1alpha1.ReasonInstallationStatusFalse, "Installed condition is false")
 
 		provider := h.pushBundle("provider", map[string]string{"manifests/crd.yaml": widgetCRD})
 		if err := h.c.Create(ctx, newBD("provider", provider)); err != nil {

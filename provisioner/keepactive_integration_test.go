@@ -157,8 +157,8 @@ func TestIntegrationActiveBundleKeptWhileNewOneUnresolved(t *testing.T) {
 			}
 		})
 		pending = generatedName()
-		h.waitBDExact("keep", rukpakv1alpha1.TypeHasValidBundle, metav1.ConditionUnknown, rukpakv1alpha1.ReasonUnpackPending,
-			fmt.Sprintf("Waiting for bundle %q to unpack: ConfigMap %s/keep-v2 (source.configMaps[0]) not found; waiting for it to be created", pending, namespace))
+		h.waitBDExact("keep", rukpakv1alpha1.TypeHasValidBundle, metav1.ConditionFalse, rukpakv1alpha1.ReasonUnpackFailed,
+			fmt.Sprintf("Failed to unpack bundle %q: source bundle content: get configmap %s/keep-v2: ConfigMap \"keep-v2\" not found", pending, namespace))
 
 		cm, err := h.getCM("keep-config")
 		if err != nil {

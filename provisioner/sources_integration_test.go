@@ -13,6 +13,7 @@ import (
 
 	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
 	"github.com/rukpak-dev/rukpak/internal/testgit"
+	"github.com/rukpak-dev/rukpak/provisioner/conditions"
 )
 
 // TestIntegrationSources unpacks Bundles from every git ref kind, a
@@ -89,7 +90,11 @@ func TestIntegrationSources(t *testing.T) {
 		if err := h.c.Create(ctx, b); err != nil {
 			t.Fatal(err)
 		}
-		h.waitBundle("from-configmaps", rukpakv1alpha1.PhasePending, rukpakv1alpha1.ReasonUnpackPending, "bundle-manifests")
+		// As RukPak v0.16 reported it: a typo is seen, not pending forever.
+		b = h.waitBundle("from-configmaps", rukpakv1alpha1.PhaseFailing, rukpakv1alpha1.ReasonUnpackFailed, "")
+		if c, want := conditions.Get(b.Status.Conditions, rukpakv1alpha1.TypeUnpacked), `source bundle content: get configmap `+namespace+`/bundle-manifests: ConfigMap "bundle-manifests" not found`; c.Message != want {
+			t.Fatalf("Unpacked message %q, want %q", c.Message, want)
+		}
 		start := time.Now()
 		cm := &corev1.ConfigMap{
 			ObjectMeta: metav1.ObjectMeta{Name: "bundle-manifests", Namespace: namespace},

@@ -60,7 +60,8 @@ func (v *SourceValidator) Validate(ctx context.Context, fldPath *field.Path, src
 
 // validateConfigMap rejects a referenced ConfigMap that exists and could
 // change under the immutable Bundle. A ConfigMap that does not exist yet is
-// allowed: the provisioner reports the Bundle pending until it appears.
+// allowed: the provisioner reports it not found (UnpackFailed) and unpacks
+// the Bundle once it appears.
 func (v *SourceValidator) validateConfigMap(ctx context.Context, p *field.Path, name string) field.ErrorList {
 	if v.Reader == nil {
 		return nil

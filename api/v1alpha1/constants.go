@@ -85,9 +85,12 @@ const (
 	ReasonReconcileFailed       = "ReconcileFailed"
 	ReasonHealthy               = "Healthy"
 	ReasonUnhealthy             = "Unhealthy"
-	ReasonCreateBundleFailed    = "CreateBundleFailed"
-	ReasonTooManyBundles        = "TooManyBundles"
-	ReasonPaused                = "Paused"
+	// ReasonInstallationStatusFalse: Healthy is False because nothing is
+	// installed (Installed is False and no Bundle is active).
+	ReasonInstallationStatusFalse = "InstallationStatusFalse"
+	ReasonCreateBundleFailed      = "CreateBundleFailed"
+	ReasonTooManyBundles          = "TooManyBundles"
+	ReasonPaused                  = "Paused"
 	// ReasonUpgradePreflightFailed: the new Bundle's CRDs would break
 	// custom resources already stored, so nothing of it was applied and the
 	// active Bundle stays installed.

@@ -216,7 +216,15 @@ func (r *Reconciler) unpack(ctx context.Context, b *rukpakv1alpha1.Bundle) (ctrl
 
 	switch res.State {
 	case unpack.StatePending:
-		setPhase(b, rukpakv1alpha1.PhasePending, metav1.ConditionFalse, rukpakv1alpha1.ReasonUnpackPending, res.Message)
+		// A source that is not there yet (a ConfigMap not created, or
+		// misspelt) fails as RukPak reported it, so a typo is seen; it is
+		// looked at again, and a watch unpacks it once it appears. The
+		// event goes out when the failure is new, not at every retry.
+		if c := conditions.Get(b.Status.Conditions, rukpakv1alpha1.TypeUnpacked); c == nil || c.Reason != rukpakv1alpha1.ReasonUnpackFailed || c.Message != res.Message {
+			r.event(b, "Warning", rukpakv1alpha1.ReasonUnpackFailed, res.Message)
+		}
+		b.Status.ObservedGeneration = b.Generation
+		setPhase(b, rukpakv1alpha1.PhaseFailing, metav1.ConditionFalse, rukpakv1alpha1.ReasonUnpackFailed, res.Message)
 		return ctrl.Result{RequeueAfter: pendingRequeue}, nil
 	case unpack.StateUnpacking:
 		setPhase(b, rukpakv1alpha1.PhaseUnpacking, metav1.ConditionFalse, rukpakv1alpha1.ReasonUnpacking, res.Message)

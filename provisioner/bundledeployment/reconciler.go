@@ -492,6 +492,14 @@ func (r *Reconciler) finalize(ctx context.Context, bd *rukpakv1alpha1.BundleDepl
 
 func (r *Reconciler) set(bd *rukpakv1alpha1.BundleDeployment, typ string, status metav1.ConditionStatus, reason, msg string) {
 	conditions.Set(&bd.Status.Conditions, bd.Generation, typ, status, reason, msg)
+	if typ == rukpakv1alpha1.TypeInstalled && status == metav1.ConditionFalse && bd.Status.ActiveBundle == "" {
+		// Nothing is installed, so nothing is healthy: RukPak v0.16 said
+		// so in these words, and waits on Healthy=False rely on them. Once
+		// a Bundle is active it stays installed through a failed pivot,
+		// and Healthy goes on reporting its objects.
+		conditions.Set(&bd.Status.Conditions, bd.Generation, rukpakv1alpha1.TypeHealthy, metav1.ConditionFalse,
+			rukpakv1alpha1.ReasonInstallationStatusFalse, "Installed condition is false")
+	}
 }
 
 // maxNote is the API server's limit on an event's note: a longer one is

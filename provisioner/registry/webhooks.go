@@ -49,11 +49,20 @@ type webhookDescription struct {
 // when unset.
 func (w webhookDescription) port() int32 { return cmp.Or(w.ContainerPort, 443) }
 
+// targetPort is the port the Service sends the webhook's requests to:
+// targetPort, else the Service port. 0 (ndb-operator 1.10.0 ships it) and
+// "" count as unset: OLM copies them into the Service, where the API server
+// defaults them to the port.
 func (w webhookDescription) targetPort() intstr.IntOrString {
-	if w.TargetPort != nil {
+	if w.hasTargetPort() {
 		return *w.TargetPort
 	}
 	return intstr.FromInt32(w.port())
+}
+
+func (w webhookDescription) hasTargetPort() bool {
+	t := w.TargetPort
+	return t != nil && !(t.Type == intstr.Int && t.IntVal == 0) && !(t.Type == intstr.String && t.StrVal == "")
 }
 
 // Certificate volumes of a Deployment serving webhooks, where operators
@@ -131,7 +140,7 @@ func (b *bundle) validateWebhooks() error {
 		if p := w.ContainerPort; p < 0 || p > 65535 {
 			return fmt.Errorf("%s: containerPort %d is not a valid port", where, p)
 		}
-		if w.TargetPort != nil {
+		if w.hasTargetPort() {
 			if errs := validatePort(*w.TargetPort); len(errs) > 0 {
 				return fmt.Errorf("%s: targetPort %q is not a valid port: %s", where, w.TargetPort.String(), strings.Join(errs, "; "))
 			}

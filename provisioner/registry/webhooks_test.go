@@ -433,3 +433,40 @@ spec:
 		t.Fatalf("got %v, want %s", err, want)
 	}
 }
+
+// TestWebhookTargetPort: the Service sends a webhook's port to its
+// targetPort; 0 and "" (ndb-operator 1.10.0 ships targetPort: 0) mean the
+// port itself, as the API server defaults the Service OLM copies them into.
+func TestWebhookTargetPort(t *testing.T) {
+	tests := []struct {
+		name   string
+		target interface{} // nil: unset
+		want   interface{}
+	}{
+		{"unset", nil, int64(443)},
+		{"zero", 0, int64(443)},
+		{"empty name", "", int64(443)},
+		{"number", 9443, int64(9443)},
+		{"name", "https", "https"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			h := hook(webhookValidating, "v.example.com", nil)
+			delete(h, "targetPort")
+			if tc.target != nil {
+				h["targetPort"] = tc.target
+			}
+			out, err := Convert(testBundle(t, webhookCSV([]string{InstallModeAllNamespaces}, h)), Options{})
+			if err != nil {
+				t.Fatalf("Convert: %v", err)
+			}
+			ports, _, _ := unstructured.NestedSlice(find(t, out, "Service", "op-system", "op-service").Object, "spec", "ports")
+			if len(ports) != 1 {
+				t.Fatalf("ports %v, want one", ports)
+			}
+			if got := ports[0].(map[string]interface{})["targetPort"]; !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("targetPort %#v, want %#v", got, tc.want)
+			}
+		})
+	}
+}

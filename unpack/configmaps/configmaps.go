@@ -3,8 +3,9 @@
 // ConfigMap's path.
 //
 // A ConfigMap that does not exist yet gives a Pending result naming it
-// rather than an error: it is usually created alongside the Bundle, and the
-// controller is expected to retry (and to watch ConfigMaps).
+// rather than an error: it is usually created alongside the Bundle (or was
+// misspelt), so the controller reports it, in RukPak's words, and retries
+// (and watches ConfigMaps).
 //
 // Every ConfigMap must be immutable (immutable: true): a Bundle's content
 // never changes. The resolved source is the source with each ConfigMap's
@@ -105,7 +106,8 @@ func (u *Unpacker) add(ctx context.Context, tree *unpack.Tree, seen *collisions,
 	cm := &corev1.ConfigMap{}
 	if err := u.cfg.Reader.Get(ctx, key, cm); err != nil {
 		if apierrors.IsNotFound(err) {
-			return unpack.Pending(fmt.Sprintf("ConfigMap %s (source.configMaps[%d]) not found; waiting for it to be created", key, i)), "", nil
+			// RukPak v0.16's words, which users' checks match.
+			return unpack.Pending(fmt.Sprintf("source bundle content: get configmap %s: ConfigMap %q not found", key, key.Name)), "", nil
 		}
 		return nil, "", fmt.Errorf("getting ConfigMap %s: %w", key, err)
 	}

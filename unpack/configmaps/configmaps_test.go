@@ -155,8 +155,8 @@ func TestMissingConfigMapIsPending(t *testing.T) {
 	if res.State != unpack.StatePending || res.FS != nil {
 		t.Fatalf("state = %s with FS %v, want %s without content", res.State, res.FS, unpack.StatePending)
 	}
-	if want := "ConfigMap " + namespace + "/absent (source.configMaps[1]) not found"; !strings.Contains(res.Message, want) {
-		t.Fatalf("message = %q, want it to contain %q", res.Message, want)
+	if want := "source bundle content: get configmap " + namespace + "/absent: ConfigMap \"absent\" not found"; res.Message != want {
+		t.Fatalf("message = %q, want %q", res.Message, want)
 	}
 	if left, _ := os.ReadDir(base); len(left) != 0 {
 		t.Fatalf("a pending unpack left %v in BaseDir", left)

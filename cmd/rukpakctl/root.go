@@ -17,5 +17,6 @@ func newRootCmd(out io.Writer) *cobra.Command {
 	root.AddCommand(newRenderCmd())
 	root.AddCommand(newRBACCmd())
 	root.AddCommand(newDiffCmd())
+	root.AddCommand(newContentCmd())
 	return root
 }

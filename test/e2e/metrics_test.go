@@ -104,7 +104,7 @@ var readerToken struct {
 }
 
 // metricsToken is a token of the ServiceAccount rukpak-system/e2e-metrics,
-// bound to the shipped ClusterRole rukpak-metrics-reader (an hour's, made
+// bound to the shipped ClusterRole rukpak-metrics-reader (made
 // once per run).
 func metricsToken(t *testing.T) string {
 	t.Helper()
@@ -130,7 +130,7 @@ subjects:
   name: e2e-metrics
   namespace: rukpak-system
 `, "apply", "-f", "-")
-		readerToken.token = strings.TrimSpace(mustKubectl(t, "", "create", "token", "e2e-metrics", "-n", "rukpak-system", "--duration=1h"))
+		readerToken.token = strings.TrimSpace(mustKubectl(t, "", "create", "token", "e2e-metrics", "-n", "rukpak-system", "--duration=12h"))
 	}
 	return readerToken.token
 }

@@ -152,6 +152,12 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return fmt.Errorf("--watch-label-selector: %w", err)
 	}
+	known := knownShards(o.knownShards)
+	if len(known) > 0 {
+		if _, err := sh.Unserved(known); err != nil {
+			return fmt.Errorf("--known-shards: %w", err)
+		}
+	}
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
 		return fmt.Errorf("loading kubeconfig: %w", err)
@@ -242,7 +248,7 @@ func run(ctx context.Context, o options) error {
 		DefaultServiceAccount: defaultSA,
 		RequireServiceAccount: o.requireSA,
 		Shard:                 sh,
-		KnownShards:           knownShards(o.knownShards),
+		KnownShards:           known,
 	}); err != nil {
 		return err
 	}
@@ -403,7 +409,7 @@ func classURLs(s string) (map[string]string, error) {
 	return out, nil
 }
 
-// knownShards splits --known-shards; provisioner.Setup checks the values.
+// knownShards splits --known-shards.
 func knownShards(s string) []string {
 	var out []string
 	for _, v := range strings.Split(s, ",") {

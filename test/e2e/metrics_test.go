@@ -43,18 +43,31 @@ func scrape(t *testing.T) (string, error) {
 	return all.String(), nil
 }
 
-// scrapePod reads the metrics of a provisioner pod of rukpak-system. The
-// API server's pod proxy cannot: it drops the caller's token, which the
-// metrics endpoint needs. On the real node the pod's address is routed
-// from this host; elsewhere kubectl port-forward reaches it.
+// scrapePod reads the metrics of a provisioner pod of rukpak-system with
+// the suite's reader token.
 func scrapePod(t *testing.T, pod string) (string, error) {
+	t.Helper()
+	var body string
+	err := atPod(t, pod, func(url string) error {
+		var err error
+		body, err = scrapeURL(t, url)
+		return err
+	})
+	return body, err
+}
+
+// atPod calls f with the metrics URL of a provisioner pod of rukpak-system.
+// The API server's pod proxy cannot reach it: it drops the caller's token,
+// which the metrics endpoint needs. On the real node the pod's address is
+// routed from this host; elsewhere kubectl port-forward reaches it.
+func atPod(t *testing.T, pod string, f func(url string) error) error {
 	t.Helper()
 	if suite.node != nil {
 		ip, _, err := kubectl(t, "", "get", "pod", "-n", "rukpak-system", pod, "-o", "jsonpath={.status.podIP}")
 		if err != nil || ip == "" {
-			return "", fmt.Errorf("the address of pod %s: %q %v", pod, ip, err)
+			return fmt.Errorf("the address of pod %s: %q %v", pod, ip, err)
 		}
-		return scrapeURL(t, "https://"+net.JoinHostPort(ip, "8080")+"/metrics")
+		return f("https://" + net.JoinHostPort(ip, "8080") + "/metrics")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -64,10 +77,10 @@ func scrapePod(t *testing.T, pod string) (string, error) {
 	cmd.Stderr = &errb
 	out, err := cmd.StdoutPipe()
 	if err != nil {
-		return "", err
+		return err
 	}
 	if err := cmd.Start(); err != nil {
-		return "", fmt.Errorf("kubectl port-forward %s: %w", pod, err)
+		return fmt.Errorf("kubectl port-forward %s: %w", pod, err)
 	}
 	defer func() {
 		cancel()
@@ -79,10 +92,10 @@ func scrapePod(t *testing.T, pod string) (string, error) {
 		if rest, ok := strings.CutPrefix(sc.Text(), "Forwarding from "); ok {
 			local, _, _ := strings.Cut(rest, " ")
 			go func() { _, _ = io.Copy(io.Discard, out) }()
-			return scrapeURL(t, "https://"+local+"/metrics")
+			return f("https://" + local + "/metrics")
 		}
 	}
-	return "", fmt.Errorf("kubectl port-forward %s printed no local address: %s", pod, errb.String())
+	return fmt.Errorf("kubectl port-forward %s printed no local address: %s", pod, errb.String())
 }
 
 // scrapeURL GETs a metrics URL with the suite's reader token.
@@ -96,6 +109,26 @@ func scrapeURL(t *testing.T, url string) (string, error) {
 		return "", fmt.Errorf("metrics endpoint %s: %d %s", url, code, body)
 	}
 	return body, nil
+}
+
+// unauthenticatedScrape is the status code of a scrape without a token:
+// of the local process, or of the first provisioner pod.
+func unauthenticatedScrape(t *testing.T) (int, error) {
+	t.Helper()
+	var code int
+	get := func(url string) error {
+		var err error
+		code, _, err = testmetrics.Scrape(context.Background(), url, "")
+		return err
+	}
+	if suite.local != nil {
+		return code, get("https://" + devenv.ProvisionerMetricsAddr + "/metrics")
+	}
+	pods, _, err := kubectl(t, "", "get", "pods", "-n", "rukpak-system", "-l", "app.kubernetes.io/name=rukpak-core", "-o", "jsonpath={.items[*].metadata.name}")
+	if err != nil || len(strings.Fields(pods)) == 0 {
+		return 0, fmt.Errorf("listing provisioner pods: %q %v", pods, err)
+	}
+	return code, atPod(t, strings.Fields(pods)[0], get)
 }
 
 var readerToken struct {
@@ -202,6 +235,11 @@ spec:
 	mustKubectl(t, bd("metrics-e2e-v1"), "apply", "-f", "-")
 	waitFor(t, "bd/"+name, "condition=Installed", 2*time.Minute)
 	waitFor(t, "bd/"+name, "condition=Healthy", 2*time.Minute)
+
+	// Only a token allowed to get /metrics reads them.
+	if code, err := unauthenticatedScrape(t); err != nil || code != http.StatusUnauthorized {
+		t.Errorf("a scrape without a token: %d %v, want 401", code, err)
+	}
 
 	cond := func(typ, status string) string {
 		return fmt.Sprintf(`rukpak_condition{kind="BundleDeployment",name=%q,status=%q,type=%q}`, name, status, typ)

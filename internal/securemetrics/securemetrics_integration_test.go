@@ -38,7 +38,7 @@ func init() { ctrlmetrics.Registry.MustRegister(probe) }
 
 // TestMetricsNeedAToken: the metrics endpoint, run as the webhook's shipped
 // ClusterRole allows (the provisioner's allows everything), answers plain
-// HTTP with nothing, a request without a token with 401, one with a token
+// HTTP without metrics (Go's 400), a request without a token with 401, one with a token
 // the API server does not know with 500, a ServiceAccount's token without
 // the right to get /metrics with 403, and one bound to the shipped
 // rukpak-metrics-reader with the metrics.
@@ -130,11 +130,11 @@ func TestMetricsNeedAToken(t *testing.T) {
 	t.Run("plain HTTP", func(t *testing.T) {
 		resp, err := http.Get("http://" + addr + "/metrics")
 		if err != nil {
-			return // refused outright: fine
+			t.Fatal(err)
 		}
 		defer func() { _ = resp.Body.Close() }()
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-		if resp.StatusCode == http.StatusOK || bytes.Contains(body, []byte("rukpak_securemetrics_test_probe_total")) {
+		if resp.StatusCode != http.StatusBadRequest || bytes.Contains(body, []byte("rukpak_securemetrics_test_probe_total")) {
 			t.Errorf("plain HTTP answered %d with %q", resp.StatusCode, truncate(string(body)))
 		}
 	})

@@ -2,6 +2,7 @@ package provisioner_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 
@@ -95,7 +96,10 @@ func TestIntegrationUnknownShard(t *testing.T) {
 			if apierrors.IsNotFound(err) {
 				return nil
 			}
-			return fmt.Errorf("still there: %v", err)
+			if err != nil {
+				return fmt.Errorf("reading bd-typo: %w", err)
+			}
+			return errors.New("still there")
 		})
 	})
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -165,6 +164,6 @@ func shippedClusterRole(t *testing.T, rel, name string) *rbacv1.ClusterRole {
 			return &cr
 		}
 	}
-	t.Fatal(fmt.Sprintf("%s holds no ClusterRole %s", rel, name))
+	t.Fatalf("%s holds no ClusterRole %s", rel, name)
 	return nil
 }

@@ -64,8 +64,11 @@ func atPod(t *testing.T, pod string, f func(url string) error) error {
 	t.Helper()
 	if suite.node != nil {
 		ip, _, err := kubectl(t, "", "get", "pod", "-n", "rukpak-system", pod, "-o", "jsonpath={.status.podIP}")
-		if err != nil || ip == "" {
-			return fmt.Errorf("the address of pod %s: %q %v", pod, ip, err)
+		if err != nil {
+			return fmt.Errorf("the address of pod %s: %w", pod, err)
+		}
+		if ip == "" {
+			return fmt.Errorf("pod %s has no address", pod)
 		}
 		return f("https://" + net.JoinHostPort(ip, "8080") + "/metrics")
 	}
@@ -125,8 +128,11 @@ func unauthenticatedScrape(t *testing.T) (int, error) {
 		return code, get("https://" + devenv.ProvisionerMetricsAddr + "/metrics")
 	}
 	pods, _, err := kubectl(t, "", "get", "pods", "-n", "rukpak-system", "-l", "app.kubernetes.io/name=rukpak-core", "-o", "jsonpath={.items[*].metadata.name}")
-	if err != nil || len(strings.Fields(pods)) == 0 {
-		return 0, fmt.Errorf("listing provisioner pods: %q %v", pods, err)
+	if err != nil {
+		return 0, fmt.Errorf("listing provisioner pods: %w", err)
+	}
+	if len(strings.Fields(pods)) == 0 {
+		return 0, fmt.Errorf("no provisioner pods")
 	}
 	return code, atPod(t, strings.Fields(pods)[0], get)
 }

@@ -50,7 +50,37 @@ func kubectl(t *testing.T) string {
 // render returns the objects of kubectl kustomize dir.
 func render(t *testing.T, dir string) []*unstructured.Unstructured {
 	t.Helper()
-	cmd := exec.Command(kubectl(t), "kustomize", filepath.Join(testenv.RepoRoot(), "manifests", dir))
+	return renderPath(t, filepath.Join(testenv.RepoRoot(), "manifests", dir))
+}
+
+// renderCombined returns the objects of a kustomization of the given
+// kustomizations and components (directories under manifests/), as a user
+// would write one.
+func renderCombined(t *testing.T, resources, components []string) []*unstructured.Unstructured {
+	t.Helper()
+	dir := t.TempDir()
+	// kustomize refuses absolute paths of bases and components.
+	rel := func(d string) string {
+		r, err := filepath.Rel(dir, filepath.Join(testenv.RepoRoot(), "manifests", d))
+		testenv.MustNotError(t, err, "relative path of %s", d)
+		return r
+	}
+	var k strings.Builder
+	k.WriteString("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n")
+	for _, r := range resources {
+		k.WriteString("- " + rel(r) + "\n")
+	}
+	k.WriteString("components:\n")
+	for _, c := range components {
+		k.WriteString("- " + rel(c) + "\n")
+	}
+	testenv.MustNotError(t, os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k.String()), 0o644), "writing kustomization")
+	return renderPath(t, dir)
+}
+
+func renderPath(t *testing.T, dir string) []*unstructured.Unstructured {
+	t.Helper()
+	cmd := exec.Command(kubectl(t), "kustomize", dir)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -154,6 +184,7 @@ func TestRoles(t *testing.T) {
 				Verbs: []string{"get", "list", "watch"}},
 		}},
 		{"bundle-reader", nil, []rbacv1.PolicyRule{{NonResourceURLs: []string{"/bundles/*"}, Verbs: []string{"get"}}}},
+		{"rukpak-metrics-reader", nil, []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -244,6 +275,44 @@ func TestNetworkPolicyOverlay(t *testing.T) {
 			t.Fatalf("the NetworkPolicy was not applied:\n%s", out)
 		}
 	})
+}
+
+// TestNetworkPolicyCoversShards: with the sharding overlay and the
+// networkpolicy component, the pods of every provisioner Deployment (the
+// main instance and each shard, which fetch Bundle sources alike) are
+// selected by a NetworkPolicy denying metadata addresses.
+func TestNetworkPolicyCoversShards(t *testing.T) {
+	objs := renderCombined(t, []string{"overlays/sharding"}, []string{"components/networkpolicy"})
+	var policies []*networkingv1.NetworkPolicy
+	var provisioners []*appsv1.Deployment
+	for _, u := range objs {
+		switch u.GetKind() {
+		case "NetworkPolicy":
+			policies = append(policies, convert[networkingv1.NetworkPolicy](t, u))
+		case "Deployment":
+			d := convert[appsv1.Deployment](t, u)
+			if slices.Equal(d.Spec.Template.Spec.Containers[0].Command, []string{"/provisioner"}) {
+				provisioners = append(provisioners, d)
+			}
+		}
+	}
+	if len(provisioners) != 3 || len(policies) == 0 {
+		t.Fatalf("%d provisioner Deployments and %d NetworkPolicies, want 3 and at least 1", len(provisioners), len(policies))
+	}
+	for _, d := range provisioners {
+		var by []string
+		for _, np := range policies {
+			sel, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
+			testenv.MustNotError(t, err, "podSelector of %s", np.Name)
+			if np.Namespace == d.Namespace && !sel.Empty() && sel.Matches(labels.Set(d.Spec.Template.Labels)) &&
+				slices.Contains(np.Spec.PolicyTypes, networkingv1.PolicyTypeEgress) {
+				by = append(by, np.Name)
+			}
+		}
+		if len(by) == 0 {
+			t.Errorf("the pods of %s (labels %v) are selected by no egress NetworkPolicy", d.Name, d.Spec.Template.Labels)
+		}
+	}
 }
 
 // serverDryRun applies the kustomization dir with a server-side dry run

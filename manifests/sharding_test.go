@@ -18,7 +18,7 @@ import (
 // provisionerFlags are the flags of cmd/provisioner this test reads, with
 // their defaults.
 type provisionerFlags struct {
-	selector, leaseID, contentURL, certSecret string
+	selector, leaseID, contentURL, certSecret, knownShards string
 }
 
 func parseProvisionerFlags(t *testing.T, args []string) provisionerFlags {
@@ -30,6 +30,7 @@ func parseProvisionerFlags(t *testing.T, args []string) provisionerFlags {
 	fs.StringVar(&f.leaseID, "leader-election-id", "provisioner.core.rukpak.io", "")
 	fs.StringVar(&f.contentURL, "content-url", "https://rukpak-core.rukpak-system.svc", "")
 	fs.StringVar(&f.certSecret, "content-cert-secret", "", "")
+	fs.StringVar(&f.knownShards, "known-shards", "", "")
 	var known []string
 	for _, a := range args {
 		name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
@@ -71,6 +72,8 @@ func TestShardingOverlay(t *testing.T) {
 	}
 
 	var shards []*shard.Shard
+	var mainShard *shard.Shard
+	var known []string
 	seen := map[string]map[string]string{"lease": {}, "url": {}, "secret": {}}
 	distinct := func(kind, value, owner string) {
 		if other, ok := seen[kind][value]; ok {
@@ -88,6 +91,12 @@ func TestShardingOverlay(t *testing.T) {
 			t.Errorf("%s selects on %v, want %s only (Bundles take their BundleDeployment's values of these keys)", d.Name, sh.Keys(), shard.Label)
 		}
 		shards = append(shards, sh)
+		if f.knownShards != "" {
+			if mainShard != nil {
+				t.Errorf("%s: more than one instance has --known-shards", d.Name)
+			}
+			mainShard, known = sh, strings.Split(f.knownShards, ",")
+		}
 		distinct("lease", f.leaseID, d.Name)
 		distinct("url", f.contentURL, d.Name)
 		distinct("secret", f.certSecret, d.Name)
@@ -127,6 +136,33 @@ func TestShardingOverlay(t *testing.T) {
 		}
 		if owners != 1 {
 			t.Errorf("an object labelled %v is reconciled by %d instances, want 1", l, owners)
+		}
+	}
+
+	// The main instance knows exactly the shards the others serve: an
+	// object labelled for one is another instance's, one labelled for
+	// anything else is nobody's and reported by the main instance.
+	if mainShard == nil {
+		t.Fatal("no instance has --known-shards: objects of unknown shards are reported by nobody")
+	}
+	unserved, err := mainShard.Unserved(known)
+	if err != nil {
+		t.Fatalf("--known-shards=%s: %v", strings.Join(known, ","), err)
+	}
+	for _, l := range []map[string]string{{shard.Label: "shard1"}, {shard.Label: "shard2"}, {shard.Label: "shard3"}, {shard.Label: ""}, nil} {
+		owners := 0
+		for _, sh := range shards {
+			if sh.Owns(l) {
+				owners++
+			}
+		}
+		if unserved.Matches(labels.Set(l)) != (owners == 0) {
+			t.Errorf("an object labelled %v: %d instances reconcile it, reported as unknown: %v", l, owners, unserved.Matches(labels.Set(l)))
+		}
+	}
+	for _, v := range known {
+		if !slices.ContainsFunc(shards, func(sh *shard.Shard) bool { return sh != mainShard && sh.Owns(map[string]string{shard.Label: v}) }) {
+			t.Errorf("--known-shards lists %q, which no shard instance serves", v)
 		}
 	}
 

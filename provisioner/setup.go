@@ -28,6 +28,7 @@ import (
 	"github.com/rukpak-dev/rukpak/provisioner/release"
 	"github.com/rukpak-dev/rukpak/provisioner/servingcert"
 	"github.com/rukpak-dev/rukpak/provisioner/shard"
+	"github.com/rukpak-dev/rukpak/provisioner/unserved"
 	"github.com/rukpak-dev/rukpak/storage"
 	"github.com/rukpak-dev/rukpak/unpack"
 )
@@ -67,6 +68,10 @@ type Options struct {
 	// BundleDeployments this process reconciles; the manager's cache must
 	// hold only that part (Shard.ByObject).
 	Shard *shard.Shard
+	// KnownShards, on the main instance (Shard !core.rukpak.io/shard), are
+	// the shards other instances serve: objects labelled for any other get
+	// an UnknownShard condition (package unserved).
+	KnownShards []string
 }
 
 // Setup registers a Bundle and a BundleDeployment reconciler for every class.
@@ -147,6 +152,9 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		}).SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("setting up bundle deployment controller for %s: %w", class, err)
 		}
+	}
+	if len(opts.KnownShards) > 0 {
+		return unserved.Setup(mgr, opts.Shard, opts.KnownShards)
 	}
 	return nil
 }

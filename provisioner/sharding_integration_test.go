@@ -44,8 +44,9 @@ type shardInstance struct {
 }
 
 // startShard runs a provisioner as the binary does with
-// --watch-label-selector=selector (plain class only).
-func startShard(t *testing.T, env *testenv.Env, name, selector string) *shardInstance {
+// --watch-label-selector=selector and --known-shards=known (plain class
+// only).
+func startShard(t *testing.T, env *testenv.Env, name, selector string, known ...string) *shardInstance {
 	t.Helper()
 	sh, err := shard.Parse(selector)
 	testenv.MustNotError(t, err, "parsing selector %q", selector)
@@ -71,6 +72,8 @@ func startShard(t *testing.T, env *testenv.Env, name, selector string) *shardIns
 		Unpacker:  sources.New(unpack.Config{Reader: mgr.GetAPIReader(), Namespace: namespace, BaseDir: s.unpackDir}),
 		Storage:   s.store,
 		Shard:     sh,
+
+		KnownShards: known,
 	})
 	testenv.MustNotError(t, err, "setting up %s", name)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -95,6 +95,9 @@ const (
 	// custom resources already stored, so nothing of it was applied and the
 	// active Bundle stays installed.
 	ReasonUpgradePreflightFailed = "UpgradePreflightFailed"
+	// ReasonUnknownShard: the object's core.rukpak.io/shard label names a
+	// shard no provisioner instance serves, so nothing reconciles it.
+	ReasonUnknownShard = "UnknownShard"
 )
 
 // Bundle phases.

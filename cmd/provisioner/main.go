@@ -25,12 +25,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
 	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
 	"github.com/rukpak-dev/rukpak/internal/memlimit"
+	"github.com/rukpak-dev/rukpak/internal/securemetrics"
 	"github.com/rukpak-dev/rukpak/internal/selfsigned"
 	"github.com/rukpak-dev/rukpak/provisioner"
 	"github.com/rukpak-dev/rukpak/provisioner/identity"
@@ -66,6 +66,7 @@ type options struct {
 	tokenFile         string
 	bundleWorkers     int
 	metricsAddr       string
+	metricsCertDir    string
 	probeAddr         string
 	leaderElect       bool
 	leaderElectionID  string
@@ -77,6 +78,7 @@ type options struct {
 	defaultSA         string
 	requireSA         bool
 	watchSelector     string
+	knownShards       string
 }
 
 func main() {
@@ -97,7 +99,8 @@ func main() {
 	flag.StringVar(&o.contentAudience, "content-audience", storage.DefaultContentAudience, "Audience of the tokens the content server accepts and the downloader sends.")
 	flag.StringVar(&o.tokenFile, "token-file", storage.ContentTokenPath, "Projected service account token of --content-audience, sent when downloading content from another provisioner process.")
 	flag.IntVar(&o.bundleWorkers, "bundle-workers", 4, "Bundles of one class reconciled at once; fetches run in the background and do not hold a worker.")
-	flag.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "Metrics endpoint address; 0 disables it.")
+	flag.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "Metrics endpoint address (HTTPS; only bearer tokens the API server authenticates and authorizes to get /metrics, e.g. of a ServiceAccount bound to rukpak-metrics-reader); 0 disables it.")
+	flag.StringVar(&o.metricsCertDir, "metrics-cert-dir", "", "Directory of the metrics endpoint's tls.crt and tls.key, re-read when they change; empty (or no files there): a self-signed certificate generated at start.")
 	flag.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Health and readiness probe address.")
 	flag.BoolVar(&o.leaderElect, "leader-elect", false, "Elect a leader, so only one replica reconciles.")
 	flag.StringVar(&o.pprofAddr, "pprof-bind-address", "", "Address of the pprof endpoints (e.g. 127.0.0.1:6060); empty disables them.")
@@ -111,6 +114,7 @@ func main() {
 	flag.StringVar(&o.defaultSA, "default-service-account", "", "NAMESPACE/NAME of the ServiceAccount that BundleDeployments without spec.serviceAccount install as (impersonated, after a permission check), as Flux's --default-service-account; empty: they install as the provisioner, unless --require-service-account.")
 	flag.BoolVar(&o.requireSA, "require-service-account", false, "Refuse BundleDeployments that name no spec.serviceAccount when there is no --default-service-account, instead of installing them with the provisioner's own rights.")
 	flag.StringVar(&o.watchSelector, "watch-label-selector", "", "Reconcile only the Bundles and BundleDeployments this label selector matches (e.g. '"+shard.Label+" in (shard1)', or '!"+shard.Label+"' for the main instance), as Flux's flag of this name: several provisioner Deployments, each with its own selector, --leader-election-id, --content-url and --content-cert-secret, split the cluster between them. Bundles a BundleDeployment generates get its values of the selector's label keys. Empty: everything.")
+	flag.StringVar(&o.knownShards, "known-shards", "", "On the main instance (--watch-label-selector='!"+shard.Label+"'), the comma-separated values of "+shard.Label+" the other instances serve: Bundles and BundleDeployments labelled with any other value, which nobody reconciles, get the condition reason UnknownShard (Installed on BundleDeployments, Unpacked on Bundles) and are otherwise left alone. Empty: not reported.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -148,6 +152,12 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return fmt.Errorf("--watch-label-selector: %w", err)
 	}
+	known := knownShards(o.knownShards)
+	if len(known) > 0 {
+		if _, err := sh.Unserved(known); err != nil {
+			return fmt.Errorf("--known-shards: %w", err)
+		}
+	}
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
 		return fmt.Errorf("loading kubeconfig: %w", err)
@@ -170,7 +180,7 @@ func run(ctx context.Context, o options) error {
 	}
 	mgr, err := ctrl.NewManager(cfg, manager.Options{
 		Scheme:                        scheme,
-		Metrics:                       metricsserver.Options{BindAddress: o.metricsAddr},
+		Metrics:                       securemetrics.Options(o.metricsAddr, o.metricsCertDir),
 		HealthProbeBindAddress:        o.probeAddr,
 		PprofBindAddress:              o.pprofAddr,
 		LeaderElection:                o.leaderElect,
@@ -238,6 +248,7 @@ func run(ctx context.Context, o options) error {
 		DefaultServiceAccount: defaultSA,
 		RequireServiceAccount: o.requireSA,
 		Shard:                 sh,
+		KnownShards:           known,
 	}); err != nil {
 		return err
 	}
@@ -396,6 +407,17 @@ func classURLs(s string) (map[string]string, error) {
 		out[class] = u
 	}
 	return out, nil
+}
+
+// knownShards splits --known-shards.
+func knownShards(s string) []string {
+	var out []string
+	for _, v := range strings.Split(s, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 func envOr(key, def string) string {

@@ -14,9 +14,9 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
+	"github.com/rukpak-dev/rukpak/internal/securemetrics"
 	"github.com/rukpak-dev/rukpak/webhook"
 	"github.com/rukpak-dev/rukpak/webhook/certs"
 )
@@ -32,7 +32,7 @@ func run() error {
 	var (
 		namespace, bundleNamespace, certDir, certMode string
 		webhookConfigName, serviceName, extraDNSNames string
-		probeAddr, metricsAddr                        string
+		probeAddr, metricsAddr, metricsCertDir        string
 		port                                          int
 		enableHTTP2, leaderElect                      bool
 	)
@@ -45,7 +45,8 @@ func run() error {
 	flag.StringVar(&serviceName, "service-name", "rukpak-webhook-service", "Service in front of the webhook; the serving certificate is issued for <service>.<namespace>.svc.")
 	flag.StringVar(&extraDNSNames, "extra-dns-names", "", "Comma-separated extra DNS names for the self-managed serving certificate (e.g. localhost).")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz endpoints.")
-	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "Address of the metrics endpoint; 0 disables it.")
+	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "Address of the metrics endpoint (HTTPS; only bearer tokens the API server authenticates and authorizes to get /metrics, e.g. of a ServiceAccount bound to rukpak-metrics-reader); 0 disables it.")
+	flag.StringVar(&metricsCertDir, "metrics-cert-dir", "", "Directory of the metrics endpoint's tls.crt and tls.key, re-read when they change; empty (or no files there): a self-signed certificate generated at start.")
 	flag.BoolVar(&enableHTTP2, "enable-http2", false, "Serve HTTP/2 as well as HTTP/1.1 (off by default: HTTP/2 rapid-reset and stream-exhaustion attacks).")
 	flag.BoolVar(&leaderElect, "leader-elect", false, "Rotate certificates only on the elected leader; enable when running more than one replica.")
 	zapOpts := zap.Options{}
@@ -67,7 +68,7 @@ func run() error {
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
-		Metrics:                 metricsserver.Options{BindAddress: metricsAddr},
+		Metrics:                 securemetrics.Options(metricsAddr, metricsCertDir),
 		HealthProbeBindAddress:  probeAddr,
 		LeaderElection:          leaderElect,
 		LeaderElectionID:        "rukpak-webhook.core.rukpak.io",

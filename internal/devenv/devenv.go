@@ -46,7 +46,10 @@ const (
 	webhookProbeAddr     = "127.0.0.1:8091"
 	ContentAddr          = "127.0.0.1:8443"
 	provisionerProbeAddr = "127.0.0.1:8081"
-	// ProvisionerMetricsAddr serves the provisioner's Prometheus metrics.
+	// ProvisionerMetricsAddr serves the provisioner's Prometheus metrics,
+	// over HTTPS (a self-signed certificate) to a bearer token allowed to
+	// get /metrics, e.g. `kubectl create token` of a ServiceAccount bound
+	// to rukpak-metrics-reader (which the local overlay installs).
 	ProvisionerMetricsAddr = "127.0.0.1:8082"
 )
 

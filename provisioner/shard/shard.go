@@ -7,10 +7,14 @@
 package shard
 
 import (
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -125,4 +129,34 @@ func (s *Shard) Differs(from, into map[string]string) bool {
 		}
 	}
 	return false
+}
+
+// Unserved selects the objects labelled for a shard not in known: Label
+// set, to a value none of known. Only the main instance (selector !Label)
+// may report them: its own objects and these are disjoint, and with the
+// known shards' (Label in (known...)) they are every object.
+func (s *Shard) Unserved(known []string) (labels.Selector, error) {
+	if s == nil || s.selector.String() != "!"+Label {
+		return nil, fmt.Errorf("only the main instance (label selector !%s) reports objects of unknown shards, not one selecting %q", Label, s.String())
+	}
+	if len(known) == 0 {
+		return nil, errors.New("no known shards")
+	}
+	for _, v := range known {
+		if v == "" {
+			return nil, errors.New("an empty shard name")
+		}
+		if errs := validation.IsValidLabelValue(v); len(errs) > 0 {
+			return nil, fmt.Errorf("shard %q is not a label value: %s", v, strings.Join(errs, "; "))
+		}
+	}
+	has, err := labels.NewRequirement(Label, selection.Exists, nil)
+	if err != nil {
+		return nil, err
+	}
+	notKnown, err := labels.NewRequirement(Label, selection.NotIn, known)
+	if err != nil {
+		return nil, err
+	}
+	return labels.NewSelector().Add(*has, *notKnown), nil
 }

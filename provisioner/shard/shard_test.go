@@ -106,3 +106,55 @@ func TestByObject(t *testing.T) {
 		}
 	}
 }
+
+func TestUnserved(t *testing.T) {
+	main, err := Parse("!" + Label)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sel, err := main.Unserved([]string{"shard1", "shard2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		labels map[string]string
+		want   bool
+	}{
+		{nil, false},                           // the main instance's own
+		{map[string]string{"app": "x"}, false}, // the main instance's own
+		{map[string]string{Label: "shard1"}, false},
+		{map[string]string{Label: "shard2"}, false},
+		{map[string]string{Label: "shard3"}, true},
+		{map[string]string{Label: ""}, true},
+		{map[string]string{Label: "Shard1"}, true},
+	} {
+		if got := sel.Matches(labels.Set(tc.labels)); got != tc.want {
+			t.Errorf("%v selected: %v, want %v", tc.labels, got, tc.want)
+		}
+		// Disjoint from the main instance's own objects.
+		if sel.Matches(labels.Set(tc.labels)) && main.Owns(tc.labels) {
+			t.Errorf("%v is both the main instance's and unserved", tc.labels)
+		}
+	}
+
+	for _, tc := range []struct {
+		selector string
+		known    []string
+		err      string
+	}{
+		{"", []string{"shard1"}, "only the main instance (label selector !core.rukpak.io/shard) reports objects of unknown shards, not one selecting \"\""},
+		{Label + " in (shard1)", []string{"shard2"}, "not one selecting \"core.rukpak.io/shard in (shard1)\""},
+		{"!" + Label + ",team=a", []string{"shard1"}, "not one selecting"},
+		{"!" + Label, nil, "no known shards"},
+		{"!" + Label, []string{"shard1", ""}, "an empty shard name"},
+		{"!" + Label, []string{"a b"}, `shard "a b" is not a label value`},
+	} {
+		sh, err := Parse(tc.selector)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := sh.Unserved(tc.known); err == nil || !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("%q.Unserved(%q) error %v, want one containing %q", tc.selector, tc.known, err, tc.err)
+		}
+	}
+}

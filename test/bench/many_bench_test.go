@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
+	"github.com/rukpak-dev/rukpak/internal/testmetrics"
 	"github.com/rukpak-dev/rukpak/internal/testnet"
 	"github.com/rukpak-dev/rukpak/internal/testregistry"
 )
@@ -368,10 +369,24 @@ func (w *installedWatch) wait(t *testing.T, n int, start time.Time, timeout time
 
 // ---------------------------------------------------------------- provisioner metrics
 
-// metered is a provisioner process whose /metrics the harness reads.
+// metered is a provisioner process whose /metrics the harness reads, over
+// HTTPS with the token of a ServiceAccount bound to rukpak-metrics-reader,
+// as Prometheus does.
 type metered struct {
-	proc *proc
-	url  string
+	proc  *proc
+	url   string
+	token string
+}
+
+func (m *metered) fetch() ([]byte, error) {
+	code, body, err := testmetrics.Scrape(context.Background(), m.url, m.token)
+	if err != nil {
+		return nil, err
+	}
+	if code != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %d %s", m.url, code, body)
+	}
+	return []byte(body), nil
 }
 
 // startMetered starts a provisioner serving its metrics on a free loopback
@@ -379,10 +394,11 @@ type metered struct {
 func (c *cluster) startMetered(t *testing.T, id string) *metered {
 	t.Helper()
 	addr := testnet.FreeAddr(t)
-	m := &metered{proc: c.startProvisioner(t, id, "--metrics-bind-address="+addr), url: "http://" + addr + "/metrics"}
+	token := testmetrics.Token(t, c.cfg, provisionerNS, "bench-metrics", true)
+	m := &metered{proc: c.startProvisioner(t, id, "--metrics-bind-address="+addr), url: "https://" + addr + "/metrics", token: token}
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
-		if _, err := fetch(m.url); err == nil {
+		if _, err := m.fetch(); err == nil {
 			return m
 		} else if time.Now().After(deadline) {
 			t.Fatalf("provisioner metrics at %s: %v (log %s)", m.url, err, m.proc.log)
@@ -397,7 +413,7 @@ func (c *cluster) startMetered(t *testing.T, id string) *metered {
 
 func (m *metered) scrape(t *testing.T) samples {
 	t.Helper()
-	text, err := fetch(m.url)
+	text, err := m.fetch()
 	if err != nil {
 		t.Fatalf("reading provisioner metrics: %v", err)
 	}
@@ -431,7 +447,7 @@ func (m *metered) sampleQueues(every time.Duration) *queueSampler {
 				return
 			case <-tick.C:
 			}
-			text, err := fetch(m.url)
+			text, err := m.fetch()
 			if err != nil {
 				continue
 			}

@@ -2,39 +2,31 @@ package e2e
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"os"
+	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/rukpak-dev/rukpak/internal/devenv"
+	"github.com/rukpak-dev/rukpak/internal/testmetrics"
 )
 
-// scrape returns the provisioner's metrics as Prometheus scrapes them: from
-// the local process, or through the API server's pod proxy from every
-// provisioner pod (only the leader has per-object series).
+// scrape returns the provisioner's metrics as Prometheus scrapes them
+// (HTTPS, the token of a ServiceAccount bound to rukpak-metrics-reader):
+// from the local process, or from every provisioner pod (only the leader
+// has per-object series).
 func scrape(t *testing.T) (string, error) {
 	t.Helper()
 	if suite.local != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+devenv.ProvisionerMetricsAddr+"/metrics", nil)
-		if err != nil {
-			return "", err
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return "", err
-		}
-		defer func() { _ = resp.Body.Close() }()
-		if resp.StatusCode != http.StatusOK {
-			return "", fmt.Errorf("metrics endpoint: %s", resp.Status)
-		}
-		b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-		return string(b), err
+		return scrapeURL(t, "https://"+devenv.ProvisionerMetricsAddr+"/metrics")
 	}
 	pods, _, err := kubectl(t, "", "get", "pods", "-n", "rukpak-system", "-l", "app.kubernetes.io/name=rukpak-core", "-o", "jsonpath={.items[*].metadata.name}")
 	if err != nil {
@@ -42,13 +34,144 @@ func scrape(t *testing.T) (string, error) {
 	}
 	var all strings.Builder
 	for _, pod := range strings.Fields(pods) {
-		out, errOut, err := kubectl(t, "", "get", "--raw", "/api/v1/namespaces/rukpak-system/pods/"+pod+":8080/proxy/metrics")
+		out, err := scrapePod(t, pod)
 		if err != nil {
-			return "", fmt.Errorf("scraping %s: %w: %s", pod, err, errOut)
+			return "", err
 		}
 		all.WriteString(out)
 	}
 	return all.String(), nil
+}
+
+// scrapePod reads the metrics of a provisioner pod of rukpak-system with
+// the suite's reader token.
+func scrapePod(t *testing.T, pod string) (string, error) {
+	t.Helper()
+	var body string
+	err := atPod(t, pod, func(url string) error {
+		var err error
+		body, err = scrapeURL(t, url)
+		return err
+	})
+	return body, err
+}
+
+// atPod calls f with the metrics URL of a provisioner pod of rukpak-system.
+// The API server's pod proxy cannot reach it: it drops the caller's token,
+// which the metrics endpoint needs. On the real node the pod's address is
+// routed from this host; elsewhere kubectl port-forward reaches it.
+func atPod(t *testing.T, pod string, f func(url string) error) error {
+	t.Helper()
+	if suite.node != nil {
+		ip, _, err := kubectl(t, "", "get", "pod", "-n", "rukpak-system", pod, "-o", "jsonpath={.status.podIP}")
+		if err != nil {
+			return fmt.Errorf("the address of pod %s: %w", pod, err)
+		}
+		if ip == "" {
+			return fmt.Errorf("pod %s has no address", pod)
+		}
+		return f("https://" + net.JoinHostPort(ip, "8080") + "/metrics")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "kubectl", "port-forward", "-n", "rukpak-system", "pod/"+pod, "--address=127.0.0.1", ":8080")
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+suite.kubeconfig)
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("kubectl port-forward %s: %w", pod, err)
+	}
+	defer func() {
+		cancel()
+		_ = cmd.Wait()
+	}()
+	// "Forwarding from 127.0.0.1:40123 -> 8080"
+	sc := bufio.NewScanner(out)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "Forwarding from "); ok {
+			local, _, _ := strings.Cut(rest, " ")
+			go func() { _, _ = io.Copy(io.Discard, out) }()
+			return f("https://" + local + "/metrics")
+		}
+	}
+	return fmt.Errorf("kubectl port-forward %s printed no local address: %s", pod, errb.String())
+}
+
+// scrapeURL GETs a metrics URL with the suite's reader token.
+func scrapeURL(t *testing.T, url string) (string, error) {
+	t.Helper()
+	code, body, err := testmetrics.Scrape(context.Background(), url, metricsToken(t))
+	if err != nil {
+		return "", err
+	}
+	if code != http.StatusOK {
+		return "", fmt.Errorf("metrics endpoint %s: %d %s", url, code, body)
+	}
+	return body, nil
+}
+
+// unauthenticatedScrape is the status code of a scrape without a token:
+// of the local process, or of the first provisioner pod.
+func unauthenticatedScrape(t *testing.T) (int, error) {
+	t.Helper()
+	var code int
+	get := func(url string) error {
+		var err error
+		code, _, err = testmetrics.Scrape(context.Background(), url, "")
+		return err
+	}
+	if suite.local != nil {
+		return code, get("https://" + devenv.ProvisionerMetricsAddr + "/metrics")
+	}
+	pods, _, err := kubectl(t, "", "get", "pods", "-n", "rukpak-system", "-l", "app.kubernetes.io/name=rukpak-core", "-o", "jsonpath={.items[*].metadata.name}")
+	if err != nil {
+		return 0, fmt.Errorf("listing provisioner pods: %w", err)
+	}
+	if len(strings.Fields(pods)) == 0 {
+		return 0, fmt.Errorf("no provisioner pods")
+	}
+	return code, atPod(t, strings.Fields(pods)[0], get)
+}
+
+var readerToken struct {
+	sync.Mutex
+	token string
+}
+
+// metricsToken is a token of the ServiceAccount rukpak-system/e2e-metrics,
+// bound to the shipped ClusterRole rukpak-metrics-reader (made
+// once per run).
+func metricsToken(t *testing.T) string {
+	t.Helper()
+	readerToken.Lock()
+	defer readerToken.Unlock()
+	if readerToken.token == "" {
+		mustKubectl(t, `apiVersion: v1
+kind: ServiceAccount
+metadata:
+  name: e2e-metrics
+  namespace: rukpak-system
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata:
+  name: e2e-metrics
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: ClusterRole
+  name: rukpak-metrics-reader
+subjects:
+- kind: ServiceAccount
+  name: e2e-metrics
+  namespace: rukpak-system
+`, "apply", "-f", "-")
+		readerToken.token = strings.TrimSpace(mustKubectl(t, "", "create", "token", "e2e-metrics", "-n", "rukpak-system", "--duration=12h"))
+	}
+	return readerToken.token
 }
 
 // series returns the value of one series in exposition text (labels in
@@ -118,6 +241,11 @@ spec:
 	mustKubectl(t, bd("metrics-e2e-v1"), "apply", "-f", "-")
 	waitFor(t, "bd/"+name, "condition=Installed", 2*time.Minute)
 	waitFor(t, "bd/"+name, "condition=Healthy", 2*time.Minute)
+
+	// Only a token allowed to get /metrics reads them.
+	if code, err := unauthenticatedScrape(t); err != nil || code != http.StatusUnauthorized {
+		t.Errorf("a scrape without a token: %d %v, want 401", code, err)
+	}
 
 	cond := func(typ, status string) string {
 		return fmt.Sprintf(`rukpak_condition{kind="BundleDeployment",name=%q,status=%q,type=%q}`, name, status, typ)

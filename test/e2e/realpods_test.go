@@ -537,9 +537,9 @@ spec:
 			if pod == "" {
 				return fmt.Errorf("no running rukpak:v2 provisioner pod: %q", pods)
 			}
-			text, errOut, err := kubectl(t, "", "get", "--raw", "/api/v1/namespaces/rukpak-system/pods/"+pod+":8080/proxy/metrics")
+			text, err := scrapePod(t, pod)
 			if err != nil {
-				return fmt.Errorf("scraping %s: %w: %s", pod, err, errOut)
+				return fmt.Errorf("scraping %s: %w", pod, err)
 			}
 			if got := series(text, `rukpak_condition{kind="BundleDeployment",name="upgrade",status="True",type="Healthy"}`); got != "1" {
 				return fmt.Errorf("pod %s: Healthy=True series of bd/upgrade %q", pod, got)

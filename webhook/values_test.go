@@ -2,6 +2,7 @@ package webhook_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -126,15 +127,15 @@ func testValuesFrom(t *testing.T, env *testenv.Env) {
 		}), webhook.BundleDeploymentWebhookName, "spec.config.valuesFrom[0].name: ", `user "carol" may not get Secret rukpak-system/team-b-values`)
 	})
 	t.Run("malformed sources are invalid", func(t *testing.T) {
-		for config, want := range map[string]string{
-			`{"valuesFrom":[{"kind":"Pod","name":"p"}]}`:       `spec.config.valuesFrom[0].kind: Unsupported value: "Pod": supported values: "ConfigMap", "Secret"`,
-			`{"valuesFrom":[{"kind":"Secret"}]}`:               `spec.config.valuesFrom[0].name: Required value`,
-			`{"valuesFrom":{"kind":"Secret","name":"s"}}`:      `spec.config: Invalid value: valuesFrom must be a list of {kind, name, key, optional}`,
-			`{"valuesFrom":[{"kind":"Secret","name":"../s"}]}`: `spec.config.valuesFrom[0].name: Invalid value: "../s"`,
+		for i, tc := range []struct{ config, want string }{
+			{`{"valuesFrom":[{"kind":"Pod","name":"p"}]}`, `spec.config.valuesFrom[0].kind: Unsupported value: "Pod": supported values: "ConfigMap", "Secret"`},
+			{`{"valuesFrom":[{"kind":"Secret"}]}`, `spec.config.valuesFrom[0].name: Required value`},
+			{`{"valuesFrom":{"kind":"Secret","name":"s"}}`, `spec.config: Invalid value: valuesFrom must be a list of {kind, name, key, optional}`},
+			{`{"valuesFrom":[{"kind":"Secret","name":"../s"}]}`, `spec.config.valuesFrom[0].name: Invalid value: "../s"`},
 		} {
-			err := carol.Create(ctx, helmBD("values-bad", config))
-			if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), want) {
-				t.Errorf("%s: got %v, want Invalid with %q", config, err, want)
+			err := carol.Create(ctx, helmBD(fmt.Sprintf("values-bad-%d", i), tc.config))
+			if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("%s: got %v, want Invalid with %q", tc.config, err, tc.want)
 			}
 		}
 	})

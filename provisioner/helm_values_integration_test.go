@@ -130,6 +130,9 @@ subjects: [{kind: ServiceAccount, name: installer, namespace: tenant}]`)
 			t.Errorf("Installed %s/%s %q, want False/%s %q", c.Status, c.Reason, c.Message, rukpakv1alpha1.ReasonInsufficientPermissions, want)
 		}
 		leaked()
+		if t.Failed() {
+			t.FailNow()
+		}
 
 		// optional: a refused read is an error too, not a silent
 		// install without the values.

@@ -119,10 +119,10 @@ func (cfg *Config) MergedValues(ctx context.Context, r client.Reader, namespace,
 	merged := map[string]any{}
 	for i, s := range cfg.ValuesFrom {
 		field := fmt.Sprintf("spec.config.valuesFrom[%d]", i)
-		doc, state, err := readSource(ctx, r, namespace, s)
+		doc, state, err := readSource(ctx, r, namespace, who, s)
 		switch {
 		case err != nil:
-			return nil, fmt.Errorf("%s: reading %s %s/%s as %s: %w", field, s.Kind, namespace, s.Name, who, err)
+			return nil, fmt.Errorf("%s: %w", field, err)
 		case state == refused && s.Optional:
 			return nil, fmt.Errorf("%s: optional %s %s/%s may not be read by %s (an optional source is skipped when it does not exist or is not labelled %s=true, never when reading it is refused)",
 				field, s.Kind, namespace, s.Name, who, LabelValuesSource)
@@ -167,7 +167,7 @@ const (
 
 // readSource reads one values document. The object is read unstructured:
 // a ServiceAccount's client (As) knows no typed core objects.
-func readSource(ctx context.Context, r client.Reader, namespace string, s helmvalues.Source) ([]byte, sourceState, error) {
+func readSource(ctx context.Context, r client.Reader, namespace, who string, s helmvalues.Source) ([]byte, sourceState, error) {
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind(s.Kind))
 	err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: s.Name}, u)
@@ -177,7 +177,7 @@ func readSource(ctx context.Context, r client.Reader, namespace string, s helmva
 	case apierrors.IsForbidden(err):
 		return nil, refused, nil
 	case err != nil:
-		return nil, 0, err
+		return nil, 0, fmt.Errorf("reading %s %s/%s as %s: %w", s.Kind, namespace, s.Name, who, err)
 	case u.GetLabels()[LabelValuesSource] != "true":
 		return nil, unusable, nil
 	}

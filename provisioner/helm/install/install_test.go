@@ -173,7 +173,8 @@ func TestMergedValues(t *testing.T) {
 			got, err := cfg.MergedValues(context.Background(), reader, "ns", "service account team/sa")
 			if tc.err != "" {
 				// Exact, but for the wrapped YAML errors.
-				if err == nil || err.Error() != tc.err && !(strings.HasSuffix(tc.err, ": ") && strings.HasPrefix(err.Error(), tc.err)) {
+				wrapped := strings.HasSuffix(tc.err, ": ")
+				if err == nil || err.Error() != tc.err && (!wrapped || !strings.HasPrefix(err.Error(), tc.err)) {
 					t.Fatalf("error %v, want %q", err, tc.err)
 				}
 				return

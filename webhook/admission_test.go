@@ -84,6 +84,7 @@ func TestAdmission(t *testing.T) {
 	t.Run("sources", func(t *testing.T) { testSources(t, c) })
 	t.Run("bad requests", func(t *testing.T) { testBadRequests(t, env.Env.WebhookInstallOptions) })
 	t.Run("access to referenced Secrets and ConfigMaps", func(t *testing.T) { testAccess(t, env) })
+	t.Run("access to values sources", func(t *testing.T) { testValuesFrom(t, env) })
 	t.Run("access to the ServiceAccount", func(t *testing.T) { testServiceAccount(t, env) })
 	// Last: it stops the webhook.
 	t.Run("metadata updates while the webhook is down", func(t *testing.T) { testWebhookDown(t, env, stop) })

@@ -25,6 +25,7 @@ var templateSourcePath = field.NewPath("spec", "template", "spec", "source")
 func (v *BundleDeploymentValidator) ValidateCreate(ctx context.Context, bd *rukpakv1alpha1.BundleDeployment) (admission.Warnings, error) {
 	errs := v.Sources.Validate(ctx, templateSourcePath, bd.Spec.Template.Spec.Source)
 	errs = append(errs, v.Sources.checkServiceAccount(ctx, bd.Spec.ServiceAccount)...)
+	errs = append(errs, v.Sources.checkValuesFrom(ctx, nil, bd)...)
 	return nil, invalid(rukpakv1alpha1.GroupVersion.WithKind("BundleDeployment").GroupKind(), bd.Name, errs)
 }
 
@@ -40,6 +41,7 @@ func (v *BundleDeploymentValidator) ValidateUpdate(ctx context.Context, oldBD, n
 	if !equality.Semantic.DeepEqual(oldBD.Spec.ServiceAccount, newBD.Spec.ServiceAccount) {
 		errs = append(errs, v.Sources.checkServiceAccount(ctx, newBD.Spec.ServiceAccount)...)
 	}
+	errs = append(errs, v.Sources.checkValuesFrom(ctx, oldBD, newBD)...)
 	return nil, invalid(rukpakv1alpha1.GroupVersion.WithKind("BundleDeployment").GroupKind(), newBD.Name, errs)
 }
 

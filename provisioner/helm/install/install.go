@@ -49,7 +49,8 @@ import (
 type Installer struct {
 	Releases *release.Manager
 	// Client deletes what an interrupted uninstall left; Reader reads
-	// values sources (uncached: the cache holds no Secrets).
+	// values sources (uncached: the cache holds no Secrets), as the
+	// provisioner (As: as the ServiceAccount).
 	Client client.Client
 	Reader client.Reader
 	// Class is the provisioner class whose BundleDeployments read values
@@ -66,6 +67,9 @@ type Installer struct {
 	// user, when set, is the identity (a ServiceAccount's user name) Helm's
 	// kube client and a chart's lookups act as: see As.
 	user string
+	// reader names the identity Reader acts as, in messages; empty: the
+	// provisioner.
+	reader string
 	// renders keeps charts frozen for the next action (see prepare),
 	// shared with the Installers As returns.
 	renders *renders
@@ -198,7 +202,11 @@ func (in *Installer) readInputs(ctx context.Context, bd *rukpakv1alpha1.BundleDe
 	if err != nil {
 		return nil, err
 	}
-	vals, err := cfg.MergedValues(ctx, in.Reader, in.Releases.Namespace())
+	reader := in.reader
+	if reader == "" {
+		reader = "the provisioner"
+	}
+	vals, err := cfg.MergedValues(ctx, in.Reader, in.Releases.Namespace(), reader)
 	if err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package install
 import (
 	"bytes"
 	"context"
+	"errors"
 	"reflect"
 	"strings"
 	"testing"
@@ -11,11 +12,13 @@ import (
 	helmrelease "helm.sh/helm/v3/pkg/release"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
@@ -42,10 +45,10 @@ func TestParseConfig(t *testing.T) {
 		{`{"installNamespace":"Apps"}`, `spec.config.installNamespace "Apps" is not a valid namespace name: a lowercase RFC 1123 label must consist of`},
 		{`{"installNamespace":"rukpak-system"}`, `spec.config.installNamespace "rukpak-system" is the provisioner's namespace, which holds release records and credentials: charts may not install objects there`},
 		{`{"installNamespace":"apps","valuse":"a: 1"}`, `invalid spec.config: json: unknown field "valuse"`},
-		{`{"installNamespace":"apps","valuesFrom":[{"kind":"Pod","name":"p"}]}`, `spec.config.valuesFrom[0].kind "Pod" is not ConfigMap or Secret`},
-		{`{"installNamespace":"apps","valuesFrom":[{"kind":"ConfigMap","name":"../x"}]}`, `spec.config.valuesFrom[0].name "../x" is not a valid name`},
-		{`{"installNamespace":"apps","valuesFrom":[{"kind":"ConfigMap","name":"x","key":"a/b"}]}`, `spec.config.valuesFrom[0].key "a/b" is not a valid key`},
-		{`{"installNamespace":"apps","valuesFrom":[` + strings.Repeat(`{"kind":"ConfigMap","name":"x"},`, 16) + `{"kind":"ConfigMap","name":"x"}]}`, "spec.config.valuesFrom has 17 sources, more than the maximum 16"},
+		// helmvalues checks the sources (its tests list every case).
+		{`{"installNamespace":"apps","valuesFrom":[{"kind":"Pod","name":"p"}]}`, `spec.config.valuesFrom[0].kind: Unsupported value: "Pod": supported values: "ConfigMap", "Secret"`},
+		{`{"installNamespace":"apps","valuesFrom":[{"kind":"ConfigMap","name":"x","key":"a/b"}]}`, `spec.config.valuesFrom[0].key: Invalid value: "a/b": a valid config key must consist of`},
+		{`{"installNamespace":"apps","valuesFrom":[{"kind":"ConfigMap","name":"x","optional":true,"secret":true}]}`, `invalid spec.config: json: unknown field "secret"`},
 	} {
 		_, err := ParseConfig(bdWith(tc.config), "rukpak-system")
 		switch {
@@ -57,38 +60,90 @@ func TestParseConfig(t *testing.T) {
 	}
 }
 
+// refusing is a reader whose identity may not read the objects named in
+// refused (the API server answers Forbidden whether they exist or not), and
+// fails with err on the rest when err is set.
+type refusing struct {
+	client.Reader
+	refused map[string]bool
+	err     error
+}
+
+func (r refusing) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if r.refused[key.Name] {
+		return apierrors.NewForbidden(schema.GroupResource{Resource: "secrets"}, key.Name, errors.New("no"))
+	}
+	if r.err != nil {
+		return r.err
+	}
+	return r.Reader.Get(ctx, key, obj, opts...)
+}
+
 func TestMergedValues(t *testing.T) {
 	scheme := runtime.NewScheme()
 	if err := corev1.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
 	}
 	labelled := map[string]string{LabelValuesSource: "true"}
-	r := fake.NewClientBuilder().WithScheme(scheme).WithObjects(
+	fc := fake.NewClientBuilder().WithScheme(scheme).WithObjects(
 		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "base", Namespace: "ns", Labels: labelled},
 			Data: map[string]string{"values.yaml": "image: {repo: a, tag: v1}\nlist: [1, 2]\nkeep: true\n"}},
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "over", Namespace: "ns", Labels: labelled},
 			Data: map[string][]byte{"prod.yaml": []byte("image: {tag: v2}\nlist: [3]\n")}},
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "binary", Namespace: "ns", Labels: labelled},
+			BinaryData: map[string][]byte{"values.yaml": []byte("fromBinary: true\n")}},
 		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "plain", Namespace: "ns"}, Data: map[string]string{"values.yaml": "a: 1"}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "plain", Namespace: "ns"}, Data: map[string][]byte{"values.yaml": []byte("password: s3cret")}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "refused", Namespace: "ns", Labels: labelled}, Data: map[string][]byte{"values.yaml": []byte("password: s3cret")}},
 		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "notmap", Namespace: "ns", Labels: labelled}, Data: map[string]string{"values.yaml": "- 1"}},
 		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "huge", Namespace: "ns", Labels: labelled}, Data: map[string]string{"values.yaml": "a: " + strings.Repeat("x", maxValuesBytes-4)}},
 	).Build()
+	r := refusing{Reader: fc, refused: map[string]bool{"refused": true, "refused-missing": true}}
+	// One message whatever of the three it is: the author learns nothing
+	// about the namespace's other Secrets and ConfigMaps.
+	unusable := func(kind, name string) string {
+		return "spec.config.valuesFrom[0]: " + kind + " ns/" + name +
+			" does not exist, is not labelled core.rukpak.io/helm-values=true, or may not be read by service account team/sa"
+	}
 	for _, tc := range []struct {
 		name   string
 		config string
+		reader client.Reader
 		want   map[string]any
 		err    string
 	}{{
 		name:   "merged in order, spec.config.values last",
-		config: `{"installNamespace":"apps","values":"image:\n  repo: b\n","valuesFrom":[{"kind":"ConfigMap","name":"base"},{"kind":"Secret","name":"over","key":"prod.yaml"},{"kind":"ConfigMap","name":"gone","optional":true}]}`,
-		want:   map[string]any{"image": map[string]any{"repo": "b", "tag": "v2"}, "list": []any{float64(3)}, "keep": true},
+		config: `{"installNamespace":"apps","values":"image:\n  repo: b\n","valuesFrom":[{"kind":"ConfigMap","name":"base"},{"kind":"Secret","name":"over","key":"prod.yaml"},{"kind":"ConfigMap","name":"gone","optional":true},{"kind":"ConfigMap","name":"binary"}]}`,
+		want:   map[string]any{"image": map[string]any{"repo": "b", "tag": "v2"}, "list": []any{float64(3)}, "keep": true, "fromBinary": true},
+	}, {
+		name:   "optional: missing and not labelled are skipped alike",
+		config: `{"installNamespace":"apps","values":"b: 2","valuesFrom":[{"kind":"Secret","name":"gone","optional":true},{"kind":"Secret","name":"plain","optional":true},{"kind":"ConfigMap","name":"plain","optional":true}]}`,
+		want:   map[string]any{"b": float64(2)},
 	}, {
 		name:   "missing",
 		config: `{"installNamespace":"apps","valuesFrom":[{"kind":"Secret","name":"gone"}]}`,
-		err:    "spec.config.valuesFrom[0]: Secret ns/gone not found",
+		err:    unusable("Secret", "gone"),
 	}, {
 		name:   "not labelled",
-		config: `{"installNamespace":"apps","valuesFrom":[{"kind":"ConfigMap","name":"plain"}]}`,
-		err:    "spec.config.valuesFrom[0]: ConfigMap ns/plain is not labelled core.rukpak.io/helm-values=true: only ConfigMaps and Secrets so labelled may hold values",
+		config: `{"installNamespace":"apps","valuesFrom":[{"kind":"Secret","name":"plain"}]}`,
+		err:    unusable("Secret", "plain"),
+	}, {
+		name:   "refused",
+		config: `{"installNamespace":"apps","valuesFrom":[{"kind":"Secret","name":"refused"}]}`,
+		err:    unusable("Secret", "refused"),
+	}, {
+		name:   "refused and missing",
+		config: `{"installNamespace":"apps","valuesFrom":[{"kind":"Secret","name":"refused-missing"}]}`,
+		err:    unusable("Secret", "refused-missing"),
+	}, {
+		name:   "optional but refused",
+		config: `{"installNamespace":"apps","valuesFrom":[{"kind":"Secret","name":"refused-missing","optional":true}]}`,
+		err:    "spec.config.valuesFrom[0]: optional Secret ns/refused-missing may not be read by service account team/sa (an optional source is skipped when it does not exist or is not labelled core.rukpak.io/helm-values=true, never when reading it is refused)",
+	}, {
+		name:   "the API server fails",
+		config: `{"installNamespace":"apps","valuesFrom":[{"kind":"Secret","name":"over","optional":true}]}`,
+		reader: refusing{Reader: fc, err: apierrors.NewServiceUnavailable("etcd is down")},
+		err:    "spec.config.valuesFrom[0]: reading Secret ns/over as service account team/sa: etcd is down",
 	}, {
 		name:   "missing key",
 		config: `{"installNamespace":"apps","valuesFrom":[{"kind":"Secret","name":"over"}]}`,
@@ -111,9 +166,15 @@ func TestMergedValues(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := cfg.MergedValues(context.Background(), r, "ns")
+			reader := tc.reader
+			if reader == nil {
+				reader = r
+			}
+			got, err := cfg.MergedValues(context.Background(), reader, "ns", "service account team/sa")
 			if tc.err != "" {
-				if err == nil || !strings.HasPrefix(err.Error(), tc.err) {
+				// Exact, but for the wrapped YAML errors.
+				wrapped := strings.HasSuffix(tc.err, ": ")
+				if err == nil || err.Error() != tc.err && (!wrapped || !strings.HasPrefix(err.Error(), tc.err)) {
 					t.Fatalf("error %v, want %q", err, tc.err)
 				}
 				return

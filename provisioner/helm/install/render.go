@@ -21,14 +21,17 @@ import (
 
 // As returns an Installer that installs, upgrades and uninstalls as sa:
 // Helm's kube client (the release's objects, crds/ and hooks) and a chart's
-// lookups act with sa's identity, and c (sa's client) deletes what an
-// interrupted uninstall left. Release records and values sources stay read
-// and written with the provisioner's own identity.
+// lookups act with sa's identity, c (sa's client) deletes what an
+// interrupted uninstall left and reads the values sources (spec.config's
+// valuesFrom: the chart gets only values sa may read). Release records
+// stay read and written with the provisioner's own identity.
 func (in *Installer) As(sa identity.ServiceAccount, c client.Client) bundledeployment.Installer {
 	in.cache() // shared with v
 	v := *in
 	v.user = sa.Username()
 	v.Client = c
+	v.Reader = c
+	v.reader = "service account " + sa.String()
 	v.Releases = in.Releases.As(c)
 	return &v
 }

@@ -3,6 +3,7 @@ package install
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -11,9 +12,11 @@ import (
 	"helm.sh/helm/v3/pkg/chartutil"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/rukpak-dev/rukpak/api/helmvalues"
 	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
 )
 
@@ -27,25 +30,15 @@ type Config struct {
 	// merged over ValuesFrom.
 	Values string `json:"values,omitempty"`
 	// ValuesFrom are ConfigMaps and Secrets of the provisioner's namespace
-	// holding values documents, merged in order (later ones win).
-	ValuesFrom []ValuesSource `json:"valuesFrom,omitempty"`
+	// holding values documents, merged in order (later ones win). The
+	// field's name and tag are helmvalues' (the webhook reviews what it
+	// decodes there), so both decode the same sources.
+	ValuesFrom []helmvalues.Source `json:"valuesFrom,omitempty"`
 	// Timeout bounds each hook's run and Helm's wait for it (a Go
 	// duration, at most maxTimeout); empty means the provisioner's.
 	Timeout string `json:"timeout,omitempty"`
 
 	timeout time.Duration
-}
-
-// ValuesSource is one ConfigMap or Secret key holding a values document.
-type ValuesSource struct {
-	// Kind is ConfigMap or Secret.
-	Kind string `json:"kind"`
-	Name string `json:"name"`
-	// Key defaults to values.yaml.
-	Key string `json:"key,omitempty"`
-	// Optional sources may be missing (not their key: a key missing from
-	// an existing source is an error either way).
-	Optional bool `json:"optional,omitempty"`
 }
 
 // LabelValuesSource marks a ConfigMap or Secret of the provisioner's
@@ -57,14 +50,12 @@ const LabelValuesSource = "core.rukpak.io/helm-values"
 
 // Bounds on what values sources may cost one install.
 const (
-	maxValuesSources = 16
 	// maxValuesBytes bounds all values documents of one BundleDeployment
 	// together, spec.config.values included.
 	maxValuesBytes = 1 << 20
 	// maxTimeout bounds spec.config.timeout: a worker of the class waits
 	// that long for a hook at most.
-	maxTimeout       = 30 * time.Minute
-	defaultValuesKey = "values.yaml"
+	maxTimeout = 30 * time.Minute
 )
 
 // ParseConfig reads and checks a helm-class BundleDeployment's spec.config;
@@ -93,22 +84,8 @@ func ParseConfig(bd *rukpakv1alpha1.BundleDeployment, provisionerNamespace strin
 		}
 		cfg.timeout = d
 	}
-	if len(cfg.ValuesFrom) > maxValuesSources {
-		return nil, fmt.Errorf("spec.config.valuesFrom has %d sources, more than the maximum %d", len(cfg.ValuesFrom), maxValuesSources)
-	}
-	for i, s := range cfg.ValuesFrom {
-		field := fmt.Sprintf("spec.config.valuesFrom[%d]", i)
-		if s.Kind != "ConfigMap" && s.Kind != "Secret" {
-			return nil, fmt.Errorf("%s.kind %q is not ConfigMap or Secret", field, s.Kind)
-		}
-		if errs := validation.IsDNS1123Subdomain(s.Name); len(errs) > 0 {
-			return nil, fmt.Errorf("%s.name %q is not a valid name: %s", field, s.Name, strings.Join(errs, "; "))
-		}
-		if s.Key != "" {
-			if errs := validation.IsConfigMapKey(s.Key); len(errs) > 0 {
-				return nil, fmt.Errorf("%s.key %q is not a valid key: %s", field, s.Key, strings.Join(errs, "; "))
-			}
-		}
+	if errs := helmvalues.Validate(cfg.ValuesFrom); len(errs) > 0 {
+		return nil, errs.ToAggregate()
 	}
 	return cfg, nil
 }
@@ -124,25 +101,43 @@ func (cfg *Config) references(kind, name string) bool {
 }
 
 // MergedValues merges cfg's values documents: ValuesFrom in order, then Values,
-// each over the ones before. Sources are read with r from namespace.
-func (cfg *Config) MergedValues(ctx context.Context, r client.Reader, namespace string) (map[string]any, error) {
+// each over the ones before. Sources are read from namespace with r, which
+// acts as who ("service account NS/NAME", "the provisioner"), named in
+// messages.
+//
+// A source that does not exist, is not labelled LabelValuesSource=true, or
+// may not be read by who fails with one message for all three: which one
+// it is would tell a BundleDeployment's author whether a Secret or
+// ConfigMap of the provisioner's namespace exists. An optional source is
+// skipped when it does not exist or is not labelled (both alike, for the
+// same reason), but not when reading it is refused: that is a missing
+// permission, which silently installing the chart without its values
+// would hide, and a refusal (decided by the authorizer on the name alone)
+// tells nothing about existence.
+func (cfg *Config) MergedValues(ctx context.Context, r client.Reader, namespace, who string) (map[string]any, error) {
 	budget := maxValuesBytes
 	merged := map[string]any{}
 	for i, s := range cfg.ValuesFrom {
 		field := fmt.Sprintf("spec.config.valuesFrom[%d]", i)
-		doc, found, err := readSource(ctx, r, namespace, s)
-		if err != nil {
+		doc, state, err := readSource(ctx, r, namespace, who, s)
+		switch {
+		case err != nil:
 			return nil, fmt.Errorf("%s: %w", field, err)
-		}
-		if !found {
+		case state == refused && s.Optional:
+			return nil, fmt.Errorf("%s: optional %s %s/%s may not be read by %s (an optional source is skipped when it does not exist or is not labelled %s=true, never when reading it is refused)",
+				field, s.Kind, namespace, s.Name, who, LabelValuesSource)
+		case state != usable && s.Optional:
 			continue
+		case state != usable:
+			return nil, fmt.Errorf("%s: %s %s/%s does not exist, is not labelled %s=true, or may not be read by %s",
+				field, s.Kind, namespace, s.Name, LabelValuesSource, who)
 		}
 		if budget -= len(doc); budget < 0 {
 			return nil, fmt.Errorf("%s: the values documents are larger than the maximum %d bytes together", field, maxValuesBytes)
 		}
 		vals, err := chartutil.ReadValues(doc)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %s %s/%s key %q is not a YAML map of values: %w", field, s.Kind, namespace, s.Name, key(s), err)
+			return nil, fmt.Errorf("%s: %s %s/%s key %q is not a YAML map of values: %w", field, s.Kind, namespace, s.Name, s.DataKey(), err)
 		}
 		mergeValues(merged, vals)
 	}
@@ -159,56 +154,53 @@ func (cfg *Config) MergedValues(ctx context.Context, r client.Reader, namespace 
 	return merged, nil
 }
 
-func key(s ValuesSource) string {
-	if s.Key == "" {
-		return defaultValuesKey
-	}
-	return s.Key
-}
+// sourceState is what reading a values source found.
+type sourceState int
 
-// readSource reads one values document; found is false for a missing
-// optional source.
-func readSource(ctx context.Context, r client.Reader, namespace string, s ValuesSource) (doc []byte, found bool, err error) {
-	var (
-		obj  client.Object
-		data func() ([]byte, bool)
-	)
-	switch s.Kind {
-	case "ConfigMap":
-		cm := &corev1.ConfigMap{}
-		obj = cm
-		data = func() ([]byte, bool) {
-			if v, ok := cm.Data[key(s)]; ok {
-				return []byte(v), true
-			}
-			v, ok := cm.BinaryData[key(s)]
-			return v, ok
-		}
-	default:
-		sec := &corev1.Secret{}
-		obj = sec
-		data = func() ([]byte, bool) {
-			v, ok := sec.Data[key(s)]
-			return v, ok
+const (
+	usable sourceState = iota
+	// unusable: it does not exist or is not labelled.
+	unusable
+	// refused: the reader may not read it.
+	refused
+)
+
+// readSource reads one values document. The object is read unstructured:
+// a ServiceAccount's client (As) knows no typed core objects.
+func readSource(ctx context.Context, r client.Reader, namespace, who string, s helmvalues.Source) ([]byte, sourceState, error) {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind(s.Kind))
+	err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: s.Name}, u)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, unusable, nil
+	case apierrors.IsForbidden(err):
+		return nil, refused, nil
+	case err != nil:
+		return nil, 0, fmt.Errorf("reading %s %s/%s as %s: %w", s.Kind, namespace, s.Name, who, err)
+	case u.GetLabels()[LabelValuesSource] != "true":
+		return nil, unusable, nil
+	}
+	k := s.DataKey()
+	if s.Kind == helmvalues.KindConfigMap {
+		if v, ok, _ := unstructured.NestedString(u.Object, "data", k); ok {
+			return []byte(v), usable, nil
 		}
 	}
-	if err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: s.Name}, obj); err != nil {
-		if apierrors.IsNotFound(err) {
-			if s.Optional {
-				return nil, false, nil
-			}
-			return nil, false, fmt.Errorf("%s %s/%s not found", s.Kind, namespace, s.Name)
-		}
-		return nil, false, fmt.Errorf("reading %s %s/%s: %w", s.Kind, namespace, s.Name, err)
+	// A Secret's data and a ConfigMap's binaryData are base64 in JSON.
+	member := "data"
+	if s.Kind == helmvalues.KindConfigMap {
+		member = "binaryData"
 	}
-	if obj.GetLabels()[LabelValuesSource] != "true" {
-		return nil, false, fmt.Errorf("%s %s/%s is not labelled %s=true: only ConfigMaps and Secrets so labelled may hold values", s.Kind, namespace, s.Name, LabelValuesSource)
-	}
-	doc, ok := data()
+	v, ok, _ := unstructured.NestedString(u.Object, member, k)
 	if !ok {
-		return nil, false, fmt.Errorf("%s %s/%s has no key %q", s.Kind, namespace, s.Name, key(s))
+		return nil, 0, fmt.Errorf("%s %s/%s has no key %q", s.Kind, namespace, s.Name, k)
 	}
-	return doc, true, nil
+	doc, err := base64.StdEncoding.DecodeString(v)
+	if err != nil {
+		return nil, 0, fmt.Errorf("%s %s/%s key %q is not base64: %w", s.Kind, namespace, s.Name, k, err)
+	}
+	return doc, usable, nil
 }
 
 // mergeValues merges src into dst: maps merge key by key, anything else in

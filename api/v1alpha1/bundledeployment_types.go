@@ -152,6 +152,14 @@ type BundleDeploymentStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
 	PendingBundle string `json:"pendingBundle,omitempty"`
+	// installedAs is the identity the release was last installed or
+	// upgraded with, written only by the provisioner: an uninstall goes as
+	// this identity, not as whatever spec.serviceAccount says when the
+	// BundleDeployment is deleted. Unset until the first install (and on
+	// releases installed before it was recorded, which uninstall as the
+	// spec says).
+	// +optional
+	InstalledAs *InstalledIdentity `json:"installedAs,omitempty"`
 	// conditions: HasValidBundle, Installed, Healthy, and Paused while
 	// spec.paused is true.
 	// +optional
@@ -167,6 +175,14 @@ type BundleDeploymentStatus struct {
 	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=64
 	GeneratedBundles []GeneratedBundle `json:"generatedBundles,omitempty"`
+}
+
+// InstalledIdentity is an identity a release was installed with.
+type InstalledIdentity struct {
+	// serviceAccount the release was installed as (impersonated); unset:
+	// the provisioner's own identity.
+	// +optional
+	ServiceAccount *ServiceAccountReference `json:"serviceAccount,omitempty"`
 }
 
 // GeneratedBundle is a Bundle the provisioner created for a

@@ -269,6 +269,8 @@ func (r *Reconciler) reconcile(ctx context.Context, bd *rukpakv1alpha1.BundleDep
 	}
 	stamp := ownerStamper(bd)
 	result, err := inst.Install(ctx, bd, fsys, objs, stamp)
+	// Also after a failed install: it may have applied part of it.
+	r.recordInstalledAs(bd)
 	if err != nil {
 		reason := rukpakv1alpha1.ReasonInstallFailed
 		if result != nil && result.Upgraded {

@@ -57,7 +57,11 @@ type BundleDeploymentSpec struct {
 	// policy that belongs with the desired state (and in Git); the approval
 	// is an annotation because it is an act on one named target, which an
 	// approver makes without editing the spec (and without bumping its
-	// generation). spec.config changes are not pivots and apply at once.
+	// generation). A spec.config change of the active Bundle (helm values,
+	// install namespaces) waits too, with the ConfigPending condition and
+	// status.pendingConfig naming it, until the annotation is set to that
+	// name; meanwhile nothing is installed or corrected. A pivot approved
+	// with a changed spec.config installs with it (the preview shows it).
 	// +kubebuilder:validation:Enum=Automatic;Manual
 	// +optional
 	UpgradeApproval UpgradeApproval `json:"upgradeApproval,omitempty"`
@@ -87,6 +91,12 @@ const (
 	TypePivotPending       = "PivotPending"
 	ReasonAwaitingApproval = "AwaitingApproval"
 )
+
+// The ConfigPending condition is True while a spec.config change of the
+// active Bundle waits for approval (spec.upgradeApproval Manual), with
+// reason ReasonAwaitingApproval and a message naming what to approve and
+// the preview of the change; it is absent otherwise.
+const TypeConfigPending = "ConfigPending"
 
 // Reasons of the Installed condition about spec.serviceAccount.
 const (
@@ -160,6 +170,21 @@ type BundleDeploymentStatus struct {
 	// spec says).
 	// +optional
 	InstalledAs *InstalledIdentity `json:"installedAs,omitempty"`
+	// installedConfig fingerprints the spec.config the release was last
+	// installed or upgraded with (the first 16 hex digits of the SHA-256
+	// of its canonical JSON), written only by the provisioner: with
+	// spec.upgradeApproval Manual a spec.config that differs from it waits
+	// for approval.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	InstalledConfig string `json:"installedConfig,omitempty"`
+	// pendingConfig names a spec.config change that waits for approval
+	// (spec.upgradeApproval Manual), as <bundle>/config-<fingerprint>: set
+	// the annotation core.rukpak.io/approved-bundle to it to proceed. The
+	// ConfigPending condition says what the change would do.
+	// +optional
+	// +kubebuilder:validation:MaxLength=300
+	PendingConfig string `json:"pendingConfig,omitempty"`
 	// conditions: HasValidBundle, Installed, Healthy, and Paused while
 	// spec.paused is true.
 	// +optional

@@ -112,10 +112,12 @@ func (r *Reconciler) permissionEvents(bd *rukpakv1alpha1.BundleDeployment, sa id
 	}
 }
 
-// recordInstalledAs writes into bd's status the identity its release was
-// just installed with, which the uninstall will use: as installAs chose it
-// for the same bd.
-func (r *Reconciler) recordInstalledAs(bd *rukpakv1alpha1.BundleDeployment) {
+// recordInstalled writes into bd's status the identity its release was
+// just installed with, which the uninstall will use (as installAs chose it
+// for the same bd), and the config it was installed with, which a later
+// change of in Manual mode waits for approval against.
+func (r *Reconciler) recordInstalled(bd *rukpakv1alpha1.BundleDeployment) {
+	bd.Status.InstalledConfig = ConfigHash(bd.Spec.Config)
 	if r.Identity == nil {
 		return
 	}

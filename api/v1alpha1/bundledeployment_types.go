@@ -78,9 +78,11 @@ const (
 
 // AnnotationApprovedBundle on a BundleDeployment with spec.upgradeApproval
 // Manual approves the pivot to the generated Bundle it names (as
-// status.pendingBundle shows it). An approval stays valid for that Bundle
-// only: a later template change generates another Bundle, which waits
-// again.
+// status.pendingBundle shows it), or the spec.config change it names (as
+// status.pendingConfig shows it, <bundle>/config-<fingerprint>). An
+// approval stays valid for that Bundle or config only: a later template
+// change generates another Bundle, which waits again. Setting it takes the
+// verb approve on the BundleDeployment (the webhook checks), beyond patch.
 const AnnotationApprovedBundle = "core.rukpak.io/approved-bundle"
 
 // The PivotPending condition is True while a pivot waits for approval

@@ -522,9 +522,11 @@ metadata: {name: ui, namespace: tenant, labels: {delete-as-installer: "true"}}
 		t.Fatal(err)
 	}
 	eventually(t, "bundle deployment ui uninstalled", func() error {
-		err := h.c.Get(ctx, client.ObjectKey{Name: "ui"}, &rukpakv1alpha1.BundleDeployment{})
-		if !apierrors.IsNotFound(err) {
-			return fmt.Errorf("still there: %w", err)
+		got := &rukpakv1alpha1.BundleDeployment{}
+		if err := h.c.Get(ctx, client.ObjectKey{Name: "ui"}, got); err == nil {
+			return fmt.Errorf("still there: %v", got.Status.Conditions)
+		} else if !apierrors.IsNotFound(err) {
+			return err
 		}
 		cm, err := getTenantCM(h, "ui")
 		if apierrors.IsNotFound(err) || (err == nil && !cm.DeletionTimestamp.IsZero()) {

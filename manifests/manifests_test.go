@@ -148,6 +148,8 @@ func TestRoles(t *testing.T) {
 				Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"}},
 			{APIGroups: []string{"core.rukpak.io"}, Resources: []string{"bundledeployments"},
 				Verbs: []string{"skip-crd-upgrade-preflight", "shard"}},
+			{APIGroups: []string{""}, Resources: []string{"serviceaccounts"}, ResourceNames: []string{"rukpak-provisioner"},
+				Verbs: []string{"impersonate"}},
 			{APIGroups: []string{"core.rukpak.io"}, Resources: []string{"bundledeployments/status", "bundles/status"},
 				Verbs: []string{"get", "update", "patch"}},
 		}},

@@ -176,8 +176,17 @@ func TestRoles(t *testing.T) {
 		{"rukpak-installer", nil, []rbacv1.PolicyRule{
 			{APIGroups: []string{"core.rukpak.io"}, Resources: []string{"bundledeployments", "bundles"},
 				Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"}},
+			{APIGroups: []string{"core.rukpak.io"}, Resources: []string{"bundledeployments"},
+				Verbs: []string{"skip-crd-upgrade-preflight", "shard"}},
+			{APIGroups: []string{""}, Resources: []string{"serviceaccounts"}, ResourceNames: []string{"rukpak-provisioner"},
+				Verbs: []string{"impersonate"}},
 			{APIGroups: []string{"core.rukpak.io"}, Resources: []string{"bundledeployments/status", "bundles/status"},
 				Verbs: []string{"get", "update", "patch"}},
+		}},
+		// Approving is a duty of its own: nothing else grants the verb.
+		{"rukpak-approver", nil, []rbacv1.PolicyRule{
+			{APIGroups: []string{"core.rukpak.io"}, Resources: []string{"bundledeployments"},
+				Verbs: []string{"get", "list", "watch", "approve"}},
 		}},
 		{"rukpak-viewer", map[string]string{"rbac.authorization.k8s.io/aggregate-to-view": "true"}, []rbacv1.PolicyRule{
 			{APIGroups: []string{"core.rukpak.io"}, Resources: []string{"bundledeployments", "bundles", "bundledeployments/status", "bundles/status"},
@@ -336,4 +345,66 @@ func serverDryRun(t *testing.T, dir string) string {
 		t.Fatalf("server-side dry run of %s: %v\n%s", dir, err, out)
 	}
 	return string(out)
+}
+
+// TestWebhookLeastPrivilege: in every kustomization the webhook may read
+// and write only its own certificate Secret (by name: no list or watch of
+// the namespace's Secrets, which hold release records and credentials; no
+// create, the Secret is shipped), runs with a memory limit, and is told the
+// provisioner's ServiceAccount, whose impersonation installing without a
+// ServiceAccount takes.
+func TestWebhookLeastPrivilege(t *testing.T) {
+	for _, dir := range kustomizations {
+		t.Run(dir, func(t *testing.T) {
+			var role *rbacv1.Role
+			var dep *appsv1.Deployment
+			secret, provisionerSAs := false, map[string]bool{}
+			for _, u := range render(t, dir) {
+				switch {
+				case u.GetKind() == "Role" && u.GetName() == "rukpak-webhook":
+					role = convert[rbacv1.Role](t, u)
+				case u.GetKind() == "Deployment" && u.GetName() == "rukpak-webhook":
+					dep = convert[appsv1.Deployment](t, u)
+				case u.GetKind() == "Secret" && u.GetName() == "rukpak-webhook-certs" && u.GetNamespace() == "rukpak-system":
+					secret = true
+				case u.GetKind() == "Deployment" && strings.HasPrefix(u.GetName(), "rukpak-core"):
+					d := convert[appsv1.Deployment](t, u)
+					provisionerSAs[d.Namespace+"/"+d.Spec.Template.Spec.ServiceAccountName] = true
+				}
+			}
+			if role == nil && dep == nil {
+				t.Skipf("%s ships no webhook", dir)
+			}
+			if role == nil || dep == nil {
+				t.Fatalf("Role or Deployment rukpak-webhook missing")
+			}
+			if !secret {
+				t.Errorf("the certificate Secret rukpak-system/rukpak-webhook-certs is not shipped (the webhook may not create it)")
+			}
+			want := rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{"rukpak-webhook-certs"},
+				Verbs: []string{"get", "list", "watch", "update", "patch"}}
+			var secretRules []rbacv1.PolicyRule
+			for _, r := range role.Rules {
+				if slices.Contains(r.Resources, "secrets") || slices.Contains(r.Resources, "*") {
+					secretRules = append(secretRules, r)
+				}
+			}
+			if !equalRules(secretRules, []rbacv1.PolicyRule{want}) {
+				t.Errorf("the webhook's rules on Secrets = %+v, want only %+v", secretRules, want)
+			}
+			ctr := dep.Spec.Template.Spec.Containers[0]
+			if ctr.Resources.Limits.Memory().IsZero() {
+				t.Errorf("the webhook container has no memory limit")
+			}
+			var sa string
+			for _, a := range ctr.Args {
+				if v, ok := strings.CutPrefix(a, "--provisioner-service-account="); ok {
+					sa = v
+				}
+			}
+			if len(provisionerSAs) > 0 && !provisionerSAs[sa] {
+				t.Errorf("--provisioner-service-account=%q names no provisioner's ServiceAccount (%v)", sa, provisionerSAs)
+			}
+		})
+	}
 }

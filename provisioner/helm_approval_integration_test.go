@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -60,4 +61,69 @@ func TestIntegrationHelmApprovalPreview(t *testing.T) {
 	if err := h.get(cm, "hgate", "hgate-config"); err != nil || cm.Data["message"] != "v2" {
 		t.Fatalf("message %q (%v) after the approved pivot, want v2", cm.Data["message"], err)
 	}
+}
+
+// In Manual mode a spec.config change of the active Bundle (new helm
+// values) waits for approval like a pivot: the ConfigPending condition and
+// status.pendingConfig name it, with a preview, the release stays at
+// revision 1 with the old values, and the approval lets the upgrade
+// through.
+func TestIntegrationHelmApprovalConfigChange(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.createNamespace("hval")
+	h.createHelmBD("hval", h.pushChartDir("charts/hval-v1", hooksChart), `{"installNamespace":"hval"}`)
+	h.updateBD("hval", func(bd *rukpakv1alpha1.BundleDeployment) {
+		bd.Spec.UpgradeApproval = rukpakv1alpha1.UpgradeApprovalManual
+	})
+	installed := h.waitBD("hval", rukpakv1alpha1.TypeInstalled, metav1.ConditionTrue, rukpakv1alpha1.ReasonInstallationSucceeded, "")
+	active := installed.Status.ActiveBundle
+	if installed.Status.InstalledConfig == "" {
+		t.Fatalf("status.installedConfig not recorded")
+	}
+	h.waitHistory("hval", h.stockHistory, "1:deployed")
+
+	h.setConfig("hval", `{"installNamespace":"hval","values":"message: changed\n"}`)
+	bd := h.waitBD("hval", rukpakv1alpha1.TypeConfigPending, metav1.ConditionTrue, rukpakv1alpha1.ReasonAwaitingApproval, "")
+	pending := bd.Status.PendingConfig
+	if !strings.HasPrefix(pending, active+"/config-") {
+		t.Fatalf("status.pendingConfig = %q, want %s/config-<fingerprint>", pending, active)
+	}
+	want := fmt.Sprintf("Change of spec.config of bundle %q awaits approval: set annotation core.rukpak.io/approved-bundle=%s to proceed (until then nothing is installed or corrected). "+
+		"Preview (server-side dry run): 0 to create, 1 to change, 0 to delete, 1 unchanged; change ConfigMap hval/hval-config (data.message); "+
+		"hooks would run: ConfigMap hval/hval-hook-first (pre-upgrade), ConfigMap hval/hval-hook-second (pre-upgrade)", active, pending)
+	if c := conditions.Get(bd.Status.Conditions, rukpakv1alpha1.TypeConfigPending); c.Message != want {
+		t.Errorf("ConfigPending message:\n got %s\nwant %s", c.Message, want)
+	}
+	// A reconcile request is handled (so it ran past the gate) and the
+	// release is still revision 1 with the old values.
+	h.updateBD("hval", func(bd *rukpakv1alpha1.BundleDeployment) {
+		metav1.SetMetaDataAnnotation(&bd.ObjectMeta, rukpakv1alpha1.AnnotationReconcileRequestedAt, "1")
+	})
+	eventually(t, "the reconcile request handled", func() error {
+		if got := h.bd("hval").Status.LastHandledReconcileAt; got != "1" {
+			return fmt.Errorf("lastHandledReconcileAt %q", got)
+		}
+		return nil
+	})
+	h.waitHistory("hval", h.stockHistory, "1:deployed")
+	cm := &corev1.ConfigMap{}
+	if err := h.get(cm, "hval", "hval-config"); err != nil || cm.Data["message"] != "hello" {
+		t.Fatalf("message %q (%v) while the change waits, want hello", cm.Data["message"], err)
+	}
+
+	h.updateBD("hval", func(bd *rukpakv1alpha1.BundleDeployment) {
+		metav1.SetMetaDataAnnotation(&bd.ObjectMeta, rukpakv1alpha1.AnnotationApprovedBundle, pending)
+	})
+	h.waitHistory("hval", h.stockHistory, "1:superseded", "2:deployed")
+	if err := h.get(cm, "hval", "hval-config"); err != nil || cm.Data["message"] != "changed" {
+		t.Fatalf("message %q (%v) after the approval, want changed", cm.Data["message"], err)
+	}
+	eventually(t, "ConfigPending cleared", func() error {
+		bd := h.bd("hval")
+		if c := conditions.Get(bd.Status.Conditions, rukpakv1alpha1.TypeConfigPending); c != nil || bd.Status.PendingConfig != "" {
+			return fmt.Errorf("condition %+v, pendingConfig %q", c, bd.Status.PendingConfig)
+		}
+		return nil
+	})
 }

@@ -472,3 +472,66 @@ metadata: {name: installer, namespace: tenant}`)
 		return nil
 	})
 }
+
+// An uninstall goes as the identity the release was installed with
+// (status.installedAs), not as whatever the spec says at deletion: the
+// BundleDeployment's last editor removes spec.serviceAccount while it is
+// paused (nothing is reconciled), its ServiceAccount is deleted, then the
+// BundleDeployment: the objects are deleted as tenant/installer (the
+// admission policies refuse their deletion by anyone else, the provisioner
+// included), not with the provisioner's cluster-admin rights.
+func TestIntegrationServiceAccountUninstallAsInstalled(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	ctx := context.Background()
+	h.tenantInstaller()
+	h.createDocs(`apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: cms, namespace: tenant}
+rules:
+- {apiGroups: [""], resources: [configmaps], verbs: [get, list, watch, create, patch, delete]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: cms, namespace: tenant}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: cms}
+subjects: [{kind: ServiceAccount, name: installer, namespace: tenant}]`)
+	bd := newBD("ui", h.pushBundle("ui-v1", map[string]string{"manifests/cm.yaml": `apiVersion: v1
+kind: ConfigMap
+metadata: {name: ui, namespace: tenant, labels: {delete-as-installer: "true"}}
+`}))
+	bd.Spec.ServiceAccount = &rukpakv1alpha1.ServiceAccountReference{Namespace: "tenant", Name: "installer"}
+	if err := h.c.Create(ctx, bd); err != nil {
+		t.Fatal(err)
+	}
+	got := h.waitBD("ui", rukpakv1alpha1.TypeInstalled, metav1.ConditionTrue, rukpakv1alpha1.ReasonInstallationSucceeded, "")
+	if rec := got.Status.InstalledAs; rec == nil || rec.ServiceAccount == nil || *rec.ServiceAccount != *bd.Spec.ServiceAccount {
+		t.Fatalf("status.installedAs = %+v, want tenant/installer", rec)
+	}
+	if _, err := getTenantCM(h, "ui"); err != nil {
+		t.Fatal(err)
+	}
+
+	h.updateBD("ui", func(bd *rukpakv1alpha1.BundleDeployment) { bd.Spec.Paused = true })
+	h.waitBD("ui", rukpakv1alpha1.TypePaused, metav1.ConditionTrue, rukpakv1alpha1.ReasonPaused, "")
+	h.updateBD("ui", func(bd *rukpakv1alpha1.BundleDeployment) { bd.Spec.ServiceAccount = nil })
+	if err := h.c.Delete(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "installer"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.c.Delete(ctx, h.bd("ui")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "bundle deployment ui uninstalled", func() error {
+		got := &rukpakv1alpha1.BundleDeployment{}
+		if err := h.c.Get(ctx, client.ObjectKey{Name: "ui"}, got); err == nil {
+			return fmt.Errorf("still there: %v", got.Status.Conditions)
+		} else if !apierrors.IsNotFound(err) {
+			return err
+		}
+		cm, err := getTenantCM(h, "ui")
+		if apierrors.IsNotFound(err) || (err == nil && !cm.DeletionTimestamp.IsZero()) {
+			return nil
+		}
+		return fmt.Errorf("ConfigMap ui still there: %w", err)
+	})
+}

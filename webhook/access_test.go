@@ -59,6 +59,19 @@ func testAccess(t *testing.T, env *testenv.Env) {
 			{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{"team-a-creds"}, Verbs: []string{"get"}},
 			{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{"team-a-content", "team-a-mutable"}, Verbs: []string{"get"}},
 		}},
+		// Their BundleDeployments name no ServiceAccount: they install as
+		// the default, which both teams may impersonate.
+		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: defaultSA.Namespace, Name: "act-as-default"}, Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"serviceaccounts"}, ResourceNames: []string{defaultSA.Name}, Verbs: []string{"impersonate"}},
+		}},
+		&rbacv1.RoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Namespace: defaultSA.Namespace, Name: "act-as-default"},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "act-as-default"},
+			Subjects: []rbacv1.Subject{
+				{APIGroup: rbacv1.GroupName, Kind: "Group", Name: "team-a"},
+				{APIGroup: rbacv1.GroupName, Kind: "Group", Name: "team-b"},
+			},
+		},
 		// Bound to the group: alice passes only if the review carries the
 		// request's groups, not just the user name.
 		&rbacv1.RoleBinding{

@@ -66,11 +66,13 @@ func imageBundle() *rukpakv1alpha1.Bundle {
 func TestAdmission(t *testing.T) {
 	env := startEnv(t, "")
 	stop := runWebhook(t, env, webhook.Config{
-		CertMode: webhook.CertModeCertManager,
-		Server:   webhook.ServerOptions{CertDir: env.Env.WebhookInstallOptions.LocalServingCertDir},
+		CertMode:   webhook.CertModeCertManager,
+		Server:     webhook.ServerOptions{CertDir: env.Env.WebhookInstallOptions.LocalServingCertDir},
+		Delegation: webhook.Delegation{Default: &defaultSA},
 	})
 	ctx := context.Background()
 	c := env.Client
+	testenv.MustNotError(t, c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: defaultSA.Namespace}}), "creating namespace")
 	testenv.MustNotError(t, c.Create(ctx, comboTagRef()), "creating combo-tag-ref")
 	img := imageBundle()
 	img.SetGroupVersionKind(rukpakv1alpha1.GroupVersion.WithKind("Bundle"))
@@ -86,6 +88,7 @@ func TestAdmission(t *testing.T) {
 	t.Run("access to referenced Secrets and ConfigMaps", func(t *testing.T) { testAccess(t, env) })
 	t.Run("access to values sources", func(t *testing.T) { testValuesFrom(t, env) })
 	t.Run("access to the ServiceAccount", func(t *testing.T) { testServiceAccount(t, env) })
+	t.Run("delegation", func(t *testing.T) { testDelegation(t, env) })
 	// Last: it stops the webhook.
 	t.Run("metadata updates while the webhook is down", func(t *testing.T) { testWebhookDown(t, env, stop) })
 }
@@ -369,6 +372,11 @@ func testWebhookDown(t *testing.T, env *testenv.Env, stop func()) {
 			Template: rukpakv1alpha1.BundleTemplate{Spec: comboTagRef().Spec}},
 	}
 	testenv.MustNotError(t, c.Create(ctx, bd), "creating BundleDeployment")
+	steered := bd.DeepCopy()
+	steered.Name, steered.ResourceVersion, steered.UID = "steered", "", ""
+	steered.Annotations = map[string]string{rukpakv1alpha1.AnnotationApprovedBundle: "steered-abcdef", rukpakv1alpha1.AnnotationCreatingBundle: "steered-abcdef"}
+	steered.Labels = map[string]string{"core.rukpak.io/shard": "shard1"}
+	testenv.MustNotError(t, c.Create(ctx, steered), "creating BundleDeployment")
 
 	stop()
 	wio := env.Env.WebhookInstallOptions
@@ -406,6 +414,30 @@ func testWebhookDown(t *testing.T, env *testenv.Env, stop func()) {
 			}
 		})
 	}
+	// The steering annotations and the shard label reach the webhook
+	// (they take rights of their own); the rest of the metadata of the
+	// same object still does not.
+	t.Run("steering annotations", func(t *testing.T) {
+		for _, body := range []string{
+			`{"metadata":{"annotations":{"core.rukpak.io/approved-bundle":"steered-012345"}}}`,
+			`{"metadata":{"annotations":{"core.rukpak.io/approved-bundle":null}}}`,
+			`{"metadata":{"annotations":{"core.rukpak.io/skip-crd-upgrade-preflight":"true"}}}`,
+			`{"metadata":{"annotations":{"core.rukpak.io/creating-bundle":"steered-012345"}}}`,
+			`{"metadata":{"labels":{"core.rukpak.io/shard":"shard2"}}}`,
+			`{"metadata":{"labels":{"core.rukpak.io/shard":null}}}`,
+		} {
+			err := patch(steered, body)
+			if err == nil || !strings.Contains(err.Error(), `failed calling webhook "`+webhook.BundleDeploymentWebhookName+`"`) {
+				t.Fatalf("%s with the webhook down: got %v, want the API server's failure to call the webhook", body, err)
+			}
+		}
+		testenv.MustNotError(t, patch(steered, `{"metadata":{"labels":{"while":"down"},"annotations":{"core.rukpak.io/reconcile-requested-at":"1"}}}`), "changing other metadata")
+		testenv.MustNotError(t, c.Delete(ctx, steered), "deleting")
+		testenv.MustNotError(t, patch(steered, `{"metadata":{"finalizers":null}}`), "removing the finalizer of a deleted object")
+		if err := c.Get(ctx, client.ObjectKeyFromObject(steered), steered); !apierrors.IsNotFound(err) {
+			t.Fatalf("after removing its finalizer: got %v, want NotFound", err)
+		}
+	})
 	t.Run("create", func(t *testing.T) {
 		nb := comboTagRef()
 		nb.Name = "created-while-down"

@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -25,6 +26,10 @@ import (
 )
 
 const bundleNamespace = "rukpak-system"
+
+// provisionerSA is the provisioner's ServiceAccount in the shipped
+// manifests, the webhook's --provisioner-service-account.
+var provisionerSA = webhook.ServiceAccount{Namespace: bundleNamespace, Name: "rukpak-provisioner"}
 
 // lockedBuffer collects the manager's logs; they are printed when a test
 // fails.
@@ -64,6 +69,13 @@ func startEnv(t *testing.T, externalName string) *testenv.Env {
 // (or stop is called) and waits until it serves TLS.
 func runWebhook(t *testing.T, env *testenv.Env, cfg webhook.Config) (stop func()) {
 	t.Helper()
+	return runWebhookAs(t, env, env.Config, cfg)
+}
+
+// runWebhookAs is runWebhook with the webhook's API requests made with
+// restCfg (its own ServiceAccount's rights, say).
+func runWebhookAs(t *testing.T, env *testenv.Env, restCfg *rest.Config, cfg webhook.Config) (stop func()) {
+	t.Helper()
 	logs := &lockedBuffer{}
 	ctrl.SetLogger(zap.New(zap.WriteTo(logs), zap.UseDevMode(true)))
 	t.Cleanup(func() {
@@ -77,7 +89,10 @@ func runWebhook(t *testing.T, env *testenv.Env, cfg webhook.Config) (stop func()
 	cfg.Server.Port = wio.LocalServingPort
 	cfg.BundleNamespace = bundleNamespace
 
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+	if cfg.Delegation.Provisioner == (webhook.ServiceAccount{}) {
+		cfg.Delegation.Provisioner = provisionerSA
+	}
+	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{
 		Scheme:                 env.Env.Scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",

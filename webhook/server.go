@@ -55,14 +55,15 @@ func NewServer(o ServerOptions) ctrlwebhook.Server {
 	})
 }
 
-// Register serves the Bundle and BundleDeployment validators on srv.
-func Register(srv ctrlwebhook.Server, scheme *runtime.Scheme, sources *SourceValidator) {
+// Register serves the Bundle and BundleDeployment validators on srv;
+// delegation says whom BundleDeployments naming no ServiceAccount install as.
+func Register(srv ctrlwebhook.Server, scheme *runtime.Scheme, sources *SourceValidator, delegation Delegation) {
 	srv.Register(BundlePath, &admission.Webhook{Handler: kindGuard{
 		kind: rukpakv1alpha1.GroupVersion.WithKind("Bundle"),
 		next: admission.WithValidator[*rukpakv1alpha1.Bundle](scheme, &BundleValidator{Sources: sources}).Handler,
 	}})
 	srv.Register(BundleDeploymentPath, &admission.Webhook{Handler: kindGuard{
 		kind: rukpakv1alpha1.GroupVersion.WithKind("BundleDeployment"),
-		next: admission.WithValidator[*rukpakv1alpha1.BundleDeployment](scheme, &BundleDeploymentValidator{Sources: sources}).Handler,
+		next: admission.WithValidator[*rukpakv1alpha1.BundleDeployment](scheme, &BundleDeploymentValidator{Sources: sources, Delegation: delegation}).Handler,
 	}})
 }

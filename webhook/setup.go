@@ -27,7 +27,11 @@ type Config struct {
 	// BundleNamespace is the provisioners' namespace, where the Secrets and
 	// ConfigMaps sources reference live.
 	BundleNamespace string
-	CertMode        CertMode
+	// Delegation names the provisioner's default and own ServiceAccounts:
+	// the identities BundleDeployments without spec.serviceAccount
+	// install as, which their authors must be allowed to impersonate.
+	Delegation Delegation
+	CertMode   CertMode
 	// Certs configure CertModeSelf; its CertDir is Server.CertDir.
 	Certs certs.Options
 }
@@ -57,7 +61,7 @@ func SetupWithManager(ctx context.Context, mgr manager.Manager, cfg Config) erro
 	}
 
 	srv := NewServer(cfg.Server)
-	Register(srv, mgr.GetScheme(), &SourceValidator{Reader: mgr.GetAPIReader(), Reviewer: mgr.GetClient(), Namespace: cfg.BundleNamespace})
+	Register(srv, mgr.GetScheme(), &SourceValidator{Reader: mgr.GetAPIReader(), Reviewer: mgr.GetClient(), Namespace: cfg.BundleNamespace}, cfg.Delegation)
 	if err := mgr.Add(certs.AfterReady(ready, srv)); err != nil {
 		return fmt.Errorf("adding webhook server: %w", err)
 	}

@@ -57,7 +57,11 @@ type BundleDeploymentSpec struct {
 	// policy that belongs with the desired state (and in Git); the approval
 	// is an annotation because it is an act on one named target, which an
 	// approver makes without editing the spec (and without bumping its
-	// generation). spec.config changes are not pivots and apply at once.
+	// generation). A spec.config change of the active Bundle (helm values,
+	// install namespaces) waits too, with the ConfigPending condition and
+	// status.pendingConfig naming it, until the annotation is set to that
+	// name; meanwhile nothing is installed or corrected. A pivot approved
+	// with a changed spec.config installs with it (the preview shows it).
 	// +kubebuilder:validation:Enum=Automatic;Manual
 	// +optional
 	UpgradeApproval UpgradeApproval `json:"upgradeApproval,omitempty"`
@@ -74,9 +78,11 @@ const (
 
 // AnnotationApprovedBundle on a BundleDeployment with spec.upgradeApproval
 // Manual approves the pivot to the generated Bundle it names (as
-// status.pendingBundle shows it). An approval stays valid for that Bundle
-// only: a later template change generates another Bundle, which waits
-// again.
+// status.pendingBundle shows it), or the spec.config change it names (as
+// status.pendingConfig shows it, <bundle>/config-<fingerprint>). An
+// approval stays valid for that Bundle or config only: a later template
+// change generates another Bundle, which waits again. Setting it takes the
+// verb approve on the BundleDeployment (the webhook checks), beyond patch.
 const AnnotationApprovedBundle = "core.rukpak.io/approved-bundle"
 
 // The PivotPending condition is True while a pivot waits for approval
@@ -87,6 +93,12 @@ const (
 	TypePivotPending       = "PivotPending"
 	ReasonAwaitingApproval = "AwaitingApproval"
 )
+
+// The ConfigPending condition is True while a spec.config change of the
+// active Bundle waits for approval (spec.upgradeApproval Manual), with
+// reason ReasonAwaitingApproval and a message naming what to approve and
+// the preview of the change; it is absent otherwise.
+const TypeConfigPending = "ConfigPending"
 
 // Reasons of the Installed condition about spec.serviceAccount.
 const (
@@ -152,6 +164,29 @@ type BundleDeploymentStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
 	PendingBundle string `json:"pendingBundle,omitempty"`
+	// installedAs is the identity the release was last installed or
+	// upgraded with, written only by the provisioner: an uninstall goes as
+	// this identity, not as whatever spec.serviceAccount says when the
+	// BundleDeployment is deleted. Unset until the first install (and on
+	// releases installed before it was recorded, which uninstall as the
+	// spec says).
+	// +optional
+	InstalledAs *InstalledIdentity `json:"installedAs,omitempty"`
+	// installedConfig fingerprints the spec.config the release was last
+	// installed or upgraded with (the first 16 hex digits of the SHA-256
+	// of its canonical JSON), written only by the provisioner: with
+	// spec.upgradeApproval Manual a spec.config that differs from it waits
+	// for approval.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	InstalledConfig string `json:"installedConfig,omitempty"`
+	// pendingConfig names a spec.config change that waits for approval
+	// (spec.upgradeApproval Manual), as <bundle>/config-<fingerprint>: set
+	// the annotation core.rukpak.io/approved-bundle to it to proceed. The
+	// ConfigPending condition says what the change would do.
+	// +optional
+	// +kubebuilder:validation:MaxLength=300
+	PendingConfig string `json:"pendingConfig,omitempty"`
 	// conditions: HasValidBundle, Installed, Healthy, and Paused while
 	// spec.paused is true.
 	// +optional
@@ -167,6 +202,14 @@ type BundleDeploymentStatus struct {
 	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=64
 	GeneratedBundles []GeneratedBundle `json:"generatedBundles,omitempty"`
+}
+
+// InstalledIdentity is an identity a release was installed with.
+type InstalledIdentity struct {
+	// serviceAccount the release was installed as (impersonated); unset:
+	// the provisioner's own identity.
+	// +optional
+	ServiceAccount *ServiceAccountReference `json:"serviceAccount,omitempty"`
 }
 
 // GeneratedBundle is a Bundle the provisioner created for a

@@ -29,7 +29,9 @@ const AnnotationAllowedHosts = "core.rukpak.io/allowed-hosts"
 
 // AnnotationSkipCRDUpgradePreflight set to "true" on a BundleDeployment
 // applies its Bundles' CRDs without the CRD upgrade preflight (for admins
-// who know an upgrade is safe, or will fix the objects it breaks).
+// who know an upgrade is safe, or will fix the objects it breaks). Setting
+// it takes the verb skip-crd-upgrade-preflight on the BundleDeployment
+// (the webhook checks).
 const AnnotationSkipCRDUpgradePreflight = "core.rukpak.io/skip-crd-upgrade-preflight"
 
 // AnnotationReconcileRequestedAt on a BundleDeployment asks for a
@@ -43,8 +45,9 @@ const AnnotationReconcileRequestedAt = "core.rukpak.io/reconcile-requested-at"
 // in the same metadata patch as the finalizer, before the create request,
 // so that a provisioner stopped between the create and the status write
 // that records the Bundle's UID adopts that Bundle instead of stranding it.
-// The provisioner writes it; it is not for users. Anyone who may edit the
-// BundleDeployment may set it, so it proves nothing on its own: it is
+// The provisioner writes it; it is not for users: the webhook lets only
+// who may impersonate the provisioner's ServiceAccount set it. Still it
+// proves nothing on its own: it is
 // honoured only while status.generatedBundles and status.activeBundle are
 // empty (before the first Bundle is recorded), only when it names exactly
 // the Bundle the current template generates, and only for a Bundle

@@ -33,11 +33,14 @@ func run() error {
 		namespace, bundleNamespace, certDir, certMode string
 		webhookConfigName, serviceName, extraDNSNames string
 		probeAddr, metricsAddr, metricsCertDir        string
+		defaultSA, provisionerSA                      string
 		port                                          int
 		enableHTTP2, leaderElect                      bool
 	)
 	flag.StringVar(&namespace, "namespace", "rukpak-system", "Namespace the webhook runs in; holds the certificate Secret and the leader-election lease.")
 	flag.StringVar(&bundleNamespace, "bundle-namespace", "rukpak-system", "Provisioners' namespace, where the Secrets and ConfigMaps that Bundle sources name live; their creators must be allowed to get them there.")
+	flag.StringVar(&defaultSA, "default-service-account", "", "The provisioner's --default-service-account (NAMESPACE/NAME; keep them equal): BundleDeployments without spec.serviceAccount install as it, so their authors must be allowed to impersonate it.")
+	flag.StringVar(&provisionerSA, "provisioner-service-account", "rukpak-system/rukpak-provisioner", "The provisioner's own ServiceAccount (NAMESPACE/NAME): without spec.serviceAccount and --default-service-account a BundleDeployment installs as the provisioner, which takes impersonate on it (a right only cluster-admins hold); so does writing the annotation core.rukpak.io/creating-bundle.")
 	flag.IntVar(&port, "port", 9443, "Port the webhook server listens on.")
 	flag.StringVar(&certDir, "cert-dir", filepath.Join(os.TempDir(), "rukpak-webhook", "serving-certs"), "Directory of tls.crt and tls.key.")
 	flag.StringVar(&certMode, "cert-mode", string(webhook.CertModeSelf), "Where certificates come from: 'self' (generated, rotated and injected by this process) or 'cert-manager' (read from --cert-dir).")
@@ -78,6 +81,11 @@ func run() error {
 		return fmt.Errorf("creating manager: %w", err)
 	}
 
+	delegation, err := parseDelegation(defaultSA, provisionerSA)
+	if err != nil {
+		return err
+	}
+
 	ctx := ctrl.SetupSignalHandler()
 	var extra []string
 	for _, n := range strings.Split(extraDNSNames, ",") {
@@ -89,6 +97,7 @@ func run() error {
 	if err := webhook.SetupWithManager(ctx, mgr, webhook.Config{
 		Server:          webhook.ServerOptions{Port: port, CertDir: certDir, EnableHTTP2: enableHTTP2},
 		BundleNamespace: bundleNamespace,
+		Delegation:      delegation,
 		CertMode:        webhook.CertMode(certMode),
 		Certs: certs.Options{
 			Namespace:             namespace,
@@ -106,4 +115,21 @@ func run() error {
 		return fmt.Errorf("running manager: %w", err)
 	}
 	return nil
+}
+
+func parseDelegation(defaultSA, provisionerSA string) (webhook.Delegation, error) {
+	var d webhook.Delegation
+	if defaultSA != "" {
+		sa, err := webhook.ParseServiceAccount(defaultSA)
+		if err != nil {
+			return d, fmt.Errorf("--default-service-account: %w", err)
+		}
+		d.Default = &sa
+	}
+	sa, err := webhook.ParseServiceAccount(provisionerSA)
+	if err != nil {
+		return d, fmt.Errorf("--provisioner-service-account: %w", err)
+	}
+	d.Provisioner = sa
+	return d, nil
 }

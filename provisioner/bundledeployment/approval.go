@@ -174,6 +174,50 @@ func (r *Reconciler) loadActive(ctx context.Context, bd *rukpakv1alpha1.BundleDe
 	return &heldPivot{bundle: b, fsys: fsys, objs: objs}, nil
 }
 
+// reasonConfigApproved is the event reason of a spec.config change that
+// proceeds after its approval.
+const reasonConfigApproved = "ConfigApproved"
+
+// holdConfig decides whether installing b (the Bundle installed now, with
+// objs) waits for the approval of a spec.config change: in Manual mode,
+// when b is the active Bundle and spec.config differs from the one the
+// release was installed with (status.installedConfig). A values change
+// can alter a release as much as a pivot; a pivot approved with a changed
+// config installs with it, its preview having shown it. While it waits,
+// the ConfigPending condition and status.pendingConfig name it
+// (<bundle>/config-<fingerprint>), with a preview, and nothing is
+// installed: the old config is not kept, so the release is left as it is
+// (no drift correction) until the change is approved or reverted.
+func (r *Reconciler) holdConfig(ctx context.Context, bd *rukpakv1alpha1.BundleDeployment, b *rukpakv1alpha1.Bundle, objs []*unstructured.Unstructured) bool {
+	h := ConfigHash(bd.Spec.Config)
+	token := b.Name + "/config-" + h
+	approved := bd.Annotations[rukpakv1alpha1.AnnotationApprovedBundle] == token
+	installed := bd.Status.InstalledConfig
+	if bd.Spec.UpgradeApproval != rukpakv1alpha1.UpgradeApprovalManual || b.Name != bd.Status.ActiveBundle || installed == "" || installed == h || approved {
+		if bd.Status.PendingConfig == token && approved {
+			r.event(bd, "Normal", reasonConfigApproved, fmt.Sprintf("Change of spec.config of bundle %q approved by annotation %s", b.Name, rukpakv1alpha1.AnnotationApprovedBundle))
+		}
+		bd.Status.PendingConfig = ""
+		meta.RemoveStatusCondition(&bd.Status.Conditions, rukpakv1alpha1.TypeConfigPending)
+		return false
+	}
+	c := conditions.Get(bd.Status.Conditions, rukpakv1alpha1.TypeConfigPending)
+	v, requested := bd.Annotations[rukpakv1alpha1.AnnotationReconcileRequestedAt]
+	if c == nil || bd.Status.PendingConfig != token || c.ObservedGeneration != bd.Generation || (requested && v != bd.Status.LastHandledReconcileAt) {
+		msg := fmt.Sprintf("Change of spec.config of bundle %q awaits approval: set annotation %s=%s to proceed (until then nothing is installed or corrected). Preview (server-side dry run): %s",
+			b.Name, rukpakv1alpha1.AnnotationApprovedBundle, token, r.preview(ctx, bd, b, objs))
+		if len(msg) > maxPreviewMessage {
+			msg = strings.ToValidUTF8(msg[:maxPreviewMessage-3], "") + "..."
+		}
+		if bd.Status.PendingConfig != token {
+			r.event(bd, "Normal", rukpakv1alpha1.ReasonAwaitingApproval, msg)
+		}
+		bd.Status.PendingConfig = token
+		r.set(bd, rukpakv1alpha1.TypeConfigPending, metav1.ConditionTrue, rukpakv1alpha1.ReasonAwaitingApproval, msg)
+	}
+	return true
+}
+
 // approvalChanged lets a change of the approval annotation through the
 // generation filter: it may release a waiting pivot.
 var approvalChanged = annotationChanged(rukpakv1alpha1.AnnotationApprovedBundle)

@@ -2,8 +2,11 @@ package bundledeployment
 
 import (
 	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
 	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
 )
@@ -32,4 +35,23 @@ func TemplateHash(t rukpakv1alpha1.BundleTemplate) (string, error) {
 		out[i] = alphabet[int(sum[i])%len(alphabet)]
 	}
 	return string(out), nil
+}
+
+// ConfigHash fingerprints a BundleDeployment's spec.config: the first 16
+// hex digits of the SHA-256 of its canonical JSON (keys sorted, spacing
+// dropped), so the same values written differently are the same config.
+func ConfigHash(cfg *apiextensionsv1.JSON) string {
+	canonical := []byte("null")
+	if cfg != nil && len(cfg.Raw) > 0 {
+		var v any
+		if err := json.Unmarshal(cfg.Raw, &v); err == nil {
+			if b, err := json.Marshal(v); err == nil {
+				canonical = b
+			}
+		} else {
+			canonical = cfg.Raw
+		}
+	}
+	sum := sha256.Sum256(canonical)
+	return hex.EncodeToString(sum[:8])
 }

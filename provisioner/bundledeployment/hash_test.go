@@ -3,6 +3,8 @@ package bundledeployment
 import (
 	"testing"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+
 	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
 )
 
@@ -47,5 +49,28 @@ func TestTemplateHash(t *testing.T) {
 				t.Errorf("changing the %s did not change the hash %q", name, h)
 			}
 		})
+	}
+}
+
+// TestConfigHash: the same values written differently are the same config;
+// any change of a value, and no config against an empty one, are not.
+func TestConfigHash(t *testing.T) {
+	j := func(s string) *apiextensionsv1.JSON { return &apiextensionsv1.JSON{Raw: []byte(s)} }
+	cases := []struct {
+		a, b *apiextensionsv1.JSON
+		same bool
+	}{
+		{j(`{"a":1,"b":{"c":"x"}}`), j(`{ "b": {"c":"x"}, "a": 1 }`), true},
+		{nil, j(``), true},
+		{nil, j(`null`), true},
+		{nil, j(`{}`), false},
+		{j(`{"values":"message: a\n"}`), j(`{"values":"message: b\n"}`), false},
+		{j(`{"a":1}`), j(`{"a":"1"}`), false},
+	}
+	for _, tc := range cases {
+		ha, hb := ConfigHash(tc.a), ConfigHash(tc.b)
+		if len(ha) != 16 || (ha == hb) != tc.same {
+			t.Errorf("ConfigHash(%v) = %s, ConfigHash(%v) = %s; want same=%v", tc.a, ha, tc.b, hb, tc.same)
+		}
 	}
 }

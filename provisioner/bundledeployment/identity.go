@@ -112,17 +112,49 @@ func (r *Reconciler) permissionEvents(bd *rukpakv1alpha1.BundleDeployment, sa id
 	}
 }
 
-// uninstaller is the installer bd's release is uninstalled with: its
-// identity's, or the provisioner's when it names none (also when the
-// policy requires one: whatever is installed then, the provisioner
-// installed before the policy was set).
+// recordInstalled writes into bd's status the identity its release was
+// just installed with, which the uninstall will use (as installAs chose it
+// for the same bd), and the config it was installed with, which a later
+// change of in Manual mode waits for approval against.
+func (r *Reconciler) recordInstalled(bd *rukpakv1alpha1.BundleDeployment) {
+	bd.Status.InstalledConfig = ConfigHash(bd.Spec.Config)
+	if r.Identity == nil {
+		return
+	}
+	rec := &rukpakv1alpha1.InstalledIdentity{}
+	if sa, named, err := r.Identity.Policy.For(bd); err == nil && named {
+		rec.ServiceAccount = &rukpakv1alpha1.ServiceAccountReference{Namespace: sa.Namespace, Name: sa.Name}
+	}
+	bd.Status.InstalledAs = rec
+}
+
+// uninstaller is the installer bd's release is uninstalled with: the
+// identity it was last installed with (status.installedAs), so an edit of
+// spec.serviceAccount made after the last install, or a ServiceAccount
+// deleted since, cannot turn the uninstall into the provisioner's (a
+// cluster-admin's) act. Without a record (nothing installed, or installed
+// before identities were recorded) it is the spec's identity, or the
+// provisioner's when it names none (also when the policy requires one:
+// whatever is installed then, the provisioner installed before the policy
+// was set).
 func (r *Reconciler) uninstaller(bd *rukpakv1alpha1.BundleDeployment) (Installer, error) {
 	if r.Identity == nil {
 		return r.installer(), nil
 	}
-	sa, named, err := r.Identity.Policy.For(bd)
-	if err != nil || !named {
-		return r.installer(), nil //nolint:nilerr // see above
+	var sa identity.ServiceAccount
+	var named bool
+	if rec := bd.Status.InstalledAs; rec != nil {
+		if rec.ServiceAccount != nil {
+			sa, named = identity.ServiceAccount{Namespace: rec.ServiceAccount.Namespace, Name: rec.ServiceAccount.Name}, true
+		}
+	} else {
+		var err error
+		if sa, named, err = r.Identity.Policy.For(bd); err != nil {
+			named = false
+		}
+	}
+	if !named {
+		return r.installer(), nil
 	}
 	imp, can := r.installer().(ImpersonatingInstaller)
 	if !can {

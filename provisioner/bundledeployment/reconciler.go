@@ -248,6 +248,11 @@ func (r *Reconciler) reconcile(ctx context.Context, bd *rukpakv1alpha1.BundleDep
 		b, fsys, objs = held.bundle, held.fsys, held.objs
 	}
 
+	if r.holdConfig(ctx, bd, b, objs) {
+		// Approving it changes the annotation, which queues bd.
+		return ctrl.Result{}, nil
+	}
+
 	perms, crds, ok, err := r.checked(ctx, bd, b, fsys, objs)
 	if err != nil || !ok {
 		return ctrl.Result{}, err
@@ -269,6 +274,8 @@ func (r *Reconciler) reconcile(ctx context.Context, bd *rukpakv1alpha1.BundleDep
 	}
 	stamp := ownerStamper(bd)
 	result, err := inst.Install(ctx, bd, fsys, objs, stamp)
+	// Also after a failed install: it may have applied part of it.
+	r.recordInstalled(bd)
 	if err != nil {
 		reason := rukpakv1alpha1.ReasonInstallFailed
 		if result != nil && result.Upgraded {

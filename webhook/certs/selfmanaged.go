@@ -3,13 +3,17 @@ package certs
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"strings"
 	"time"
 
 	"github.com/open-policy-agent/cert-controller/pkg/rotator"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 )
 
@@ -82,7 +86,7 @@ func AddSelfManaged(ctx context.Context, mgr manager.Manager, o Options) (<-chan
 		webhooks = append(webhooks, rotator.WebhookInfo{Name: name, Type: rotator.Validating})
 	}
 	injected := make(chan struct{})
-	if err := rotator.AddRotator(mgr, &rotator.CertRotator{
+	if err := rotator.AddRotator(oneSecret{Manager: mgr, cfg: narrowSecrets(mgr.GetConfig(), key)}, &rotator.CertRotator{
 		SecretKey:              key,
 		CertDir:                o.CertDir,
 		CAName:                 o.CAName,
@@ -149,4 +153,44 @@ func ensureSecret(ctx context.Context, mgr manager.Manager, key types.Namespaced
 		return fmt.Errorf("creating Secret %s: %w", key, err)
 	}
 	return nil
+}
+
+// oneSecret is mgr as cert-controller's rotator sees it. The rotator
+// builds a cache of its namespace's Secrets from GetConfig and offers no
+// way to narrow it: without this it would list, watch and hold every
+// Secret of the namespace (Helm release records, credentials), and need
+// the right to.
+type oneSecret struct {
+	manager.Manager
+	cfg *rest.Config
+}
+
+func (m oneSecret) GetConfig() *rest.Config { return m.cfg }
+
+// narrowSecrets returns cfg whose lists and watches of the Secrets of
+// key's namespace select key's Secret alone (field selector
+// metadata.name), which the API server authorizes by name: a Role granting
+// list and watch with resourceNames allows them.
+func narrowSecrets(cfg *rest.Config, key types.NamespacedName) *rest.Config {
+	c := rest.CopyConfig(cfg)
+	c.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return secretSelector{next: rt, collection: "/api/v1/namespaces/" + key.Namespace + "/secrets", name: key.Name}
+	})
+	return c
+}
+
+type secretSelector struct {
+	next       http.RoundTripper
+	collection string
+	name       string
+}
+
+func (s secretSelector) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Method == http.MethodGet && strings.HasSuffix(req.URL.Path, s.collection) {
+		req = req.Clone(req.Context())
+		q := req.URL.Query()
+		q.Set("fieldSelector", fields.OneTermEqualSelector("metadata.name", s.name).String())
+		req.URL.RawQuery = q.Encode()
+	}
+	return s.next.RoundTrip(req)
 }

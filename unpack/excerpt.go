@@ -1,20 +1,32 @@
 package unpack
 
 import (
+	"fmt"
 	"io"
+	"net/http"
 	"strings"
 	"unicode"
 	"unicode/utf8"
 )
 
-// MaxExcerpt is the most of a remote body that ever reaches a status
-// message or a log line.
+// MaxExcerpt is the most of a protocol message (a registry's error message,
+// a git server's ERR line) that ever reaches a status message or a log
+// line.
 const MaxExcerpt = 200
 
-// Excerpt reads at most MaxExcerpt bytes of a remote body (an error page, a
-// registry's answer) and returns them as one printable line, for a message
-// that helps a user without echoing what a hostile server sent. The rest of
-// the body is not read.
+// StatusText is an HTTP answer's status as a message shows it: the code and
+// Go's text for it. The server's own reason phrase and body never reach a
+// message: the source's URL may be any endpoint the provisioner reaches,
+// and Bundle status is readable by everyone who may view the namespace.
+func StatusText(code int) string {
+	return strings.TrimSpace(fmt.Sprintf("%d %s", code, http.StatusText(code)))
+}
+
+// Excerpt reads at most MaxExcerpt bytes of a body and returns them as one
+// printable line. Only for the answers of the provisioner's own services
+// (the content service); a source's answers are reported by StatusText and
+// what their protocol defines (registry error codes, git ERR lines), never
+// by their body. The rest of the body is not read.
 func Excerpt(r io.Reader) string {
 	if r == nil {
 		return ""

@@ -31,3 +31,11 @@ func TestExcerptReadsAtMostItsLimit(t *testing.T) {
 		t.Fatalf("read %d bytes, want at most %d", read, MaxExcerpt+1)
 	}
 }
+
+func TestStatusText(t *testing.T) {
+	for code, want := range map[int]string{404: "404 Not Found", 503: "503 Service Unavailable", 299: "299"} {
+		if got := StatusText(code); got != want {
+			t.Errorf("StatusText(%d) = %q, want %q", code, got, want)
+		}
+	}
+}

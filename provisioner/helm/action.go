@@ -136,6 +136,9 @@ func (a *Action) DryRun(ctx context.Context, ch *chart.Chart, vals map[string]an
 	act.Replace = true
 	act.ReleaseName = releaseName
 	act.Namespace = a.Namespace
+	// The child validated the values (validateValues); the frozen chart
+	// has no schema left to validate against.
+	act.SkipSchemaValidation = true
 	if a.Capabilities != nil {
 		kv := a.Capabilities.KubeVersion
 		act.KubeVersion = &kv

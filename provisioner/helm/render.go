@@ -43,8 +43,9 @@ type Rendered struct {
 // action in client-only dry-run mode (`helm template`): the same value
 // coalescing, values.schema.json validation, dependency conditions and
 // engine as the provisioner's installs, which run that action for real.
-// The templates run in a bounded child process (Freeze, within
-// opts.Limits);
+// The templates run, and the values are checked against the schemas
+// (validateValues: $refs to the chart's own files only), in a bounded
+// child process (Freeze, within opts.Limits);
 // without a cluster, `lookup` finds nothing. (rukpakctl render prints
 // this; installs do not call it, they run action.Install themselves.)
 func Render(ctx context.Context, ch *chart.Chart, vals map[string]any, opts RenderOptions) (*Rendered, error) {

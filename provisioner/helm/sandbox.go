@@ -435,8 +435,14 @@ func sandboxRender(req *sandboxRequest) (map[string]string, *chartutil.Capabilit
 	if v := ch.Metadata.KubeVersion; v != "" && !chartutil.IsCompatibleRange(v, caps.KubeVersion.String()) {
 		return nil, nil, fmt.Errorf("chart requires kubeVersion: %s which is incompatible with Kubernetes %s", v, caps.KubeVersion.String())
 	}
-	top, err := chartutil.ToRenderValuesWithSchemaValidation(ch, req.Values, req.Release, caps, false)
+	// Values coalesced as Helm's action does, then checked against the
+	// schemas here, with $refs to the chart's own files only
+	// (validateValues), never by Helm's loaders.
+	top, err := chartutil.ToRenderValuesWithSchemaValidation(ch, req.Values, req.Release, caps, true)
 	if err != nil {
+		return nil, nil, err
+	}
+	if err := validateValues(ch, top["Values"].(chartutil.Values)); err != nil {
 		return nil, nil, err
 	}
 	if r := req.REST; r != nil {
@@ -515,6 +521,9 @@ func frozen(ch *chart.Chart, files map[string]string) *chart.Chart {
 		}
 		cp.Metadata = &md
 	}
+	// The child validated the values against the schema (validateValues);
+	// Helm's actions would again, in this process, following any $ref.
+	cp.Schema = nil
 	cp.Templates = make([]*chart.File, 0, len(ch.Templates))
 	for _, t := range ch.Templates {
 		text := ""

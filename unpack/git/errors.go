@@ -18,8 +18,8 @@ import (
 // classify wraps a fetch error with the repository and marks the failures
 // retrying cannot fix (missing repository, denied credentials, an untrusted
 // server, a limit passed) as terminal. Everything else, network errors
-// first, is retryable. Server-sent text in err (an ERR line, a stderr line,
-// an error body's excerpt) is cut to a short, printable excerpt.
+// first, is retryable. Server-sent text in err (an ERR line, an ssh session's
+// stderr line) is cut to a short, printable excerpt.
 func classify(ctx context.Context, err error, repository string) error {
 	var limit *limitError
 	switch {

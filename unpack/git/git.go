@@ -15,8 +15,8 @@
 //     sessions this package dials and speaks itself, transport.go);
 //   - size: every byte the server sends (http bodies, the git://
 //     connection, the ssh session's output) counts against MaxFetchBytes,
-//     the ref advertisement against 16 MiB, and error bodies are read only
-//     as far as an unpack.Excerpt;
+//     the ref advertisement against 16 MiB, and error bodies are not read
+//     (an error reports the status code, unpack.StatusText);
 //   - memory: the pack is spooled to a temporary directory under
 //     Config.BaseDir, its headers checked against MaxFileBytes before
 //     anything is inflated, and indexed by this package while streaming

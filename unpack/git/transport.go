@@ -128,9 +128,11 @@ type countedBody struct {
 }
 
 // httpTransport counts response bodies against the fetch's wire and
-// replaces error bodies by an excerpt: go-git reads an error body whole
-// into its error message (a 256 MiB 404 body allocated 2.3 GiB), and the
-// message ends up in the Bundle's status.
+// replaces error bodies by the status code: go-git reads an error body
+// whole into its error message (a 256 MiB 404 body allocated 2.3 GiB), and
+// the message ends up in the Bundle's status, where the answer of whatever
+// endpoint the repository URL names is nobody's to read. (Git's own
+// messages, ERR lines, come in successful answers.)
 type httpTransport struct {
 	base http.RoundTripper
 	wire *wire
@@ -142,10 +144,10 @@ func (t *httpTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		excerpt := unpack.Excerpt(resp.Body)
 		_ = resp.Body.Close()
-		resp.Body = io.NopCloser(strings.NewReader(excerpt))
-		resp.ContentLength = int64(len(excerpt))
+		status := unpack.StatusText(resp.StatusCode)
+		resp.Body = io.NopCloser(strings.NewReader(status))
+		resp.ContentLength = int64(len(status))
 		return resp, nil
 	}
 	resp.Body = &countedBody{countedReader: countedReader{r: resp.Body, wire: t.wire}, Closer: resp.Body}

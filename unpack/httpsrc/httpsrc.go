@@ -83,10 +83,9 @@ func (u *Unpacker) Unpack(ctx context.Context, bundle *rukpakv1alpha1.Bundle) (*
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		err := fmt.Errorf("GET %s: unexpected status %s", shown, resp.Status)
-		if excerpt := unpack.Excerpt(resp.Body); excerpt != "" {
-			err = fmt.Errorf("%w: %s", err, excerpt)
-		}
+		// The status code only: the URL may be any endpoint the
+		// provisioner reaches, and its body is nobody's to read.
+		err := fmt.Errorf("GET %s: unexpected status %s", shown, unpack.StatusText(resp.StatusCode))
 		if permanent(resp.StatusCode) {
 			return nil, unpack.Terminal(err)
 		}

@@ -1,6 +1,7 @@
 package image
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"net/http"
@@ -48,12 +49,12 @@ func (t *limitedTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 	}
 	if resp.StatusCode >= 400 {
 		// go-containerregistry puts up to 64 KiB of an error answer (an
-		// error page, a /v2/ answer) in its message: keep an excerpt, which
-		// still holds a registry's short JSON error for it to parse.
-		excerpt := unpack.Excerpt(io.LimitReader(resp.Body, unpack.MaxExcerpt+1))
+		// error page, a /v2/ answer) in its message: keep only what the
+		// distribution protocol defines (registryErrors).
+		body := registryErrors(resp.Body)
 		_ = resp.Body.Close()
-		resp.Body = io.NopCloser(strings.NewReader(excerpt))
-		resp.ContentLength = int64(len(excerpt))
+		resp.Body = io.NopCloser(bytes.NewReader(body))
+		resp.ContentLength = int64(len(body))
 		return resp, nil
 	}
 	b := &limitedBody{rc: resp.Body, budget: t.budget, max: -1}

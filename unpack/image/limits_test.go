@@ -166,8 +166,7 @@ func TestUnpackBoundsRegistryResponses(t *testing.T) {
 		},
 		{
 			name: "1 MiB error page", host: errorPage, terminal: true,
-			wantErr: `pulling image "` + errorPage + `/bundle@` + zeroDigest + `": GET https://` + errorPage + `/v2/bundle/manifests/` + zeroDigest + `: unexpected status code 400 Bad Request: ` +
-				unpack.Sanitize(body[:unpack.MaxExcerpt]) + `...`,
+			wantErr: `pulling image "` + errorPage + `/bundle@` + zeroDigest + `": GET https://` + errorPage + `/v2/bundle/manifests/` + zeroDigest + `: unexpected status code 400 Bad Request`,
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

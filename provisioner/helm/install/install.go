@@ -146,6 +146,9 @@ func (in *Installer) Install(ctx context.Context, bd *rukpakv1alpha1.BundleDeplo
 		act := action.NewInstall(acfg)
 		act.ReleaseName = bd.Name
 		act.Namespace = cfg.InstallNamespace
+		// The values were validated in the render child (helm.Action);
+		// Helm's validation here would follow the schema's $refs.
+		act.SkipSchemaValidation = true
 		// A name whose earlier installs all failed is reused, as
 		// `helm install --replace` does.
 		act.Replace = len(hist) > 0
@@ -157,6 +160,7 @@ func (in *Installer) Install(ctx context.Context, bd *rukpakv1alpha1.BundleDeplo
 		act := action.NewUpgrade(acfg)
 		act.Namespace = cfg.InstallNamespace
 		act.MaxHistory = maxHistory
+		act.SkipSchemaValidation = true
 		// Values are exactly what spec.config says, never the previous
 		// revision's.
 		act.ResetValues = true

@@ -92,6 +92,10 @@ const (
 	// custom resources already stored, so nothing of it was applied and the
 	// active Bundle stays installed.
 	ReasonUpgradePreflightFailed = "UpgradePreflightFailed"
+	// ReasonInstallPending: the install or upgrade goes on in the
+	// background (a chart rendering in the slow lane, hooks running); the
+	// message says what it waits for.
+	ReasonInstallPending = "InstallPending"
 )
 
 // Bundle phases.

@@ -18,7 +18,7 @@ import (
 // harmlessChart installs one ConfigMap, no hooks.
 var harmlessChart = map[string]string{
 	"Chart.yaml":        "apiVersion: v2\nname: harmless\nversion: 1.0.0\n",
-	"templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}\ndata:\n  x: y\n",
+	"templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}\ndata:\n  x: \"ok\"\n",
 }
 
 // installTime creates a helm-class BundleDeployment of src named name and

@@ -232,3 +232,14 @@ func (j *job) pending(prefix string) error {
 	defer j.mu.Unlock()
 	return &bundledeployment.PendingError{Message: prefix + j.status}
 }
+
+// cancelRenders cancels every render job.
+func (js *jobs) cancelRenders() {
+	js.mu.Lock()
+	defer js.mu.Unlock()
+	for _, j := range js.m {
+		if !j.action {
+			j.cancel()
+		}
+	}
+}

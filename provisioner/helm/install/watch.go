@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
@@ -33,6 +34,14 @@ func (in *Installer) SetupWatches(mgr ctrl.Manager, c controller.Controller) err
 	js.mu.Unlock()
 	if err := c.Watch(source.Channel(js.notify, &handler.EnqueueRequestForObject{})); err != nil {
 		return fmt.Errorf("watching the ends of background jobs: %w", err)
+	}
+	// Renders stop with the manager (actions run to their end).
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		<-ctx.Done()
+		js.cancelRenders()
+		return nil
+	})); err != nil {
+		return err
 	}
 	ca, err := cache.New(mgr.GetConfig(), cache.Options{
 		Scheme:               mgr.GetScheme(),

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -144,12 +145,16 @@ spec:
 	}
 	// Their hooks run.
 	for _, n := range hostile {
-		h.waitBD(n, rukpakv1alpha1.TypeInstalled, metav1.ConditionFalse, rukpakv1alpha1.ReasonInstallPending,
-			fmt.Sprintf("installing release %s: waiting for hook Job fair-hooks/%s-wait (up to 30m0s)", n, n))
+		eventually(t, "hook Job of "+n, func() error { return h.get(&batchv1.Job{}, "fair-hooks", n+"-wait") })
 	}
 	beside := h.installTime("hooks-beside", harmless, `{"installNamespace":"fair-hooks"}`)
 	if f := h.failedBD(hostile); f != "" {
 		t.Fatalf("a never-ending hook failed before its 30m: %s", f)
+	}
+	// Each says which hook it waits for.
+	for _, n := range hostile {
+		h.waitBD(n, rukpakv1alpha1.TypeInstalled, metav1.ConditionFalse, rukpakv1alpha1.ReasonInstallPending,
+			fmt.Sprintf("installing release %s: waiting for hook Job fair-hooks/%s-wait (up to 30m0s)", n, n))
 	}
 	grown := int64(liveHeap()) - int64(heap0)
 	t.Logf("harmless install: %s alone, %s beside 4 never-ending hooks; live heap grew by %d KiB (parallel tests included)", alone, beside, grown>>10)

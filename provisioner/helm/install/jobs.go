@@ -49,11 +49,11 @@ type job struct {
 	slow     chan struct{}
 	slowOnce sync.Once
 
-	mu      sync.Mutex
-	status  string
-	waited  bool
-	value   any
-	err     error
+	mu     sync.Mutex
+	status string
+	waited bool
+	value  any
+	err    error
 }
 
 func (j *job) setStatus(s string) {

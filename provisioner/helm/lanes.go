@@ -39,7 +39,7 @@ type RenderLanes struct {
 // DefaultRenderLanes render the shared test data's charts (the largest
 // renders in about a second within 96 MiB) in the fast lane on an idle
 // machine.
-var DefaultRenderLanes = RenderLanes{Fast: 4, FastTimeout: time.Second, FastMemory: 128 << 20, Slow: 1}
+var DefaultRenderLanes = RenderLanes{Fast: 4, FastTimeout: 2 * time.Second, FastMemory: 128 << 20, Slow: 1}
 
 // slowNice is the scheduling priority of a slow lane's child: it yields
 // the CPU to the fast lane and to the provisioner itself.

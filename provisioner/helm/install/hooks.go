@@ -6,7 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hashicorp/go-multierror"
 	"helm.sh/helm/v3/pkg/kube"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
@@ -53,21 +52,41 @@ func (k *guardedKube) WatchUntilReady(resources kube.ResourceList, timeout time.
 	for _, info := range resources {
 		go func() { errs <- waitHook(ctx, info) }()
 	}
-	var result error
+	var failed []error
 	for range resources {
 		if err := <-errs; err != nil {
-			result = multierror.Append(result, err)
+			failed = append(failed, err)
 		}
 	}
-	if result != nil && k.stop != nil {
+	if len(failed) == 0 {
+		return nil
+	}
+	if k.stop != nil {
 		select {
 		case <-k.stop:
 			return fmt.Errorf("stopped waiting for hook %s: the release is being uninstalled", strings.Join(names, ", "))
 		default:
 		}
 	}
-	return result
+	return hookErrors(failed)
 }
+
+// hookErrors are errs as Helm's client reports them (go-multierror's
+// list), so a failed hook's message is Helm's own.
+type hookErrors []error
+
+func (es hookErrors) Error() string {
+	if len(es) == 1 {
+		return fmt.Sprintf("1 error occurred:\n\t* %s\n\n", es[0])
+	}
+	points := make([]string, len(es))
+	for i, err := range es {
+		points[i] = fmt.Sprintf("* %s", err)
+	}
+	return fmt.Sprintf("%d errors occurred:\n\t%s\n\n", len(es), strings.Join(points, "\n\t"))
+}
+
+func (es hookErrors) Unwrap() []error { return es }
 
 // waitHook is Helm's kube.Client watchUntilReady, ending with ctx.
 func waitHook(ctx context.Context, info *resource.Info) error {

@@ -26,8 +26,8 @@ type ActionInput struct {
 	// user name they read as (impersonated, as the install acts).
 	Lookup *LookupGuard
 	User   string
-	// Owner and Slow are FreezeInput's: whose render it is (the release,
-	// by default Release), called when it goes to the slow lane.
+	// Owner and Slow are FreezeInput's: whose render it is (a release;
+	// "" for nobody's) and what is called when it goes to the slow lane.
 	Owner string
 	Slow  func()
 }

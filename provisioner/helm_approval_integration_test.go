@@ -43,7 +43,8 @@ func TestIntegrationHelmApprovalPreview(t *testing.T) {
 	}
 	src := h.pushChartDir("charts/hgate-v2", v2)
 	h.updateBD("hgate", func(bd *rukpakv1alpha1.BundleDeployment) { bd.Spec.Template.Spec.Source = src })
-	bd := h.waitBD("hgate", rukpakv1alpha1.TypePivotPending, metav1.ConditionTrue, rukpakv1alpha1.ReasonAwaitingApproval, "")
+	// Once rendered (a render over the fast lane's time shows "pending" first).
+	bd := h.waitBD("hgate", rukpakv1alpha1.TypePivotPending, metav1.ConditionTrue, rukpakv1alpha1.ReasonAwaitingApproval, "to create")
 	pending := bd.Status.PendingBundle
 	want := fmt.Sprintf("Pivot from bundle %q to bundle %q awaits approval: set annotation core.rukpak.io/approved-bundle=%s to proceed. "+
 		"Preview (server-side dry run): 0 to create, 1 to change, 1 to delete, 0 unchanged; change ConfigMap hgate/hgate-config (data.message); delete Gadget hgate/hgate-gadget; "+

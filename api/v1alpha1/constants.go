@@ -101,6 +101,10 @@ const (
 	// ReasonUnknownShard: the object's core.rukpak.io/shard label names a
 	// shard no provisioner instance serves, so nothing reconciles it.
 	ReasonUnknownShard = "UnknownShard"
+	// ReasonInstallPending: the install or upgrade goes on in the
+	// background (a chart rendering in the slow lane, hooks running); the
+	// message says what it waits for.
+	ReasonInstallPending = "InstallPending"
 )
 
 // Bundle phases.

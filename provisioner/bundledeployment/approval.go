@@ -103,12 +103,16 @@ func (r *Reconciler) keepActive(ctx context.Context, bd *rukpakv1alpha1.BundleDe
 // cluster may have changed since).
 func (r *Reconciler) previewStale(bd *rukpakv1alpha1.BundleDeployment, b *rukpakv1alpha1.Bundle) bool {
 	c := conditions.Get(bd.Status.Conditions, rukpakv1alpha1.TypePivotPending)
-	if c == nil || bd.Status.PendingBundle != b.Name || c.ObservedGeneration != bd.Generation {
+	if c == nil || bd.Status.PendingBundle != b.Name || c.ObservedGeneration != bd.Generation || strings.Contains(c.Message, previewPending) {
 		return true
 	}
 	v, ok := bd.Annotations[rukpakv1alpha1.AnnotationReconcileRequestedAt]
 	return ok && v != bd.Status.LastHandledReconcileAt
 }
+
+// previewPending starts a preview whose render goes on in the background:
+// computed again at the next reconcile (the render's end triggers one).
+const previewPending = "pending, computed once rendered: "
 
 // preview is the pivot's plan in one line, or why there is none.
 func (r *Reconciler) preview(ctx context.Context, bd *rukpakv1alpha1.BundleDeployment, b *rukpakv1alpha1.Bundle, objs []*unstructured.Unstructured) string {
@@ -121,6 +125,9 @@ func (r *Reconciler) preview(ctx context.Context, bd *rukpakv1alpha1.BundleDeplo
 			return "not available: the provisioner may not install this bundle deployment (see Installed)"
 		}
 		p, err := PlanRender(ctx, r.Releases, ri, bd, fsys)
+		if pe, ok := pending(err); ok {
+			return previewPending + pe.Message
+		}
 		if err != nil {
 			return "failed: " + err.Error()
 		}

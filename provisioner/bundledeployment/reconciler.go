@@ -153,7 +153,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	defer metrics.ObserveReconcile(metrics.ControllerBundleDeployment, r.Class, time.Now())
 	if !bd.DeletionTimestamp.IsZero() {
 		r.records.load(bd)
-		return ctrl.Result{}, r.finalize(ctx, bd)
+		err := r.finalize(ctx, bd)
+		if _, ok := pending(err); ok {
+			// The Installer reconciles bd again once it may go on.
+			return ctrl.Result{RequeueAfter: pendingRecheck}, nil
+		}
+		return ctrl.Result{}, err
 	}
 	// With the first Bundle's creation intent in the same patch (intent.go).
 	if err := r.ensureFinalizer(ctx, bd); err != nil {
@@ -255,6 +260,9 @@ func (r *Reconciler) reconcile(ctx context.Context, bd *rukpakv1alpha1.BundleDep
 
 	perms, crds, ok, err := r.checked(ctx, bd, b, fsys, objs)
 	if err != nil || !ok {
+		if c := conditions.Get(bd.Status.Conditions, rukpakv1alpha1.TypeInstalled); err == nil && c != nil && c.Reason == rukpakv1alpha1.ReasonInstallPending {
+			return ctrl.Result{RequeueAfter: pendingRecheck}, nil
+		}
 		return ctrl.Result{}, err
 	}
 	inst, as, res, ok, err := r.installAs(ctx, bd, b, perms)
@@ -276,6 +284,10 @@ func (r *Reconciler) reconcile(ctx context.Context, bd *rukpakv1alpha1.BundleDep
 	result, err := inst.Install(ctx, bd, fsys, objs, stamp)
 	// Also after a failed install: it may have applied part of it.
 	r.recordInstalled(bd)
+	if p, ok := pending(err); ok {
+		r.setPending(bd, p)
+		return ctrl.Result{RequeueAfter: pendingRecheck}, nil
+	}
 	if err != nil {
 		reason := rukpakv1alpha1.ReasonInstallFailed
 		if result != nil && result.Upgraded {

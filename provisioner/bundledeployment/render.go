@@ -39,6 +39,10 @@ func (r *Reconciler) checked(ctx context.Context, bd *rukpakv1alpha1.BundleDeplo
 		return nil, nil, true, nil
 	}
 	rendered, err := ri.Render(ctx, bd, fsys, ownerStamper(bd))
+	if p, ok := pending(err); ok {
+		r.setPending(bd, p)
+		return nil, nil, false, nil
+	}
 	switch {
 	case err == nil && rendered == nil:
 		return nil, nil, true, nil

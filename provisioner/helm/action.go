@@ -26,6 +26,10 @@ type ActionInput struct {
 	// user name they read as (impersonated, as the install acts).
 	Lookup *LookupGuard
 	User   string
+	// Owner and Slow are FreezeInput's: whose render it is (a release;
+	// "" for nobody's) and what is called when it goes to the slow lane.
+	Owner string
+	Slow  func()
 }
 
 // Upgrade says whether the action is an upgrade.
@@ -81,7 +85,7 @@ func PrepareAction(ctx context.Context, getter action.RESTClientGetter, caps *ch
 	if in.User != "" {
 		rest.Impersonate = restclient.ImpersonationConfig{UserName: in.User}
 	}
-	fin := FreezeInput{Capabilities: caps, RESTConfig: rest, Lookup: in.Lookup}
+	fin := FreezeInput{Capabilities: caps, RESTConfig: rest, Lookup: in.Lookup, Owner: in.Owner, Slow: in.Slow}
 	ns := in.Namespace
 	if !in.Upgrade() {
 		fin.Release = chartutil.ReleaseOptions{Name: in.Release, Namespace: ns, Revision: 1, IsInstall: true}

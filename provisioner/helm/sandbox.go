@@ -97,11 +97,27 @@ type FreezeInput struct {
 	// the subcharts vals enable) add once created, as Helm's install
 	// action creates them before it renders.
 	InstallCRDs bool
+	// Owner, when set, is whose render this is (a release): renders share
+	// the children that run them fairly among owners (see lanes.go).
+	Owner string
+	// Slow, when set, is called when the render goes to the slow lane.
+	Slow func()
 }
 
 // limitError is a render that went over a limit (its message names the
 // chart and the limit).
-type limitError struct{ error }
+type limitError struct {
+	error
+	kind limitKind
+}
+
+type limitKind int
+
+const (
+	limitTime limitKind = iota
+	limitMemory
+	limitOutput
+)
 
 // chartError is Helm's own error of a render (a template that failed, a
 // value the schema refuses, a kubeVersion the cluster is not, a lookup
@@ -181,11 +197,6 @@ type sandboxResponse struct {
 	Capabilities *chartutil.Capabilities `json:"capabilities,omitempty"`
 	Error        string                  `json:"error,omitempty"`
 }
-
-// sandboxSlots bounds the children rendering at once (process-wide), so
-// their memory limits add up to at most twice one (a warm child, idle,
-// waits outside them).
-var sandboxSlots = make(chan struct{}, 2)
 
 // child is a started child process waiting for its request on stdin.
 type child struct {
@@ -321,17 +332,51 @@ func renderSandboxed(ctx context.Context, ch *chart.Chart, vals map[string]any, 
 		}
 		req.REST = &sandboxREST{Host: c.Host, APIPath: c.APIPath, BearerToken: c.BearerToken, BearerTokenFile: c.BearerTokenFile, TLS: c.TLSClientConfig, Impersonate: c.Impersonate}
 	}
+	l := renderLanes
+	if in.Owner == "" {
+		// Nobody to be fair to: a child of the fast lane, with the
+		// render's own limits.
+		return runSandboxed(ctx, ch, &req, fastLane, "", limits)
+	}
+	if !l.isSlow(in.Owner) {
+		cfg := l.config()
+		fast := limits
+		fast.Timeout = min(limits.Timeout, cfg.FastTimeout)
+		fast.Memory = min(limits.Memory, cfg.FastMemory)
+		resp, err := runSandboxed(ctx, ch, &req, fastLane, in.Owner, fast)
+		var over limitError
+		if !errors.As(err, &over) || over.kind == limitOutput || fast == limits {
+			return resp, err
+		}
+		// Over the fast lane's time or memory: again in the slow lane,
+		// within the render's own limits.
+		l.markSlow(in.Owner)
+	}
+	if in.Slow != nil {
+		in.Slow()
+	}
+	start := time.Now()
+	resp, err := runSandboxed(ctx, ch, &req, slowLane, in.Owner, limits)
+	var over limitError
+	if ctx.Err() == nil {
+		l.slowDone(in.Owner, time.Since(start), errors.As(err, &over) && over.kind == limitTime)
+	}
+	return resp, err
+}
+
+// runSandboxed renders req in a child of lane ln within limits.
+func runSandboxed(ctx context.Context, ch *chart.Chart, req *sandboxRequest, ln lane, owner string, limits SandboxLimits) (*sandboxResponse, error) {
+	req.Memory = limits.Memory
 	body, err := json.Marshal(req)
 	if err != nil {
 		return nil, fmt.Errorf("rendering chart %q: encoding the request: %w", ch.Name(), err)
 	}
 	// At most a few children at once: each may map limits.Memory.
-	select {
-	case sandboxSlots <- struct{}{}:
-		defer func() { <-sandboxSlots }()
-	case <-ctx.Done():
-		return nil, fmt.Errorf("rendering chart %q: %w", ch.Name(), ctx.Err())
+	release, err := renderLanes.acquire(ctx, ln, owner)
+	if err != nil {
+		return nil, fmt.Errorf("rendering chart %q: %w", ch.Name(), err)
 	}
+	defer release()
 	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, limits.Timeout)
 	defer cancel()
@@ -341,6 +386,9 @@ func renderSandboxed(ctx context.Context, ch *chart.Chart, vals map[string]any, 
 			return nil, fmt.Errorf("rendering chart %q: %w", ch.Name(), err)
 		}
 	}
+	if ln == slowLane {
+		nice(c)
+	}
 	stdout, stderr := c.stdout, c.stderr
 	stdout.limit(limits.Output*2 + 1<<20)
 	runErr := c.run(ctx, body)
@@ -348,11 +396,11 @@ func renderSandboxed(ctx context.Context, ch *chart.Chart, vals map[string]any, 
 	case parent.Err() != nil:
 		return nil, fmt.Errorf("rendering chart %q: %w", ch.Name(), parent.Err())
 	case ctx.Err() != nil:
-		return nil, limitError{fmt.Errorf("rendering chart %q did not finish within the time limit of %s", ch.Name(), limits.Timeout)}
+		return nil, limitError{fmt.Errorf("rendering chart %q did not finish within the time limit of %s", ch.Name(), limits.Timeout), limitTime}
 	case stdout.over:
-		return nil, limitError{fmt.Errorf("rendering chart %q: the rendered templates exceed the limit of %d bytes", ch.Name(), limits.Output)}
+		return nil, limitError{fmt.Errorf("rendering chart %q: the rendered templates exceed the limit of %d bytes", ch.Name(), limits.Output), limitOutput}
 	case runErr != nil && (outOfMemory(stderr.String()) || exitCode(runErr) == sandboxExitNoMemory):
-		return nil, limitError{fmt.Errorf("rendering chart %q exceeded the memory limit of %d MiB", ch.Name(), limits.Memory>>20)}
+		return nil, limitError{fmt.Errorf("rendering chart %q exceeded the memory limit of %d MiB", ch.Name(), limits.Memory>>20), limitMemory}
 	case runErr != nil:
 		return nil, fmt.Errorf("rendering chart %q in a child process: %w: %s", ch.Name(), runErr, oneLine(stderr.String()))
 	}
@@ -369,7 +417,7 @@ func renderSandboxed(ctx context.Context, ch *chart.Chart, vals map[string]any, 
 		n += int64(len(s))
 	}
 	if n > limits.Output {
-		return nil, limitError{fmt.Errorf("rendering chart %q: the rendered templates exceed the limit of %d bytes", ch.Name(), limits.Output)}
+		return nil, limitError{fmt.Errorf("rendering chart %q: the rendered templates exceed the limit of %d bytes", ch.Name(), limits.Output), limitOutput}
 	}
 	return &resp, nil
 }

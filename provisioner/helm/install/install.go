@@ -32,6 +32,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
+	"github.com/rukpak-dev/rukpak/provisioner/bundledeployment"
 	"github.com/rukpak-dev/rukpak/provisioner/helm"
 	"github.com/rukpak-dev/rukpak/provisioner/metrics"
 	"github.com/rukpak-dev/rukpak/provisioner/release"
@@ -70,9 +71,15 @@ type Installer struct {
 	// reader names the identity Reader acts as, in messages; empty: the
 	// provisioner.
 	reader string
+	// JobWait is how long a worker waits for a render or an action before
+	// it answers that it is pending (jobs.go); 0 means DefaultJobWait.
+	JobWait time.Duration
+
 	// renders keeps charts frozen for the next action (see prepare),
 	// shared with the Installers As returns.
 	renders *renders
+	// running holds the releases' jobs, shared likewise.
+	running *jobs
 }
 
 const (
@@ -93,33 +100,61 @@ const (
 	annotationResourcePolicy = "helm.sh/resource-policy"
 )
 
-// Install installs or upgrades release bd.Name from the chart in fsys.
+// Install installs or upgrades release bd.Name from the chart in fsys. The
+// action runs in a job (jobs.go): a PendingError says what it waits for
+// (a hook) while it runs longer than a worker waits.
 func (in *Installer) Install(ctx context.Context, bd *rukpakv1alpha1.BundleDeployment, fsys fs.FS, _ []*unstructured.Unstructured, stamp func(*unstructured.Unstructured)) (*release.Result, error) {
 	next, err := in.readInputs(ctx, bd, fsys)
 	if err != nil {
 		return nil, err
 	}
-	cfg, ch, vals := next.cfg, next.chart, next.values
+	// The outcome of the action a reconcile before started, once it ran.
+	if v, err, ok := in.poll(ctx, bd.Name, actionKey(next.digest)); ok {
+		res, _ := v.(*release.Result)
+		return res, err
+	}
+	res, act, err := in.plan(ctx, bd, next, stamp)
+	if act == nil {
+		return res, err
+	}
+	verb := "installing"
+	if res.Upgraded {
+		verb = "upgrading"
+	}
+	v, err := in.run(ctx, bd.Name, actionKey(next.digest), true, verb+" release "+bd.Name, act)
+	if r, _ := v.(*release.Result); r != nil {
+		res = r
+	}
+	return res, err
+}
 
+// actionKey identifies an action job: the inputs it installs.
+type actionKey string
+
+// plan returns what to do for release bd.Name to hold next: the result
+// as it stands (the release's deployed revision) and, if one is due, the
+// action to run, as a job.
+func (in *Installer) plan(ctx context.Context, bd *rukpakv1alpha1.BundleDeployment, next *inputs, stamp func(*unstructured.Unstructured)) (*release.Result, func(context.Context, *job) (any, error), error) {
+	cfg, ch, vals := next.cfg, next.chart, next.values
 	defer in.Releases.Lock(bd.Name)()
 	hist, err := in.Releases.RecoverHistory(ctx, bd.Name)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	last, deployed := latest(hist)
 	res := &release.Result{Release: deployed, Upgraded: deployed != nil}
 	if next.current(last, deployed) {
 		if res.Objects, err = installed(deployed); err != nil {
-			return res, err
+			return res, nil, err
 		}
-		return res, nil
+		return res, nil, nil
 	}
 	verb := "installing"
 	if deployed != nil {
 		verb = "upgrading"
 	}
 	if in.waiting(next, last) {
-		return res, in.failedRevision(verb, last)
+		return res, nil, in.failedRevision(verb, last)
 	}
 
 	// The templates ran once, bounded, in a child process, for this
@@ -127,7 +162,10 @@ func (in *Installer) Install(ctx context.Context, bd *rukpakv1alpha1.BundleDeplo
 	// before it: the action installs the text they rendered to.
 	frozen, err := in.prepare(ctx, bd, next, last, deployed)
 	if err != nil {
-		return res, fmt.Errorf("%s release %q: %w", verb, bd.Name, err)
+		if _, ok := err.(*bundledeployment.PendingError); ok { //nolint:errorlint // prepare returns it as it is
+			return res, nil, err
+		}
+		return res, nil, fmt.Errorf("%s release %q: %w", verb, bd.Name, err)
 	}
 	ch = frozen.Chart(ch)
 	kc := &guardedKube{Client: in.Releases.NewKubeClientAs(cfg.InstallNamespace, in.user), forbidden: in.Releases.Namespace(),
@@ -137,53 +175,65 @@ func (in *Installer) Install(ctx context.Context, bd *rukpakv1alpha1.BundleDeplo
 	acfg.RESTClientGetter = lookupGetter{RESTClientGetter: acfg.RESTClientGetter, forbidden: in.Releases.Namespace(), user: in.user}
 	mapper, err := acfg.RESTClientGetter.ToRESTMapper()
 	if err != nil {
-		return res, fmt.Errorf("creating REST mapper: %w", err)
+		return res, nil, fmt.Errorf("creating REST mapper: %w", err)
 	}
 	pr := &postRenderer{stamp: stamp, release: bd.Name, namespace: cfg.InstallNamespace, forbidden: in.Releases.Namespace(), mapper: mapper}
 	labels := map[string]string{labelInputs: next.digest}
-	var rel *helmrelease.Release
-	if deployed == nil {
-		act := action.NewInstall(acfg)
-		act.ReleaseName = bd.Name
-		act.Namespace = cfg.InstallNamespace
-		// The values were validated in the render child (helm.Action);
-		// Helm's validation here would follow the schema's $refs.
-		act.SkipSchemaValidation = true
-		// A name whose earlier installs all failed is reused, as
-		// `helm install --replace` does.
-		act.Replace = len(hist) > 0
-		act.Timeout = in.timeout(cfg)
-		act.PostRenderer = pr
-		act.Labels = labels
-		rel, err = act.RunWithContext(ctx, ch, vals)
-	} else {
-		act := action.NewUpgrade(acfg)
-		act.Namespace = cfg.InstallNamespace
-		act.MaxHistory = maxHistory
-		act.SkipSchemaValidation = true
-		// Values are exactly what spec.config says, never the previous
-		// revision's.
-		act.ResetValues = true
-		act.Timeout = in.timeout(cfg)
-		act.PostRenderer = pr
-		act.Labels = labels
-		rel, err = act.RunWithContext(ctx, bd.Name, ch, vals)
-	}
-	if err != nil {
-		recorded, err := in.failed(ctx, verb, bd.Name, err, last)
-		if recorded {
-			// The next action is another revision's.
-			in.cache().forget(bd.Name)
+	timeout := in.timeout(cfg)
+	act := func(ctx context.Context, j *job) (any, error) {
+		defer in.Releases.Lock(bd.Name)()
+		// Hook waits end when the job is cancelled (an uninstall); the
+		// action itself runs to its end, so Helm records its revision.
+		kc.stop = ctx.Done()
+		kc.waiting = func(s string) { j.setStatus(fmt.Sprintf("%s release %s: %s (up to %s)", verb, bd.Name, s, timeout)) }
+		actx := context.WithoutCancel(ctx)
+		var rel *helmrelease.Release
+		var err error
+		if deployed == nil {
+			act := action.NewInstall(acfg)
+			act.ReleaseName = bd.Name
+			act.Namespace = cfg.InstallNamespace
+			// A name whose earlier installs all failed is reused, as
+			// `helm install --replace` does.
+			act.Replace = len(hist) > 0
+			// The values were validated in the render child (helm.Action);
+			// Helm's validation here would follow the schema's $refs.
+			act.SkipSchemaValidation = true
+			act.Timeout = timeout
+			act.PostRenderer = pr
+			act.Labels = labels
+			rel, err = act.RunWithContext(actx, ch, vals)
+		} else {
+			act := action.NewUpgrade(acfg)
+			act.Namespace = cfg.InstallNamespace
+			act.MaxHistory = maxHistory
+			act.SkipSchemaValidation = true
+			// Values are exactly what spec.config says, never the previous
+			// revision's.
+			act.ResetValues = true
+			act.Timeout = timeout
+			act.PostRenderer = pr
+			act.Labels = labels
+			rel, err = act.RunWithContext(actx, bd.Name, ch, vals)
 		}
-		return res, err
+		res := &release.Result{Release: deployed, Upgraded: deployed != nil}
+		if err != nil {
+			recorded, err := in.failed(actx, verb, bd.Name, err, last)
+			if recorded {
+				// The next action is another revision's.
+				in.cache().forget(bd.Name)
+			}
+			return res, err
+		}
+		in.cache().forget(bd.Name)
+		res.Release = rel
+		res.Changed = true
+		if res.Objects, err = installed(rel); err != nil {
+			return res, err
+		}
+		return res, nil
 	}
-	in.cache().forget(bd.Name)
-	res.Release = rel
-	res.Changed = true
-	if res.Objects, err = installed(rel); err != nil {
-		return res, err
-	}
-	return res, nil
+	return res, act, nil
 }
 
 // inputs are what a revision of a release is installed from.
@@ -239,6 +289,12 @@ func (in *Installer) waiting(ins *inputs, last *helmrelease.Release) bool {
 // helm.sh/resource-policy is keep), post-delete hooks, then its records.
 // A missing release is not an error.
 func (in *Installer) Uninstall(ctx context.Context, name string) ([]string, error) {
+	// A render is cancelled; an action's hook waits stop, and Helm records
+	// its revision before the uninstall goes on.
+	if err := in.stop(name); err != nil {
+		return nil, err
+	}
+	helm.ForgetOwner(name)
 	defer in.Releases.Lock(name)()
 	in.cache().forget(name)
 	metrics.ForgetHelmRenders(name)
@@ -497,6 +553,10 @@ func (p *postRenderer) object(u *unstructured.Unstructured) error {
 type guardedKube struct {
 	*kube.Client
 	forbidden string
+	// stop ends hook waits (WatchUntilReady); waiting hears what they
+	// wait for.
+	stop    <-chan struct{}
+	waiting func(string)
 	// serverValidates skips the client-side validation Helm asks for
 	// (validatesFields).
 	serverValidates bool

@@ -27,6 +27,7 @@ import (
 // stay read and written with the provisioner's own identity.
 func (in *Installer) As(sa identity.ServiceAccount, c client.Client) bundledeployment.Installer {
 	in.cache() // shared with v
+	in.jobs()
 	v := *in
 	v.user = sa.Username()
 	v.Client = c
@@ -54,6 +55,10 @@ func (in *Installer) Render(ctx context.Context, bd *rukpakv1alpha1.BundleDeploy
 		return nil, err
 	}
 	cfg, ch, vals := next.cfg, next.chart, next.values
+	// The release's records are locked while its action runs.
+	if err := in.busy(bd.Name); err != nil {
+		return nil, err
+	}
 	hist, err := in.history(ctx, bd.Name)
 	if err != nil {
 		return nil, err

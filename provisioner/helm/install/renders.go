@@ -197,17 +197,25 @@ func (in *Installer) prepare(ctx context.Context, bd *rukpakv1alpha1.BundleDeplo
 	if e, ok := c.get(key, in.retryAfter()); ok {
 		return e.action, e.err
 	}
-	a, err := helm.PrepareAction(ctx, getter, caps, next.chart, next.values, helm.ActionInput{
-		Release: name, Namespace: next.cfg.InstallNamespace, Last: last, Deployed: deployed,
-		Lookup: &helm.LookupGuard{Forbidden: in.Releases.Namespace()}, User: in.user,
-	}, helm.SandboxLimits{})
-	switch {
-	case err == nil:
-		metrics.HelmRendered(name, true)
-		c.put(key, a, nil, in.retryAfter())
-	case helm.Refused(err):
-		metrics.HelmRendered(name, false)
-		c.put(key, nil, err, in.retryAfter())
-	}
+	v, err := in.run(ctx, name, key, false, fmt.Sprintf("rendering chart %q", next.chart.Name()), func(ctx context.Context, j *job) (any, error) {
+		a, err := helm.PrepareAction(ctx, getter, caps, next.chart, next.values, helm.ActionInput{
+			Release: name, Namespace: next.cfg.InstallNamespace, Last: last, Deployed: deployed,
+			Lookup: &helm.LookupGuard{Forbidden: in.Releases.Namespace()}, User: in.user,
+			Owner: name, Slow: func() {
+				j.setStatus(fmt.Sprintf("rendering chart %q in the slow lane: its renders take longer than the fast lane allows", next.chart.Name()))
+				j.goneSlow()
+			},
+		}, helm.SandboxLimits{})
+		switch {
+		case err == nil:
+			metrics.HelmRendered(name, true)
+			c.put(key, a, nil, in.retryAfter())
+		case helm.Refused(err):
+			metrics.HelmRendered(name, false)
+			c.put(key, nil, err, in.retryAfter())
+		}
+		return a, err
+	})
+	a, _ := v.(*helm.Action)
 	return a, err
 }

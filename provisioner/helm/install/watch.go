@@ -11,8 +11,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
@@ -25,6 +27,22 @@ import (
 // a cache of their own: the namespace's other Secrets (release records of
 // up to 16 MiB, credentials) are never listed or held.
 func (in *Installer) SetupWatches(mgr ctrl.Manager, c controller.Controller) error {
+	// A job's end reconciles its BundleDeployment (jobs.go).
+	js := in.jobs()
+	js.mu.Lock()
+	js.notify = make(chan event.GenericEvent, 1024)
+	js.mu.Unlock()
+	if err := c.Watch(source.Channel(js.notify, &handler.EnqueueRequestForObject{})); err != nil {
+		return fmt.Errorf("watching the ends of background jobs: %w", err)
+	}
+	// Renders stop with the manager (actions run to their end).
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		<-ctx.Done()
+		js.cancelRenders()
+		return nil
+	})); err != nil {
+		return err
+	}
 	ca, err := cache.New(mgr.GetConfig(), cache.Options{
 		Scheme:               mgr.GetScheme(),
 		Mapper:               mgr.GetRESTMapper(),

@@ -163,7 +163,7 @@ func TestIntegrationGeneratedBundleOwnership(t *testing.T) {
 		noEvil(t)
 		eventually(t, "the superseded bundle deleted", func() error {
 			if err := h.c.Get(ctx, client.ObjectKey{Name: v1Bundle}, &rukpakv1alpha1.Bundle{}); !apierrors.IsNotFound(err) {
-				return fmt.Errorf("bundle %s: %v", v1Bundle, err)
+				return fmt.Errorf("bundle %s: %w", v1Bundle, err)
 			}
 			return nil
 		})
@@ -193,7 +193,7 @@ func TestIntegrationGeneratedBundleOwnership(t *testing.T) {
 				return fmt.Errorf("roll-config %v: %w", cm.Data, err)
 			}
 			if err := h.c.Get(ctx, client.ObjectKey{Name: aBundle}, &rukpakv1alpha1.Bundle{}); !apierrors.IsNotFound(err) {
-				return fmt.Errorf("bundle %s: %v", aBundle, err)
+				return fmt.Errorf("bundle %s: %w", aBundle, err)
 			}
 			return nil
 		})

@@ -131,9 +131,10 @@ func TestIntegrationCreationIntentAnnotation(t *testing.T) {
 
 	// Its author sets the annotation on a new BundleDeployment, and someone
 	// creates its Bundle first, with its controller reference and labels:
-	// refused, and the annotation removed.
+	// not adopted (the BundleDeployment creates its own under another
+	// name), and the annotation removed.
 	h.kill()
-	hostile := newBD("preset", src)
+	hostile := newBD("preset", h.pushBundle("preset-v1", map[string]string{"manifests/cm.yaml": configMap("preset-config", "v1")}))
 	phash, err := bundledeployment.TemplateHash(hostile.Spec.Template)
 	if err != nil {
 		t.Fatal(err)
@@ -163,9 +164,9 @@ func TestIntegrationCreationIntentAnnotation(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.start()
-	h.waitBD("preset", rukpakv1alpha1.TypeHasValidBundle, metav1.ConditionFalse, rukpakv1alpha1.ReasonCreateBundleFailed,
-		fmt.Sprintf("bundle %q was not created by this bundle deployment", pname))
-	if got := h.bd("preset"); got.Annotations[rukpakv1alpha1.AnnotationCreatingBundle] != "" || len(got.Status.GeneratedBundles) != 0 || got.Status.ActiveBundle != "" {
+	got = h.waitBD("preset", rukpakv1alpha1.TypeInstalled, metav1.ConditionTrue, rukpakv1alpha1.ReasonInstallationSucceeded, "")
+	if own := h.bundle(got.Status.ActiveBundle); got.Annotations[rukpakv1alpha1.AnnotationCreatingBundle] != "" || own.Name == pname ||
+		fmt.Sprint(got.Status.GeneratedBundles) != fmt.Sprintf("[{%s %s}]", own.Name, own.UID) {
 		t.Errorf("annotations %v, records %v, activeBundle %q: the bundle created ahead was taken", got.Annotations, got.Status.GeneratedBundles, got.Status.ActiveBundle)
 	}
 	if b := h.bundle(pname); b.UID != ahead.UID {

@@ -3,10 +3,13 @@ package provisioner_test
 import (
 	"context"
 	"fmt"
+	"reflect"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -21,128 +24,226 @@ import (
 
 // TestIntegrationGeneratedBundleOwnership plays a user who may create
 // Bundles and read BundleDeployments: they compute the name of the Bundle
-// an admin's next template generates and create it first, with the
-// BundleDeployment's labels and a controller reference to it. The
-// BundleDeployment must install only a Bundle it created itself.
+// a BundleDeployment's first, next or previous template generates and
+// create it first, with the BundleDeployment's labels and a controller
+// reference to it. The BundleDeployment must install only a Bundle it
+// created itself, under another name, and leave theirs alone: not
+// installed, not adopted, not deleted.
 func TestIntegrationGeneratedBundleOwnership(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	ctx := context.Background()
 
-	v1 := h.pushBundle("own-v1", map[string]string{"manifests/cm.yaml": configMap("own-config", "v1")})
-	if err := h.c.Create(ctx, newBD("own", v1)); err != nil {
-		t.Fatal(err)
-	}
-	bd := h.waitBD("own", rukpakv1alpha1.TypeInstalled, metav1.ConditionTrue, rukpakv1alpha1.ReasonInstallationSucceeded, "")
-	if got, want := fmt.Sprint(bd.Status.GeneratedBundles), fmt.Sprintf("[{%s %s}]", bd.Status.ActiveBundle, h.bundle(bd.Status.ActiveBundle).UID); got != want {
-		t.Errorf("status.generatedBundles = %s, want %s", got, want)
-	}
-
-	// preCreate creates, as the attacker, the Bundle the BundleDeployment
-	// would generate for template, with spec.
-	preCreate := func(template rukpakv1alpha1.BundleTemplate, spec rukpakv1alpha1.BundleSpec) string {
+	// preCreate creates, as the attacker, the Bundle bd would generate for
+	// template, with spec; controlled by bd if it exists.
+	preCreate := func(t *testing.T, bd string, template rukpakv1alpha1.BundleTemplate, spec rukpakv1alpha1.BundleSpec) *rukpakv1alpha1.Bundle {
 		t.Helper()
 		hash, err := bundledeployment.TemplateHash(template)
 		if err != nil {
 			t.Fatal(err)
 		}
-		owner := h.bd("own")
 		b := &rukpakv1alpha1.Bundle{
 			ObjectMeta: metav1.ObjectMeta{
-				Name: "own-" + hash,
+				Name: bd + "-" + hash,
 				Labels: map[string]string{
-					"app":                                  "own",
+					"app":                                  bd,
 					rukpakv1alpha1.LabelOwnerKind:          "BundleDeployment",
-					rukpakv1alpha1.LabelOwnerName:          "own",
+					rukpakv1alpha1.LabelOwnerName:          bd,
 					rukpakv1alpha1.LabelBundleTemplateHash: hash,
 				},
-				OwnerReferences: []metav1.OwnerReference{{
-					APIVersion: rukpakv1alpha1.GroupVersion.String(), Kind: "BundleDeployment", Name: "own", UID: owner.UID,
-					Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
-				}},
 			},
 			Spec: spec,
+		}
+		owner := &rukpakv1alpha1.BundleDeployment{}
+		if err := h.c.Get(ctx, client.ObjectKey{Name: bd}, owner); err == nil {
+			b.OwnerReferences = []metav1.OwnerReference{{
+				APIVersion: rukpakv1alpha1.GroupVersion.String(), Kind: "BundleDeployment", Name: bd, UID: owner.UID,
+				Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
+			}}
 		}
 		if err := h.c.Create(ctx, b); err != nil {
 			t.Fatal(err)
 		}
 		// It is a Bundle of the provisioner's class: it gets unpacked (so
 		// the provisioner has seen it before the template changes).
-		h.waitBundle(b.Name, rukpakv1alpha1.PhaseUnpacked, rukpakv1alpha1.ReasonUnpackSuccessful, "")
-		return b.Name
+		return h.waitBundle(b.Name, rukpakv1alpha1.PhaseUnpacked, rukpakv1alpha1.ReasonUnpackSuccessful, "")
 	}
-	template := func(src rukpakv1alpha1.BundleSource) rukpakv1alpha1.BundleTemplate {
-		next := h.bd("own").Spec.Template.DeepCopy()
+	template := func(bd string, src rukpakv1alpha1.BundleSource) rukpakv1alpha1.BundleTemplate {
+		next := h.bd(bd).Spec.Template.DeepCopy()
 		next.Spec.Source = src
 		return *next
 	}
-	expectRefused := func(want string) {
+	// installed waits until bd has installed value into its ConfigMap
+	// name from a Bundle it created (not taken's), which it returns.
+	installed := func(t *testing.T, bd, cm, value string, taken *rukpakv1alpha1.Bundle) string {
 		t.Helper()
-		bd := h.waitBD("own", rukpakv1alpha1.TypeHasValidBundle, metav1.ConditionFalse, rukpakv1alpha1.ReasonCreateBundleFailed, want)
-		if c := conditions.Get(bd.Status.Conditions, rukpakv1alpha1.TypeHasValidBundle); c.Message != want {
-			t.Errorf("HasValidBundle message %q, want %q", c.Message, want)
-		}
-	}
-
-	var v2Bundle string
-	t.Run("a pre-created bundle with other content is refused, and kept", func(t *testing.T) {
-		evil := h.pushBundle("evil", map[string]string{"manifests/cm.yaml": configMap("evil", "pwned")})
-		v2 := h.pushBundle("own-v2", map[string]string{"manifests/cm.yaml": configMap("own-config", "v2")})
-		name := preCreate(template(v2), rukpakv1alpha1.BundleSpec{ProvisionerClassName: rukpakv1alpha1.ProvisionerClassPlain, Source: evil})
-		active := h.bd("own").Status.ActiveBundle
-
-		h.updateBD("own", func(bd *rukpakv1alpha1.BundleDeployment) { bd.Spec.Template.Spec.Source = v2 })
-		expectRefused(fmt.Sprintf("bundle %q was not created by this bundle deployment and its spec differs from the template: refusing to install it; delete it to let the bundle deployment create its own", name))
-		if _, err := h.getCM("evil"); !apierrors.IsNotFound(err) {
-			t.Errorf("the pre-created bundle's content was installed: %v", err)
-		}
-		if cm, err := h.getCM("own-config"); err != nil || cm.Data["value"] != "v1" {
-			t.Errorf("installed content changed: %v %v", cm.Data, err)
-		}
-		if got := h.bd("own").Status.ActiveBundle; got != active {
-			t.Errorf("activeBundle moved to %q", got)
-		}
-		h.bundle(name) // not deleted: it is the attacker's object
-
-		// Once it is gone, the bundle deployment creates its own.
-		if err := h.c.Delete(ctx, h.bundle(name)); err != nil {
-			t.Fatal(err)
-		}
-		eventually(t, "v2 installed", func() error {
-			if cm, err := h.getCM("own-config"); err != nil || cm.Data["value"] != "v2" {
-				return fmt.Errorf("own-config %v: %w", cm.Data, err)
+		var d *rukpakv1alpha1.BundleDeployment
+		var active *rukpakv1alpha1.Bundle
+		eventually(t, fmt.Sprintf("%s %s installed from a bundle of the template", cm, value), func() error {
+			if got, err := h.getCM(cm); err != nil || got.Data["value"] != value {
+				return fmt.Errorf("%s %v: %w", cm, got.Data, err)
+			}
+			d = h.bd(bd)
+			if c := conditions.Get(d.Status.Conditions, rukpakv1alpha1.TypeInstalled); c == nil || c.Status != metav1.ConditionTrue ||
+				c.Message != fmt.Sprintf("Instantiated bundle %q successfully", d.Status.ActiveBundle) {
+				return fmt.Errorf("installed: %+v, activeBundle %q", c, d.Status.ActiveBundle)
+			}
+			active = &rukpakv1alpha1.Bundle{}
+			if err := h.c.Get(ctx, client.ObjectKey{Name: d.Status.ActiveBundle}, active); err != nil {
+				return err
+			}
+			if !equality.Semantic.DeepEqual(active.Spec, d.Spec.Template.Spec) {
+				return fmt.Errorf("active bundle %s is of another template", active.Name)
 			}
 			return nil
 		})
-		bd := h.waitBD("own", rukpakv1alpha1.TypeInstalled, metav1.ConditionTrue, rukpakv1alpha1.ReasonInstallationSucceeded, fmt.Sprintf("Instantiated bundle %q", name))
-		v2Bundle = name
-		if b := h.bundle(name); bd.Status.ActiveBundle != name || !metav1.IsControlledBy(b, bd) || fmt.Sprint(bd.Status.GeneratedBundles) != fmt.Sprintf("[{%s %s}]", name, b.UID) {
-			t.Errorf("activeBundle %q, records %v; want the bundle deployment's own %q", bd.Status.ActiveBundle, bd.Status.GeneratedBundles, name)
+		if active.Name == taken.Name || !metav1.IsControlledBy(active, d) ||
+			fmt.Sprint(d.Status.GeneratedBundles) != fmt.Sprintf("[{%s %s}]", active.Name, active.UID) {
+			t.Errorf("activeBundle %q, records %v; want a bundle of the bundle deployment's own, not %q", active.Name, d.Status.GeneratedBundles, taken.Name)
 		}
+		if hash, err := bundledeployment.TemplateHash(d.Spec.Template); err != nil || active.Labels[rukpakv1alpha1.LabelBundleTemplateHash] != hash {
+			t.Errorf("bundle %q labels %v, want the template hash %s (%v)", active.Name, active.Labels, hash, err)
+		}
+		if !strings.HasPrefix(active.Name, bd+"-") || len(active.Name) != len(taken.Name) {
+			t.Errorf("bundle name %q, want %s-<6 characters>", active.Name, bd)
+		}
+		return active.Name
+	}
+	// untouched checks that taken is still there as its creator left it,
+	// recorded nowhere.
+	untouched := func(t *testing.T, bd string, taken *rukpakv1alpha1.Bundle) {
+		t.Helper()
+		got := h.bundle(taken.Name)
+		if got.UID != taken.UID || !reflect.DeepEqual(got.Spec, taken.Spec) || !reflect.DeepEqual(got.OwnerReferences, taken.OwnerReferences) {
+			t.Errorf("the pre-created bundle %s was replaced or changed: uid %s, spec %+v", taken.Name, got.UID, got.Spec)
+		}
+		d := h.bd(bd)
+		if _, recorded := recordOf(d, taken.Name); recorded || d.Status.ActiveBundle == taken.Name || d.Status.PendingBundle == taken.Name {
+			t.Errorf("the pre-created bundle %s is the bundle deployment's: status %+v", taken.Name, d.Status)
+		}
+	}
+
+	evil := h.pushBundle("evil", map[string]string{"manifests/cm.yaml": configMap("evil", "pwned")})
+	evilSpec := rukpakv1alpha1.BundleSpec{ProvisionerClassName: rukpakv1alpha1.ProvisionerClassPlain, Source: evil}
+	noEvil := func(t *testing.T) {
+		t.Helper()
+		if _, err := h.getCM("evil"); !apierrors.IsNotFound(err) {
+			t.Errorf("a pre-created bundle's content was installed: %v", err)
+		}
+	}
+
+	t.Run("a pre-created bundle under the first bundle's name is passed over", func(t *testing.T) {
+		src := h.pushBundle("first-v1", map[string]string{"manifests/cm.yaml": configMap("first-config", "v1")})
+		bd := newBD("first", src)
+		taken := preCreate(t, "first", bd.Spec.Template, evilSpec)
+		if err := h.c.Create(ctx, bd); err != nil {
+			t.Fatal(err)
+		}
+		installed(t, "first", "first-config", "v1", taken)
+		untouched(t, "first", taken)
+		noEvil(t)
 	})
 
-	t.Run("a pre-created bundle with the template's own spec is refused too", func(t *testing.T) {
+	v1 := h.pushBundle("own-v1", map[string]string{"manifests/cm.yaml": configMap("own-config", "v1")})
+	if err := h.c.Create(ctx, newBD("own", v1)); err != nil {
+		t.Fatal(err)
+	}
+	bd := h.waitBD("own", rukpakv1alpha1.TypeInstalled, metav1.ConditionTrue, rukpakv1alpha1.ReasonInstallationSucceeded, "")
+	v1Bundle := bd.Status.ActiveBundle
+	if got, want := fmt.Sprint(bd.Status.GeneratedBundles), fmt.Sprintf("[{%s %s}]", v1Bundle, h.bundle(v1Bundle).UID); got != want {
+		t.Errorf("status.generatedBundles = %s, want %s", got, want)
+	}
+
+	t.Run("a pre-created bundle with other content under the next template's name is passed over, and kept", func(t *testing.T) {
+		v2 := h.pushBundle("own-v2", map[string]string{"manifests/cm.yaml": configMap("own-config", "v2")})
+		taken := preCreate(t, "own", template("own", v2), evilSpec)
+		h.updateBD("own", func(bd *rukpakv1alpha1.BundleDeployment) { bd.Spec.Template.Spec.Source = v2 })
+		installed(t, "own", "own-config", "v2", taken)
+		untouched(t, "own", taken)
+		noEvil(t)
+		eventually(t, "the superseded bundle deleted", func() error {
+			if err := h.c.Get(ctx, client.ObjectKey{Name: v1Bundle}, &rukpakv1alpha1.Bundle{}); !apierrors.IsNotFound(err) {
+				return fmt.Errorf("bundle %s: %w", v1Bundle, err)
+			}
+			return nil
+		})
+	})
+
+	t.Run("a pre-created bundle with the template's own spec is not adopted either", func(t *testing.T) {
 		v3 := h.pushBundle("own-v3", map[string]string{"manifests/cm.yaml": configMap("own-config", "v3")})
-		next := template(v3)
-		name := preCreate(next, next.Spec)
+		next := template("own", v3)
+		taken := preCreate(t, "own", next, next.Spec)
 		h.updateBD("own", func(bd *rukpakv1alpha1.BundleDeployment) { bd.Spec.Template.Spec.Source = v3 })
-		expectRefused(fmt.Sprintf("bundle %q was not created by this bundle deployment: refusing to install it; delete it to let the bundle deployment create its own", name))
-		if cm, err := h.getCM("own-config"); err != nil || cm.Data["value"] != "v2" {
-			t.Errorf("installed content changed: %v %v", cm.Data, err)
-		}
+		installed(t, "own", "own-config", "v3", taken)
+		untouched(t, "own", taken)
 	})
 
-	t.Run("bundles it created are still its own after a restart", func(t *testing.T) {
+	var rolledBack string
+	t.Run("a rollback to a template whose bundle's name was pre-created since its deletion", func(t *testing.T) {
+		a := h.pushBundle("roll-a", map[string]string{"manifests/cm.yaml": configMap("roll-config", "a")})
+		b := h.pushBundle("roll-b", map[string]string{"manifests/cm.yaml": configMap("roll-config", "b")})
+		if err := h.c.Create(ctx, newBD("roll", a)); err != nil {
+			t.Fatal(err)
+		}
+		aTemplate := h.bd("roll").Spec.Template
+		aBundle := h.waitBD("roll", rukpakv1alpha1.TypeInstalled, metav1.ConditionTrue, rukpakv1alpha1.ReasonInstallationSucceeded, "").Status.ActiveBundle
+		h.updateBD("roll", func(bd *rukpakv1alpha1.BundleDeployment) { bd.Spec.Template.Spec.Source = b })
+		eventually(t, "pivoted to b, a's bundle deleted", func() error {
+			if cm, err := h.getCM("roll-config"); err != nil || cm.Data["value"] != "b" {
+				return fmt.Errorf("roll-config %v: %w", cm.Data, err)
+			}
+			if err := h.c.Get(ctx, client.ObjectKey{Name: aBundle}, &rukpakv1alpha1.Bundle{}); !apierrors.IsNotFound(err) {
+				return fmt.Errorf("bundle %s: %w", aBundle, err)
+			}
+			return nil
+		})
+		// a's name is the one the rollback generates first.
+		taken := preCreate(t, "roll", aTemplate, evilSpec)
+		if taken.Name != aBundle {
+			t.Fatalf("pre-created %s, want a's name %s", taken.Name, aBundle)
+		}
+		h.updateBD("roll", func(bd *rukpakv1alpha1.BundleDeployment) { bd.Spec.Template = aTemplate })
+		rolledBack = installed(t, "roll", "roll-config", "a", taken)
+		untouched(t, "roll", taken)
+		noEvil(t)
+	})
+
+	t.Run("bundles it created under another name are still its own after a restart", func(t *testing.T) {
+		if rolledBack == "" {
+			t.Skip("no rollback to restart after")
+		}
 		h.kill()
 		h.start()
-		v2 := h.bundle(v2Bundle).Spec.Source
-		h.updateBD("own", func(bd *rukpakv1alpha1.BundleDeployment) { bd.Spec.Template.Spec.Source = v2 })
-		h.waitBD("own", rukpakv1alpha1.TypeHasValidBundle, metav1.ConditionTrue, rukpakv1alpha1.ReasonUnpackSuccessful, fmt.Sprintf("Successfully unpacked bundle %q", v2Bundle))
-		h.waitBD("own", rukpakv1alpha1.TypeInstalled, metav1.ConditionTrue, rukpakv1alpha1.ReasonInstallationSucceeded, "")
-		if cm, err := h.getCM("own-config"); err != nil || cm.Data["value"] != "v2" {
+		h.updateBD("roll", func(bd *rukpakv1alpha1.BundleDeployment) {
+			if bd.Annotations == nil {
+				bd.Annotations = map[string]string{}
+			}
+			bd.Annotations[rukpakv1alpha1.AnnotationReconcileRequestedAt] = "after-restart"
+		})
+		eventually(t, "the request handled", func() error {
+			if got := h.bd("roll").Status.LastHandledReconcileAt; got != "after-restart" {
+				return fmt.Errorf("lastHandledReconcileAt %q", got)
+			}
+			return nil
+		})
+		d := h.waitBD("roll", rukpakv1alpha1.TypeInstalled, metav1.ConditionTrue, rukpakv1alpha1.ReasonInstallationSucceeded, fmt.Sprintf("Instantiated bundle %q", rolledBack))
+		if got, want := fmt.Sprint(d.Status.GeneratedBundles), fmt.Sprintf("[{%s %s}]", rolledBack, h.bundle(rolledBack).UID); got != want {
+			t.Errorf("status.generatedBundles = %s, want %s", got, want)
+		}
+		if cm, err := h.getCM("roll-config"); err != nil || cm.Data["value"] != "a" {
 			t.Errorf("installed content: %v %v", cm.Data, err)
 		}
 	})
+}
+
+// recordOf finds name in bd's status.generatedBundles.
+func recordOf(bd *rukpakv1alpha1.BundleDeployment, name string) (rukpakv1alpha1.GeneratedBundle, bool) {
+	for _, g := range bd.Status.GeneratedBundles {
+		if g.Name == name {
+			return g, true
+		}
+	}
+	return rukpakv1alpha1.GeneratedBundle{}, false
 }
 
 // TestIntegrationObjectOwnership checks that a BundleDeployment never takes

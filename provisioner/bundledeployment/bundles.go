@@ -2,6 +2,7 @@ package bundledeployment
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"sort"
 	"sync"
@@ -26,8 +27,10 @@ import (
 // status.generatedBundles (writable only through bundledeployments/status,
 // which only the provisioner is granted). A Bundle is installed only if its
 // UID is recorded there and its spec equals the template; anything else
-// under the generated name is refused and reported, never deleted: it is
-// someone else's object.
+// under the generated name is never installed, adopted or deleted (it is
+// someone else's object): the template's Bundle gets a name with a random
+// suffix instead (desiredBundle), so pre-creating the computable name
+// blocks no install, pivot or rollback.
 //
 // The record is written in two steps so that a crash never strands a
 // Bundle the provisioner created: the name first (an intent, persisted
@@ -165,16 +168,20 @@ func checkSpec(bd *rukpakv1alpha1.BundleDeployment, b *rukpakv1alpha1.Bundle) er
 	return &refusedError{fmt.Sprintf("bundle %q no longer matches the template (its spec was changed): refusing to install it; delete it to let the bundle deployment create it again", b.Name)}
 }
 
-func foreign(bd *rukpakv1alpha1.BundleDeployment, b *rukpakv1alpha1.Bundle) error {
-	if !equality.Semantic.DeepEqual(b.Spec, bd.Spec.Template.Spec) {
-		return &refusedError{fmt.Sprintf("bundle %q was not created by this bundle deployment and its spec differs from the template: refusing to install it; delete it to let the bundle deployment create its own", b.Name)}
-	}
-	return &refusedError{fmt.Sprintf("bundle %q was not created by this bundle deployment: refusing to install it; delete it to let the bundle deployment create its own", b.Name)}
-}
+// nameAttempts bounds the names one reconcile tries for a new Bundle
+// before it gives up until the next (with the controller's backoff).
+const nameAttempts = 5
 
 // desiredBundle finds or creates the Bundle generated from bd's current
 // template; flush persists bd's status (the creation intent must be stored
 // before the create request).
+//
+// Its name is <bd>-<template hash> unless a Bundle that bd did not create
+// holds that name (anyone who may create Bundles can compute it): then it
+// is <bd>-<random suffix>, and a name taken by the time of the create is
+// given up for another. The Bundle for the template is then found by its
+// record in status.generatedBundles and its template-hash label. Someone
+// else's Bundle under either name is never installed, adopted or deleted.
 func (r *Reconciler) desiredBundle(ctx context.Context, bd *rukpakv1alpha1.BundleDeployment, flush func() error) (*rukpakv1alpha1.Bundle, error) {
 	hash, err := TemplateHash(bd.Spec.Template)
 	if err != nil {
@@ -188,9 +195,16 @@ func (r *Reconciler) desiredBundle(ctx context.Context, bd *rukpakv1alpha1.Bundl
 	err = r.Client.Get(ctx, client.ObjectKey{Name: name}, existing)
 	switch {
 	case err == nil:
-		return r.claim(bd, existing, flush)
+		if b, err := r.claim(bd, hash, existing, flush); b != nil || err != nil {
+			return b, err
+		}
+		// Someone else's: the template's Bundle has another name.
+		name = ""
 	case !apierrors.IsNotFound(err):
 		return nil, fmt.Errorf("reading bundle %q: %w", name, err)
+	}
+	if b, err := r.recordedFor(ctx, bd, hash, flush); b != nil || err != nil {
+		return b, err
 	}
 
 	owned, err := r.ownedBundles(ctx, bd)
@@ -200,7 +214,24 @@ func (r *Reconciler) desiredBundle(ctx context.Context, bd *rukpakv1alpha1.Bundl
 	if err := r.trimBundles(ctx, bd, owned); err != nil {
 		return nil, err
 	}
+	for range nameAttempts {
+		if name == "" {
+			if name, err = randomName(bd.Name); err != nil {
+				return nil, err
+			}
+		}
+		if b, err := r.create(ctx, bd, name, hash, flush); b != nil || err != nil {
+			return b, err
+		}
+		name = ""
+	}
+	return nil, fmt.Errorf("creating a bundle for the template: %d names in a row were taken by bundles this bundle deployment did not create", nameAttempts)
+}
 
+// create creates the Bundle of bd's template (whose hash is hash) under
+// name, recording the intent first. It returns nil and no error when the
+// name turns out to be taken by a Bundle bd did not create.
+func (r *Reconciler) create(ctx context.Context, bd *rukpakv1alpha1.BundleDeployment, name, hash string, flush func() error) (*rukpakv1alpha1.Bundle, error) {
 	b := &rukpakv1alpha1.Bundle{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:        name,
@@ -252,13 +283,17 @@ func (r *Reconciler) desiredBundle(ctx context.Context, bd *rukpakv1alpha1.Bundl
 			}
 		}
 		if err := r.Client.Get(ctx, client.ObjectKey{Name: name}, b); err != nil {
+			if apierrors.IsNotFound(err) {
+				// Created by someone else after the cache was read.
+				return nil, nil
+			}
 			return nil, fmt.Errorf("reading bundle %q: %w", name, err)
 		}
 		if created(bd, b) {
 			// bd's own, not yet in the cache when this reconcile looked.
 			return b, checkSpec(bd, b)
 		}
-		return nil, foreign(bd, b)
+		return nil, nil
 	}
 	// The UID goes out with the next status write that has something else
 	// to say (writes.go): the intent is already stored, so a crash before
@@ -268,32 +303,101 @@ func (r *Reconciler) desiredBundle(ctx context.Context, bd *rukpakv1alpha1.Bundl
 	return b, nil
 }
 
-// claim decides whether existing, found under the generated name, is bd's.
-func (r *Reconciler) claim(bd *rukpakv1alpha1.BundleDeployment, existing *rukpakv1alpha1.Bundle, flush func() error) (*rukpakv1alpha1.Bundle, error) {
+// claim decides whether existing, found under the name the template whose
+// hash is hash generates first, is bd's Bundle for it: nil and no error if
+// it is not bd's (or is bd's, for another template).
+func (r *Reconciler) claim(bd *rukpakv1alpha1.BundleDeployment, hash string, existing *rukpakv1alpha1.Bundle, flush func() error) (*rukpakv1alpha1.Bundle, error) {
 	if created(bd, existing) {
+		if h := existing.Labels[rukpakv1alpha1.LabelBundleTemplateHash]; h != "" && h != hash {
+			// A random name of another template's Bundle (randomName)
+			// that happens to be this template's first.
+			return nil, nil
+		}
 		return existing, checkSpec(bd, existing)
 	}
 	g, ok := recordOf(bd, existing.Name)
 	switch {
 	case ok && g.UID != "":
-		return nil, foreign(bd, existing)
+		// bd's own was deleted, and someone else created one under its
+		// name.
+		return nil, nil
 	case !ok && (annotatedIntent(bd, &bd.Status) != existing.Name || !generatedFor(bd, existing)):
 		// No intent, or one in the annotation, which anyone editing bd
 		// may write, for a Bundle that does not even say it is bd's
 		// (intent.go).
-		return nil, foreign(bd, existing)
+		return nil, nil
 	}
 	// An intent without a UID: the provisioner stopped between recording
 	// the intent and recording the Bundle it created (see the comment at
 	// the top of this file).
+	return r.adoptIntended(bd, existing, flush)
+}
+
+// adoptIntended records existing, found under the name of an intent bd
+// recorded without a UID, as bd's if its spec is the template's; nil if
+// it is not.
+func (r *Reconciler) adoptIntended(bd *rukpakv1alpha1.BundleDeployment, existing *rukpakv1alpha1.Bundle, flush func() error) (*rukpakv1alpha1.Bundle, error) {
 	if !equality.Semantic.DeepEqual(existing.Spec, bd.Spec.Template.Spec) {
-		return nil, foreign(bd, existing)
+		return nil, nil
 	}
 	r.record(bd, existing.Name, existing.UID)
 	if err := flush(); err != nil {
 		return nil, fmt.Errorf("recording bundle %q: %w", existing.Name, err)
 	}
 	return existing, nil
+}
+
+// recordedFor finds, among the Bundles bd recorded (or intended), its
+// Bundle for the template whose hash is hash under a name other than the
+// one the template generates first: one bd created, or one bd intended to
+// create (an intent without a UID) that is controlled by bd and carries
+// the template's spec.
+func (r *Reconciler) recordedFor(ctx context.Context, bd *rukpakv1alpha1.BundleDeployment, hash string, flush func() error) (*rukpakv1alpha1.Bundle, error) {
+	first := bd.Name + "-" + hash
+	var intended *rukpakv1alpha1.Bundle
+	for _, g := range bd.Status.GeneratedBundles {
+		if g.Name == first {
+			continue
+		}
+		b := &rukpakv1alpha1.Bundle{}
+		if err := r.Client.Get(ctx, client.ObjectKey{Name: g.Name}, b); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			return nil, fmt.Errorf("reading bundle %q: %w", g.Name, err)
+		}
+		switch {
+		case b.Labels[rukpakv1alpha1.LabelBundleTemplateHash] != hash:
+		case created(bd, b):
+			return b, checkSpec(bd, b)
+		case g.UID == "" && intended == nil && metav1.IsControlledBy(b, bd):
+			intended = b
+		}
+	}
+	if intended == nil {
+		return nil, nil
+	}
+	return r.adoptIntended(bd, intended, flush)
+}
+
+// randomName is a name for a Bundle of bd that no one can compute ahead:
+// bd's name and a suffix of hashLength characters of alphabet, from
+// crypto/rand (27^6, about 3.9e8, names per BundleDeployment).
+func randomName(bd string) (string, error) {
+	const limit = 256 - 256%len(alphabet) // unbiased: bytes below a multiple of len(alphabet)
+	out := make([]byte, 0, hashLength)
+	buf := make([]byte, 2*hashLength)
+	for len(out) < hashLength {
+		if _, err := rand.Read(buf); err != nil {
+			return "", fmt.Errorf("choosing a bundle name: %w", err)
+		}
+		for _, c := range buf {
+			if int(c) < limit && len(out) < hashLength {
+				out = append(out, alphabet[int(c)%len(alphabet)])
+			}
+		}
+	}
+	return bd + "-" + string(out), nil
 }
 
 // migrate records the Bundles of a BundleDeployment installed before

@@ -41,9 +41,11 @@ import (
 //     recorded UIDs only (ownedBundles).
 // The finalizer's patch writes it only if no Bundle exists under that name
 // (and removes a value someone set otherwise), so a Bundle created ahead of
-// the BundleDeployment's first reconcile is refused as before. A create
-// answered "already exists" proves the Bundle is someone else's: the
-// annotation is removed (a write only on that path) and the Bundle refused.
+// the BundleDeployment's first reconcile is passed over as before (the
+// first Bundle gets a random name, with its intent in status: bundles.go).
+// A create answered "already exists" proves the Bundle is someone else's:
+// the annotation is removed (a write only on that path) and the Bundle
+// passed over.
 // What is left: someone who may both edit the BundleDeployment and create
 // Bundles can set the annotation on a BundleDeployment that has never
 // recorded a Bundle and have it adopt a Bundle they created with its owner

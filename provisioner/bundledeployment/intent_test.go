@@ -63,8 +63,6 @@ func TestAnnotatedIntent(t *testing.T) {
 		}
 		return b
 	}
-	differs := fmt.Sprintf("bundle %q was not created by this bundle deployment and its spec differs from the template: refusing to install it; delete it to let the bundle deployment create its own", name)
-	same := fmt.Sprintf("bundle %q was not created by this bundle deployment: refusing to install it; delete it to let the bundle deployment create its own", name)
 
 	cases := []struct {
 		name       string
@@ -74,7 +72,10 @@ func TestAnnotatedIntent(t *testing.T) {
 		active     string
 		cacheLag   bool
 		// want: the refusal message, or "" for the Bundle being used.
-		want        string
+		want string
+		// wantName: the Bundle used ("" for name; newName for a new one
+		// under a random name).
+		wantName    string
 		wantRecords string
 		// wantFlushed: the status writes before the create (or the
 		// adoption's).
@@ -88,26 +89,26 @@ func TestAnnotatedIntent(t *testing.T) {
 		{name: "the provisioner stopped after creating: adopted", annotation: &name, bundle: generated(existing("mine", spec("registry.test/app:v1"))),
 			wantRecords: "[{" + name + " mine}]", wantFlushed: "[[{" + name + " mine}]]", wantAnnotation: name},
 		{name: "a bundle without the controller reference and labels is not adopted", annotation: &name, bundle: existing("theirs", spec("registry.test/app:v1")),
-			want: same, wantRecords: "[]", wantFlushed: "[]", wantAnnotation: name},
+			wantName: newName, wantRecords: "[{NEW created-uid}]", wantFlushed: "[[{NEW }]]", wantAnnotation: name},
 		{name: "a controlled bundle without the owner labels is not adopted", annotation: &name,
 			bundle: func() *rukpakv1alpha1.Bundle {
 				b := generated(existing("theirs", spec("registry.test/app:v1")))
 				b.Labels = nil
 				return b
 			}(),
-			want: same, wantRecords: "[]", wantFlushed: "[]", wantAnnotation: name},
+			wantName: newName, wantRecords: "[{NEW created-uid}]", wantFlushed: "[[{NEW }]]", wantAnnotation: name},
 		{name: "a controlled bundle of another spec is not adopted", annotation: &name, bundle: generated(existing("theirs", spec("registry.test/evil:v1"))),
-			want: differs, wantRecords: "[]", wantFlushed: "[]", wantAnnotation: name},
+			wantName: newName, wantRecords: "[{NEW created-uid}]", wantFlushed: "[[{NEW }]]", wantAnnotation: name},
 		{name: "once a bundle is recorded the annotation is ignored", annotation: &name, bundle: generated(existing("theirs", spec("registry.test/app:v1"))),
-			records: []rukpakv1alpha1.GeneratedBundle{{Name: "app-older", UID: "older"}},
-			want:    same, wantRecords: "[{app-older older}]", wantFlushed: "[]", wantAnnotation: name},
+			records:  []rukpakv1alpha1.GeneratedBundle{{Name: "app-older", UID: "older"}},
+			wantName: newName, wantRecords: "[{app-older older} {NEW created-uid}]", wantFlushed: "[[{app-older older} {NEW }]]", wantAnnotation: name},
 		{name: "an annotation naming another bundle is no intent for this one", annotation: ptr("app-other"),
 			wantRecords: "[{" + name + " created-uid}]", wantFlushed: "[[{" + name + " }]]", wantAnnotation: "app-other"},
 		{name: "an annotation that is no bundle name is ignored", annotation: ptr(name + "/" + strings.Repeat("x", 300)),
 			wantRecords: "[{" + name + " created-uid}]", wantFlushed: "[[{" + name + " }]]", wantAnnotation: name + "/" + strings.Repeat("x", 300)},
-		{name: "created by someone else after the cache was read: refused, and the annotation removed", annotation: &name,
+		{name: "created by someone else after the cache was read: another name, and the annotation removed", annotation: &name,
 			bundle: generated(existing("theirs", spec("registry.test/app:v1"))), cacheLag: true,
-			want: same, wantRecords: "[]", wantFlushed: "[]", wantAnnotation: "-"},
+			wantName: newName, wantRecords: "[{NEW created-uid}]", wantFlushed: "[[{NEW }]]", wantAnnotation: "-"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -148,20 +149,34 @@ func TestAnnotatedIntent(t *testing.T) {
 
 			b, err := r.desiredBundle(context.Background(), bd, flush)
 			var refused *refusedError
+			gotName := ""
+			if b != nil {
+				gotName = b.Name
+			}
+			wantName := tc.wantName
+			if wantName == "" {
+				wantName = name
+			}
+			shown := func(s string) string {
+				if wantName != newName {
+					return s
+				}
+				return randomlyNamed(t, s, "app", name, gotName)
+			}
 			switch {
 			case tc.want == "" && err != nil:
 				t.Fatalf("refused: %v", err)
-			case tc.want == "" && b.Name != name:
-				t.Errorf("bundle %q, want %q", b.Name, name)
+			case tc.want == "" && shown(gotName) != wantName:
+				t.Errorf("bundle %q, want %q", gotName, wantName)
 			case tc.want != "" && !errors.As(err, &refused):
 				t.Fatalf("got %v, want a refusal", err)
 			case tc.want != "" && refused.msg != tc.want:
 				t.Errorf("refusal %q\nwant %q", refused.msg, tc.want)
 			}
-			if got := fmt.Sprint(bd.Status.GeneratedBundles); got != tc.wantRecords {
+			if got := shown(fmt.Sprint(bd.Status.GeneratedBundles)); got != tc.wantRecords {
 				t.Errorf("records %s, want %s", got, tc.wantRecords)
 			}
-			if got := fmt.Sprint(flushed); got != tc.wantFlushed {
+			if got := shown(fmt.Sprint(flushed)); got != tc.wantFlushed {
 				t.Errorf("status writes %s, want %s", got, tc.wantFlushed)
 			}
 			stored := &rukpakv1alpha1.BundleDeployment{}

@@ -217,9 +217,9 @@ func (r *Reconciler) reconcile(ctx context.Context, bd *rukpakv1alpha1.BundleDep
 	}
 	b, err := r.desiredBundle(ctx, bd, flush)
 	if refused := (*refusedError)(nil); errors.As(err, &refused) {
-		// Someone else's Bundle under the generated name: nothing to retry
-		// until it is deleted, which need not come with an event for this
-		// BundleDeployment (its labels are the creator's to choose).
+		// Its own Bundle, changed by someone since (checkSpec): nothing to
+		// retry until it is deleted, which need not come with an event
+		// for this BundleDeployment.
 		if c := conditions.Get(bd.Status.Conditions, rukpakv1alpha1.TypeHasValidBundle); c == nil || c.Message != refused.msg {
 			r.event(bd, "Warning", rukpakv1alpha1.ReasonCreateBundleFailed, refused.msg)
 		}

@@ -13,6 +13,7 @@ import (
 	"io"
 	"io/fs"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -29,6 +30,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/yaml"
 
 	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
@@ -170,6 +172,11 @@ func (in *Installer) plan(ctx context.Context, bd *rukpakv1alpha1.BundleDeployme
 	ch = frozen.Chart(ch)
 	kc := &guardedKube{Client: in.Releases.NewKubeClientAs(cfg.InstallNamespace, in.user), forbidden: in.Releases.Namespace(),
 		serverValidates: validatesFields(frozen.Capabilities)}
+	if deployed != nil {
+		// An install checks what it adopts itself (Helm's rule); an
+		// upgrade patches and deletes what the record lists.
+		kc.owner = releaseOwner(bd.Name, hist, cfg.InstallNamespace)
+	}
 	acfg := in.Releases.ActionConfig(ctx, kc)
 	acfg.Capabilities = frozen.Capabilities
 	acfg.RESTClientGetter = lookupGetter{RESTClientGetter: acfg.RESTClientGetter, forbidden: in.Releases.Namespace(), user: in.user}
@@ -226,6 +233,11 @@ func (in *Installer) plan(ctx context.Context, bd *rukpakv1alpha1.BundleDeployme
 			return res, err
 		}
 		in.cache().forget(bd.Name)
+		if kc.owner != nil {
+			if kept := kc.owner.leftAlone(); len(kept) > 0 {
+				log.FromContext(ctx).Info("not deleting objects dropped from the release that it no longer owns", "release", bd.Name, "objects", kept)
+			}
+		}
 		res.Release = rel
 		res.Changed = true
 		if res.Objects, err = installed(rel); err != nil {
@@ -287,7 +299,8 @@ func (in *Installer) waiting(ins *inputs, last *helmrelease.Release) bool {
 // Uninstall uninstalls release name as `helm uninstall` does: pre-delete
 // hooks, the release's objects (not crds/, not objects whose
 // helm.sh/resource-policy is keep), post-delete hooks, then its records.
-// A missing release is not an error.
+// Objects the record lists that are not the release's (any more) are left
+// alone and returned (ownership.go). A missing release is not an error.
 func (in *Installer) Uninstall(ctx context.Context, name string) ([]string, error) {
 	// A render is cancelled; an action's hook waits stop, and Helm records
 	// its revision before the uninstall goes on.
@@ -303,15 +316,28 @@ func (in *Installer) Uninstall(ctx context.Context, name string) ([]string, erro
 		return nil, err
 	}
 	last, _ := latest(hist)
-	kc := &guardedKube{Client: in.Releases.NewKubeClientAs(last.Namespace, in.user), forbidden: in.Releases.Namespace()}
+	kc := &guardedKube{Client: in.Releases.NewKubeClientAs(last.Namespace, in.user), forbidden: in.Releases.Namespace(),
+		owner: releaseOwner(name, hist, last.Namespace)}
 	act := action.NewUninstall(in.Releases.ActionConfig(ctx, kc))
 	act.Timeout = in.timeout(nil)
 	act.DeletionPropagation = string(metav1.DeletePropagationBackground)
 	if _, err := act.Run(name); err != nil {
 		_, err := in.failed(ctx, "uninstalling", name, err, nil)
-		return nil, err
+		return kc.owner.leftAlone(), err
 	}
-	return nil, nil
+	return kc.owner.leftAlone(), nil
+}
+
+// releaseOwner is release name as its records hist know it, installed
+// into namespace (first: the one messages name).
+func releaseOwner(name string, hist []*helmrelease.Release, namespace string) *owner {
+	o := &owner{name: name, namespaces: []string{namespace}}
+	for _, r := range hist {
+		if !slices.Contains(o.namespaces, r.Namespace) {
+			o.namespaces = append(o.namespaces, r.Namespace)
+		}
+	}
+	return o
 }
 
 // DeleteIfOwned deletes o if the live object is release name's (Helm's
@@ -414,11 +440,21 @@ func latest(hist []*helmrelease.Release) (last, deployed *helmrelease.Release) {
 
 // installed returns the objects of rel's manifest (not its hooks): as the
 // post-renderer wrote them, stamped, namespaced and with Helm's ownership
-// metadata, which is what drift correction compares with.
+// metadata, which is what drift correction compares with (and restores,
+// unless the live object is another release's). An object without the
+// release's metadata was not written by the post-renderer: the record was
+// altered, and is not trusted with what drift correction restores.
 func installed(rel *helmrelease.Release) ([]*unstructured.Unstructured, error) {
 	objs, err := release.DecodeManifest(rel.Manifest)
 	if err != nil {
 		return nil, fmt.Errorf("release %q revision %d: %w", rel.Name, rel.Version, err)
+	}
+	o := &owner{name: rel.Name, namespaces: []string{rel.Namespace}}
+	for _, obj := range objs {
+		if why := o.notOwned(obj); why != "" {
+			return nil, fmt.Errorf("release %q revision %d lists %s (%s), which the provisioner never records: the record was altered; refusing to restore its objects",
+				rel.Name, rel.Version, describe(obj), why)
+		}
 	}
 	return objs, nil
 }
@@ -549,7 +585,9 @@ func (p *postRenderer) object(u *unstructured.Unstructured) error {
 
 // guardedKube is Helm's client, refusing to build (so to create, update or
 // delete) any object in the provisioner's namespace: hooks, which the
-// post-renderer never sees, included.
+// post-renderer never sees, included. With an owner, it patches and
+// deletes the objects of a release record only if they are the release's
+// (ownership.go).
 type guardedKube struct {
 	*kube.Client
 	forbidden string
@@ -560,6 +598,60 @@ type guardedKube struct {
 	// serverValidates skips the client-side validation Helm asks for
 	// (validatesFields).
 	serverValidates bool
+	// owner, when set, is the release whose objects the record lists.
+	owner *owner
+}
+
+// Update is Helm's, refusing to patch objects the previous revision lists
+// that are not the release's now, and deleting those the new revision
+// drops only if they are.
+func (k *guardedKube) Update(original, target kube.ResourceList, force bool) (*kube.Result, error) {
+	return k.update(original, target, func(o, t kube.ResourceList) (*kube.Result, error) { return k.Client.Update(o, t, force) })
+}
+
+// UpdateThreeWayMerge is Update with Helm's three-way merge.
+func (k *guardedKube) UpdateThreeWayMerge(original, target kube.ResourceList, force bool) (*kube.Result, error) {
+	return k.update(original, target, func(o, t kube.ResourceList) (*kube.Result, error) {
+		return k.Client.UpdateThreeWayMerge(o, t, force)
+	})
+}
+
+func (k *guardedKube) update(original, target kube.ResourceList, update func(original, target kube.ResourceList) (*kube.Result, error)) (*kube.Result, error) {
+	if k.owner == nil {
+		return update(original, target)
+	}
+	// Helm reads its result even with an error.
+	if err := k.owner.checkUpdates(original, target); err != nil {
+		return &kube.Result{}, err
+	}
+	// Helm deletes what original lists beyond target: none left to it.
+	res, err := update(original.Intersect(target), target)
+	if err != nil {
+		return res, err
+	}
+	gone, errs := k.owner.deleteOwned(original.Difference(target), metav1.DeletePropagationBackground)
+	res.Deleted = append(res.Deleted, gone.Deleted...)
+	// Helm only logs the deletes that fail.
+	for _, err := range errs {
+		k.Log("not deleting an object dropped from the release: %v", err)
+	}
+	return res, nil
+}
+
+// Delete is Helm's for hooks (whose objects carry no ownership metadata)
+// and the objects of a failed install or upgrade it created itself; the
+// objects of a release record are deleted by DeleteWithPropagationPolicy.
+func (k *guardedKube) Delete(resources kube.ResourceList) (*kube.Result, []error) {
+	return k.Client.Delete(resources)
+}
+
+// DeleteWithPropagationPolicy deletes the objects of an uninstalled
+// release's record: with an owner, only those that are the release's.
+func (k *guardedKube) DeleteWithPropagationPolicy(resources kube.ResourceList, policy metav1.DeletionPropagation) (*kube.Result, []error) {
+	if k.owner == nil {
+		return k.Client.DeleteWithPropagationPolicy(resources, policy)
+	}
+	return k.owner.deleteOwned(resources, policy)
 }
 
 func (k *guardedKube) Build(r io.Reader, validate bool) (kube.ResourceList, error) {

@@ -3,6 +3,7 @@ package crdupgrade
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"sync/atomic"
@@ -14,7 +15,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -63,13 +63,13 @@ func TestIntegrationPreflightMemory(t *testing.T) {
 	t.Logf("created %d objects in %s", n, time.Since(start).Round(time.Second))
 
 	new := crd(t, ns, []string{"v1"}, v1(edit("      size: {type: integer}\n      mode: {type: string, enum: [a]}\n      name: {type: string}\n", "")))
-	dyn, err := dynamic.NewForConfig(cfg)
+	lister, err := NewRESTLister(cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, pageSize := range []int64{500, 100} {
 		var pages atomic.Int64
-		l := countingLister{Lister: DynamicLister{Client: dyn}, pages: &pages}
+		l := countingLister{Lister: lister, pages: &pages}
 		live := &apiextensionsv1.CustomResourceDefinition{}
 		if err := env.Client.Get(ctx, client.ObjectKey{Name: old.Name}, live); err != nil {
 			t.Fatal(err)
@@ -100,7 +100,7 @@ type countingLister struct {
 	pages *atomic.Int64
 }
 
-func (c countingLister) List(ctx context.Context, gvr schema.GroupVersionResource, opts metav1.ListOptions) (*unstructured.UnstructuredList, error) {
+func (c countingLister) ListJSON(ctx context.Context, gvr schema.GroupVersionResource, opts metav1.ListOptions) (io.ReadCloser, error) {
 	c.pages.Add(1)
-	return c.Lister.List(ctx, gvr, opts)
+	return c.Lister.ListJSON(ctx, gvr, opts)
 }

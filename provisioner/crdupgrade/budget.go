@@ -78,7 +78,8 @@ type BudgetError struct {
 	// Object names the object that exceeds a per-object bound ("" for the
 	// bounds of the whole check).
 	Object string
-	// What exceeded the bound, the bound, and the flag that sets it.
+	// What exceeded the bound ("": the object's size, not known), the
+	// bound, and the flag that sets it.
 	Exceeded string
 	Limit    int64
 	Flag     string
@@ -88,6 +89,9 @@ func (e *BudgetError) Error() string {
 	subject := "the objects"
 	if e.Object != "" {
 		subject = "object " + e.Object
+	}
+	if e.Exceeded == "" {
+		return fmt.Sprintf("%s is larger than the limit of %s (--%s)", subject, formatBytes(e.Limit), e.Flag)
 	}
 	return fmt.Sprintf("%s %s, more than the limit of %s (--%s)", subject, e.Exceeded, formatBytes(e.Limit), e.Flag)
 }

@@ -107,3 +107,88 @@ func encodedLister(t *testing.T, objs []map[string]any) fixedLister {
 	}
 	return l
 }
+
+func padded(name string, n int) map[string]any {
+	return widget(name, map[string]any{"mode": "b", "name": strings.Repeat("x", n)})
+}
+
+// A check that would exceed a bound fails with a BudgetError naming the
+// object, the bound and its flag, before the object is decoded.
+func TestBudgetErrors(t *testing.T) {
+	manyMaps := make([]any, 10<<10)
+	for i := range manyMaps {
+		manyMaps[i] = map[string]any{"a": "b"}
+	}
+	for _, tc := range []struct {
+		name string
+		objs []map[string]any
+		opts Options
+		want string
+	}{{
+		name: "an object too large to buffer is named from its beginning",
+		objs: []map[string]any{padded("small", 10), padded("big", 200<<10)},
+		opts: Options{MaxObjectBytes: 64 << 10},
+		want: "object default/big is larger than the limit of 64 KiB (--crd-preflight-max-object-bytes)",
+	}, {
+		name: "an object just over the bound",
+		objs: []map[string]any{padded("small", 10), padded("big", 65<<10)},
+		opts: Options{MaxObjectBytes: 64 << 10},
+		want: "object default/big is 65.1 KiB, more than the limit of 64 KiB (--crd-preflight-max-object-bytes)",
+	}, {
+		name: "too many bytes in all",
+		objs: []map[string]any{padded("a", 40<<10), padded("b", 40<<10), padded("c", 40<<10)},
+		opts: Options{MaxBytes: 100 << 10},
+		want: "the objects read so far take 120.4 KiB, more than the limit of 100 KiB (--crd-preflight-max-bytes)",
+	}, {
+		name: "an object that alone would take more than the memory budget",
+		objs: []map[string]any{padded("small", 10), widget("maps", map[string]any{"mode": "b", "items": manyMaps})},
+		opts: Options{Budget: NewBudget(8 << 20)},
+		want: "object default/maps (100.1 KiB) would take about 23.7 MiB to decode and validate, more than the limit of 8 MiB (--crd-preflight-memory-bytes)",
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			old := crd(t, ns, []string{"v1"}, v1(edit("      mode: {type: string}\n      name: {type: string}\n      items: {type: array, items: {x-kubernetes-preserve-unknown-fields: true}}\n", "")))
+			new := crd(t, ns, []string{"v1"}, v1(edit("      mode: {type: string, enum: [a]}\n      name: {type: string}\n      items: {type: array, items: {x-kubernetes-preserve-unknown-fields: true}}\n", "")))
+			_, err := Compare(context.Background(), &pagedLister{objs: tc.objs}, old, new, tc.opts)
+			want := "checking the objects of CRD widgets.example.com at version v1: " + tc.want
+			if err == nil || err.Error() != want || !IsBudget(err) {
+				t.Errorf("error:\n got %v\nwant %s", err, want)
+			}
+		})
+	}
+}
+
+// Pages ask for PageBytes of objects at the largest size seen so far (at
+// MaxObjectBytes before any), at most PageSize of them.
+func TestPageLimits(t *testing.T) {
+	var objs []map[string]any
+	for i := range 10 {
+		objs = append(objs, padded(fmt.Sprintf("w%d", i), 300<<10))
+	}
+	l := &pagedLister{objs: objs}
+	old := crd(t, ns, []string{"v1"}, v1(baseSchema))
+	new := crd(t, ns, []string{"v1"}, v1(edit("      mode: {type: string, enum: [a]}\n      name: {type: string}\n", "")))
+	r, err := Compare(context.Background(), l, old, new, Options{PageBytes: 1 << 20, MaxObjectBytes: 512 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := r.Failed(); len(f) != 1 || f[0].Count != 10 {
+		t.Fatalf("findings %v", f)
+	}
+	if got, want := fmt.Sprint(l.limits), "[2 3 3 3]"; got != want {
+		t.Errorf("page limits %s, want %s", got, want)
+	}
+}
+
+func TestObjectName(t *testing.T) {
+	for in, want := range map[string]string{
+		`{"apiVersion":"x/v1","kind":"W","metadata":{"annotations":{"name":"no"},"finalizers":["a"],"name":"w","namespace":"ns","uid":"1"},"spec":{`: "ns/w",
+		`{"metadata":{"name":"cluster-scoped"},"spec":{"name":"no"}}`:                                                          "cluster-scoped",
+		`{"metadata":{"managedFields":[{"name":"no"}],"name":"w","namespace":"ns"`:                                            "ns/w",
+		`{"spec":{"metadata":{"name":"no"}},"metadata":{"name":"w"}}`:                                                          "w",
+		`{"apiVersion":"x/v1","kind":"W","metadata":{"annota`:                                                                  "",
+	} {
+		if got := objectName([]byte(in)); got != want {
+			t.Errorf("objectName(%s) = %q, want %q", in, got, want)
+		}
+	}
+}

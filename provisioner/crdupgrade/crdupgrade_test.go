@@ -24,11 +24,13 @@ type pagedLister struct {
 	objs     []map[string]any
 	calls    int
 	maxLimit int64
+	limits   []int64
 }
 
 func (l *pagedLister) ListJSON(_ context.Context, gvr schema.GroupVersionResource, opts metav1.ListOptions) (io.ReadCloser, error) {
 	l.calls++
 	l.maxLimit = max(l.maxLimit, opts.Limit)
+	l.limits = append(l.limits, opts.Limit)
 	start := 0
 	if opts.Continue != "" {
 		var err error

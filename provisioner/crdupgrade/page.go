@@ -161,7 +161,7 @@ func (s *stream) readErr(err error, dec *json.Decoder) error {
 	if errors.Is(err, errTooLarge) {
 		// The object's beginning is still buffered: its name is near it.
 		prefix, _ := io.ReadAll(io.LimitReader(dec.Buffered(), 64<<10))
-		return s.tooLarge(prefix, "is larger")
+		return s.tooLarge(prefix, "")
 	}
 	return fmt.Errorf("reading the list: %w", err)
 }

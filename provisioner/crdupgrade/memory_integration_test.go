@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -93,6 +95,95 @@ func TestIntegrationPreflightMemory(t *testing.T) {
 			t.Errorf("live heap grew by %d MiB", peak>>20)
 		}
 	}
+}
+
+// TestIntegrationPreflightHostileObjects checks a CRD upgrade against
+// objects that a user who may create custom resources makes as large as
+// the API server allows: 60 objects of 0.8 MiB (a string field; 48 MiB in
+// all) pass with the live heap growing by at most 64 MiB, read one at a
+// time; then 3 of 0.8 MiB made of 80,000 small maps each (each alone
+// would take ~150 MiB to validate) fail the check with a BudgetError,
+// before any is decoded. Listing pages of whole objects instead grew the
+// heap by hundreds of MiB.
+func TestIntegrationPreflightHostileObjects(t *testing.T) {
+	env := testenv.Start(t)
+	ctx := context.Background()
+	props := "      mode: {type: string, enum: [a, b]}\n      pad: {type: string}\n      items: {type: array, items: {x-kubernetes-preserve-unknown-fields: true}}\n"
+	old := crd(t, ns, []string{"v1"}, v1(edit(props, "")))
+	if err := env.Client.Create(ctx, old.DeepCopy()); err != nil {
+		t.Fatal(err)
+	}
+	waitEstablished(t, env.Client, old.Name)
+	// The upgrade narrows mode, which every object passes.
+	new := crd(t, ns, []string{"v1"}, v1(edit(strings.Replace(props, "[a, b]", "[a]", 1), "")))
+	lister, err := NewRESTLister(env.Config, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	create := func(objs ...map[string]any) {
+		t.Helper()
+		var g errgroup.Group
+		g.SetLimit(4)
+		for _, o := range objs {
+			g.Go(func() error { return env.Client.Create(ctx, &unstructured.Unstructured{Object: o}) })
+		}
+		if err := g.Wait(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run := func() ([]*Report, error, uint64) {
+		p := &Preflight{CRDs: env.Client, Objects: lister}
+		var (
+			reports []*Report
+			err     error
+		)
+		peak, allocs, took := heapwatch.Measure(func() {
+			next := &unstructured.Unstructured{}
+			next.Object, err = runtimeToUnstructured(new)
+			if err != nil {
+				return
+			}
+			reports, err = p.Run(ctx, []*unstructured.Unstructured{next})
+		})
+		t.Logf("live heap +%.1f MiB peak, %.0f MiB allocated, %s", float64(peak)/(1<<20), float64(allocs)/(1<<20), took.Round(100*time.Millisecond))
+		return reports, err, peak
+	}
+
+	t.Run("60 objects of 0.8 MiB pass in bounded memory", func(t *testing.T) {
+		var objs []map[string]any
+		for i := range 60 {
+			objs = append(objs, widget(fmt.Sprintf("big-%02d", i), map[string]any{"mode": "a", "pad": strings.Repeat("x", 800<<10)}))
+		}
+		create(objs...)
+		reports, err, peak := run()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(reports) != 1 || len(reports[0].Failed()) != 0 {
+			t.Fatalf("reports %v", reports)
+		}
+		if peak > 64<<20 {
+			t.Errorf("live heap grew by %d MiB, more than 64 MiB", peak>>20)
+		}
+	})
+
+	t.Run("objects too costly to validate fail the check", func(t *testing.T) {
+		maps := make([]any, 80<<10)
+		for i := range maps {
+			maps[i] = map[string]any{"a": "b"}
+		}
+		create(widget("maps-1", map[string]any{"mode": "a", "items": maps}),
+			widget("maps-2", map[string]any{"mode": "a", "items": maps}),
+			widget("maps-3", map[string]any{"mode": "a", "items": maps}))
+		_, err, peak := run()
+		want := regexp.MustCompile(`^checking the objects of CRD widgets\.example\.com at version v1: object default/maps-1 \(800\.[0-9] KiB\) would take about 1[0-9][0-9]\.[0-9] MiB to decode and validate, more than the limit of 48 MiB \(--crd-preflight-memory-bytes\)$`)
+		if err == nil || !want.MatchString(err.Error()) || !IsBudget(err) {
+			t.Errorf("error %v, want one matching %s", err, want)
+		}
+		if peak > 64<<20 {
+			t.Errorf("live heap grew by %d MiB, more than 64 MiB", peak>>20)
+		}
+	})
 }
 
 type countingLister struct {

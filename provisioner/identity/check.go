@@ -227,21 +227,25 @@ type ownerRules struct {
 
 func (o *ownerRules) rules(ctx context.Context, namespace string) ([]rbacv1.PolicyRule, error) {
 	if !o.clusterRead {
-		var crbs []rbacv1.ClusterRoleBinding
+		// Only the role references of the identity's bindings are kept,
+		// not the pages: bindings are as large as their subjects.
+		var refs []rbacv1.RoleRef
 		err := listPages(ctx, o.reader, &rbacv1.ClusterRoleBindingList{}, func(l client.ObjectList) {
-			crbs = append(crbs, l.(*rbacv1.ClusterRoleBindingList).Items...)
+			for _, b := range l.(*rbacv1.ClusterRoleBindingList).Items {
+				if o.bound(b.Subjects, "") {
+					refs = append(refs, b.RoleRef)
+				}
+			}
 		})
 		if err != nil {
 			return nil, err
 		}
-		for _, b := range crbs {
-			if o.bound(b.Subjects, "") {
-				rules, err := o.refRules(ctx, "", b.RoleRef)
-				if err != nil {
-					return nil, err
-				}
-				o.cluster = append(o.cluster, rules...)
+		for _, ref := range refs {
+			rules, err := o.refRules(ctx, "", ref)
+			if err != nil {
+				return nil, err
 			}
+			o.cluster = append(o.cluster, rules...)
 		}
 		o.clusterRead = true
 	}
@@ -252,21 +256,25 @@ func (o *ownerRules) rules(ctx context.Context, namespace string) ([]rbacv1.Poli
 		return rules, nil
 	}
 	rules := append([]rbacv1.PolicyRule(nil), o.cluster...)
-	var rbs []rbacv1.RoleBinding
+	// Anyone who may create RoleBindings in namespace decides how many
+	// and how large they are: keep only the identity's role references.
+	var refs []rbacv1.RoleRef
 	err := listPages(ctx, o.reader, &rbacv1.RoleBindingList{}, func(l client.ObjectList) {
-		rbs = append(rbs, l.(*rbacv1.RoleBindingList).Items...)
+		for _, b := range l.(*rbacv1.RoleBindingList).Items {
+			if o.bound(b.Subjects, namespace) {
+				refs = append(refs, b.RoleRef)
+			}
+		}
 	}, client.InNamespace(namespace))
 	if err != nil {
 		return nil, err
 	}
-	for _, b := range rbs {
-		if o.bound(b.Subjects, namespace) {
-			r, err := o.refRules(ctx, namespace, b.RoleRef)
-			if err != nil {
-				return nil, err
-			}
-			rules = append(rules, r...)
+	for _, ref := range refs {
+		r, err := o.refRules(ctx, namespace, ref)
+		if err != nil {
+			return nil, err
 		}
+		rules = append(rules, r...)
 	}
 	o.byNamespace[namespace] = rules
 	return rules, nil

@@ -176,6 +176,7 @@ func TestIntegrationPreflightHostileObjects(t *testing.T) {
 			widget("maps-2", map[string]any{"mode": "a", "items": maps}),
 			widget("maps-3", map[string]any{"mode": "a", "items": maps}))
 		_, err, peak := run()
+		t.Logf("error: %v", err)
 		want := regexp.MustCompile(`^checking the objects of CRD widgets\.example\.com at version v1: object default/maps-1 \(800\.[0-9] KiB\) would take about 1[0-9][0-9]\.[0-9] MiB to decode and validate, more than the limit of 48 MiB \(--crd-preflight-memory-bytes\)$`)
 		if err == nil || !want.MatchString(err.Error()) || !IsBudget(err) {
 			t.Errorf("error %v, want one matching %s", err, want)

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -182,13 +183,39 @@ func TestPageLimits(t *testing.T) {
 func TestObjectName(t *testing.T) {
 	for in, want := range map[string]string{
 		`{"apiVersion":"x/v1","kind":"W","metadata":{"annotations":{"name":"no"},"finalizers":["a"],"name":"w","namespace":"ns","uid":"1"},"spec":{`: "ns/w",
-		`{"metadata":{"name":"cluster-scoped"},"spec":{"name":"no"}}`:                                                          "cluster-scoped",
-		`{"metadata":{"managedFields":[{"name":"no"}],"name":"w","namespace":"ns"`:                                            "ns/w",
-		`{"spec":{"metadata":{"name":"no"}},"metadata":{"name":"w"}}`:                                                          "w",
-		`{"apiVersion":"x/v1","kind":"W","metadata":{"annota`:                                                                  "",
+		`{"metadata":{"name":"cluster-scoped"},"spec":{"name":"no"}}`:                                                                                "cluster-scoped",
+		`{"metadata":{"managedFields":[{"name":"no"}],"name":"w","namespace":"ns"`:                                                                   "ns/w",
+		`{"spec":{"metadata":{"name":"no"}},"metadata":{"name":"w"}}`:                                                                                "w",
+		`{"apiVersion":"x/v1","kind":"W","metadata":{"annota`:                                                                                        "",
 	} {
 		if got := objectName([]byte(in)); got != want {
 			t.Errorf("objectName(%s) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// Checks share their Budget: while others hold it all, a check waits (here
+// until its timeout), and proceeds once they release it.
+func TestSharedBudget(t *testing.T) {
+	ctx := context.Background()
+	b := NewBudget(8 << 20)
+	if err := b.sem.Acquire(ctx, 8<<20); err != nil {
+		t.Fatal(err)
+	}
+	old := crd(t, ns, []string{"v1"}, v1(baseSchema))
+	new := crd(t, ns, []string{"v1"}, v1(edit("      mode: {type: string, enum: [a]}\n      name: {type: string}\n", "")))
+	objs := []map[string]any{padded("w", 10)}
+	_, err := Compare(ctx, &pagedLister{objs: objs}, old, new, Options{Budget: b, Timeout: 50 * time.Millisecond})
+	want := "checking the objects of CRD widgets.example.com at version v1: checking the objects took longer than 50ms"
+	if err == nil || err.Error() != want {
+		t.Errorf("error %v, want %s", err, want)
+	}
+	b.sem.Release(8 << 20)
+	r, err := Compare(ctx, &pagedLister{objs: objs}, old, new, Options{Budget: b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := r.Failed(); len(f) != 1 || f[0].Count != 1 {
+		t.Errorf("findings %v", f)
 	}
 }

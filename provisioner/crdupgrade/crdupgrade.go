@@ -5,8 +5,9 @@
 // anything else as an "unknown change"), and every existing object is then
 // validated against the new schema of each served version with the API
 // server's own validation libraries (OpenAPI schema, list types, embedded
-// resources, CEL rules), read in pages so memory stays bounded however many
-// objects there are.
+// resources, CEL rules), streamed one object at a time within byte and
+// memory budgets (budget.go), so memory stays bounded however many and
+// however large the objects are.
 //
 // Only scope changes and removed stored versions fail outright (the API
 // server refuses both). Every other change fails only if it breaks an

@@ -180,20 +180,6 @@ func TestPageLimits(t *testing.T) {
 	}
 }
 
-func TestObjectName(t *testing.T) {
-	for in, want := range map[string]string{
-		`{"apiVersion":"x/v1","kind":"W","metadata":{"annotations":{"name":"no"},"finalizers":["a"],"name":"w","namespace":"ns","uid":"1"},"spec":{`: "ns/w",
-		`{"metadata":{"name":"cluster-scoped"},"spec":{"name":"no"}}`:                                                                                "cluster-scoped",
-		`{"metadata":{"managedFields":[{"name":"no"}],"name":"w","namespace":"ns"`:                                                                   "ns/w",
-		`{"spec":{"metadata":{"name":"no"}},"metadata":{"name":"w"}}`:                                                                                "w",
-		`{"apiVersion":"x/v1","kind":"W","metadata":{"annota`:                                                                                        "",
-	} {
-		if got := objectName([]byte(in)); got != want {
-			t.Errorf("objectName(%s) = %q, want %q", in, got, want)
-		}
-	}
-}
-
 // Checks share their Budget: while others hold it all, a check waits (here
 // until its timeout), and proceeds once they release it.
 func TestSharedBudget(t *testing.T) {

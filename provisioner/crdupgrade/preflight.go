@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
+	"path"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -13,9 +13,10 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rukpak-dev/rukpak/internal/liststream"
 )
 
 // Preflight checks the CRDs among a bundle's objects against the cluster
@@ -66,37 +67,19 @@ func (p *Preflight) Run(ctx context.Context, objs []*unstructured.Unstructured) 
 
 // RESTLister lists custom resources across all namespaces as JSON, for
 // the check to stream.
-type RESTLister struct{ Client rest.Interface }
+type RESTLister struct{ Lists *liststream.Client }
 
 // NewRESTLister returns a RESTLister for cfg's API server, through
 // httpClient (nil: a new one for cfg).
 func NewRESTLister(cfg *rest.Config, httpClient *http.Client) (*RESTLister, error) {
-	if httpClient == nil {
-		var err error
-		if httpClient, err = rest.HTTPClientFor(cfg); err != nil {
-			return nil, fmt.Errorf("creating the HTTP client of the CRD upgrade preflight: %w", err)
-		}
-	}
-	cfg = rest.CopyConfig(cfg)
-	cfg.APIPath = "/apis"
-	cfg.AcceptContentTypes = "application/json"
-	cfg.ContentType = "application/json"
-	// Only to decode the API server's errors.
-	cfg.NegotiatedSerializer = scheme.Codecs.WithoutConversion()
-	c, err := rest.UnversionedRESTClientForConfigAndClient(cfg, httpClient)
+	c, err := liststream.New(cfg, httpClient)
 	if err != nil {
-		return nil, fmt.Errorf("creating the REST client of the CRD upgrade preflight: %w", err)
+		return nil, fmt.Errorf("CRD upgrade preflight: %w", err)
 	}
-	return &RESTLister{Client: c}, nil
+	return &RESTLister{Lists: c}, nil
 }
 
 // ListJSON requests one page of gvr and returns its body, unread.
 func (l *RESTLister) ListJSON(ctx context.Context, gvr schema.GroupVersionResource, opts metav1.ListOptions) (io.ReadCloser, error) {
-	req := l.Client.Get().AbsPath("/apis", gvr.Group, gvr.Version, gvr.Resource).
-		SetHeader("Accept", "application/json").
-		Param("limit", strconv.FormatInt(opts.Limit, 10))
-	if opts.Continue != "" {
-		req = req.Param("continue", opts.Continue)
-	}
-	return req.Stream(ctx)
+	return l.Lists.Page(ctx, path.Join("/apis", gvr.Group, gvr.Version, gvr.Resource), opts)
 }

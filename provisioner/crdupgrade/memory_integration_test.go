@@ -131,7 +131,7 @@ func TestIntegrationPreflightHostileObjects(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	run := func() ([]*Report, error, uint64) {
+	run := func() ([]*Report, uint64, error) {
 		p := &Preflight{CRDs: env.Client, Objects: lister}
 		var (
 			reports []*Report
@@ -146,7 +146,7 @@ func TestIntegrationPreflightHostileObjects(t *testing.T) {
 			reports, err = p.Run(ctx, []*unstructured.Unstructured{next})
 		})
 		t.Logf("live heap +%.1f MiB peak, %.0f MiB allocated, %s", float64(peak)/(1<<20), float64(allocs)/(1<<20), took.Round(100*time.Millisecond))
-		return reports, err, peak
+		return reports, peak, err
 	}
 
 	t.Run("60 objects of 0.8 MiB pass in bounded memory", func(t *testing.T) {
@@ -155,7 +155,7 @@ func TestIntegrationPreflightHostileObjects(t *testing.T) {
 			objs = append(objs, widget(fmt.Sprintf("big-%02d", i), map[string]any{"mode": "a", "pad": strings.Repeat("x", 800<<10)}))
 		}
 		create(objs...)
-		reports, err, peak := run()
+		reports, peak, err := run()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -175,7 +175,7 @@ func TestIntegrationPreflightHostileObjects(t *testing.T) {
 		create(widget("maps-1", map[string]any{"mode": "a", "items": maps}),
 			widget("maps-2", map[string]any{"mode": "a", "items": maps}),
 			widget("maps-3", map[string]any{"mode": "a", "items": maps}))
-		_, err, peak := run()
+		_, peak, err := run()
 		t.Logf("error: %v", err)
 		want := regexp.MustCompile(`^checking the objects of CRD widgets\.example\.com at version v1: object default/maps-1 \(800\.[0-9] KiB\) would take about 1[0-9][0-9]\.[0-9] MiB to decode and validate, more than the limit of 48 MiB \(--crd-preflight-memory-bytes\)$`)
 		if err == nil || !want.MatchString(err.Error()) || !IsBudget(err) {

@@ -205,3 +205,18 @@ func TestSharedBudget(t *testing.T) {
 		t.Errorf("findings %v", f)
 	}
 }
+
+// MaxBytes bounds all the objects read to check one CRD, over every
+// version checked: here 3 objects of 40 KiB read for v1 and again for a
+// new v2.
+func TestMaxBytesAcrossVersions(t *testing.T) {
+	narrow := edit("      mode: {type: string, enum: [a]}\n      name: {type: string}\n", "")
+	old := crd(t, ns, []string{"v1"}, v1(baseSchema))
+	new := crd(t, ns, []string{"v1"}, v1(narrow), version{name: "v2", served: true, schema: narrow})
+	objs := []map[string]any{padded("a", 40<<10), padded("b", 40<<10), padded("c", 40<<10)}
+	_, err := Compare(context.Background(), &pagedLister{objs: objs}, old, new, Options{MaxBytes: 200 << 10})
+	want := "checking the objects of CRD widgets.example.com at version v1: the objects read so far take 200.6 KiB, more than the limit of 200 KiB (--crd-preflight-max-bytes)"
+	if err == nil || err.Error() != want {
+		t.Errorf("error:\n got %v\nwant %s", err, want)
+	}
+}

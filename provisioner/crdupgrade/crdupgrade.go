@@ -258,8 +258,9 @@ func Compare(ctx context.Context, l Lister, old, new *apiextensionsv1.CustomReso
 	}
 	ctx, cancel := context.WithTimeoutCause(ctx, opts.timeout(), fmt.Errorf("checking the objects took longer than %s", opts.timeout()))
 	defer cancel()
+	s := &stream{opts: opts, budget: opts.budget()}
 	for _, p := range passes {
-		if err := p.run(ctx, l, old, opts); err != nil {
+		if err := p.run(ctx, l, old, s); err != nil {
 			return nil, fmt.Errorf("checking the objects of CRD %s at version %s: %w", new.Name, p.listVersion, err)
 		}
 		r.Findings = append(r.Findings, p.unattributed...)

@@ -21,10 +21,10 @@ import (
 const minObjectBytes = 1 << 10
 
 // run reads the objects of p.listVersion page by page, one object at a
-// time, and judges each.
-func (p *pass) run(ctx context.Context, l Lister, old *apiextensionsv1.CustomResourceDefinition, opts Options) error {
+// time, and judges each; s counts the bytes of every pass of the CRD.
+func (p *pass) run(ctx context.Context, l Lister, old *apiextensionsv1.CustomResourceDefinition, s *stream) error {
+	opts := s.opts
 	gvr := schema.GroupVersionResource{Group: old.Spec.Group, Version: p.listVersion, Resource: old.Spec.Names.Plural}
-	s := &stream{opts: opts, budget: opts.budget()}
 	cont := ""
 	for {
 		limit := min(max(opts.pageBytes()/max(s.largest, minObjectBytes), 1), opts.pageSize())
@@ -53,7 +53,7 @@ func (p *pass) run(ctx context.Context, l Lister, old *apiextensionsv1.CustomRes
 	}
 }
 
-// stream decodes the pages of one pass.
+// stream decodes the pages of one CRD's passes.
 type stream struct {
 	opts   Options
 	budget *Budget

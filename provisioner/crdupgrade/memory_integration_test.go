@@ -14,8 +14,10 @@ import (
 
 	"golang.org/x/sync/errgroup"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -125,7 +127,21 @@ func TestIntegrationPreflightHostileObjects(t *testing.T) {
 		var g errgroup.Group
 		g.SetLimit(4)
 		for _, o := range objs {
-			g.Go(func() error { return env.Client.Create(ctx, &unstructured.Unstructured{Object: o}) })
+			g.Go(func() error {
+				// A loaded API server may time out on large objects; the
+				// create may have gone through anyway.
+				var err error
+				for range 5 {
+					err = env.Client.Create(ctx, &unstructured.Unstructured{Object: runtime.DeepCopyJSON(o)})
+					if apierrors.IsAlreadyExists(err) {
+						return nil
+					}
+					if !apierrors.IsTimeout(err) && !apierrors.IsServerTimeout(err) && !apierrors.IsTooManyRequests(err) {
+						return err
+					}
+				}
+				return err
+			})
 		}
 		if err := g.Wait(); err != nil {
 			t.Fatal(err)

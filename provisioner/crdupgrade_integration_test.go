@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	eventsv1 "k8s.io/api/events/v1"
@@ -14,11 +15,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
+	"github.com/rukpak-dev/rukpak/provisioner"
 	"github.com/rukpak-dev/rukpak/provisioner/conditions"
+	"github.com/rukpak-dev/rukpak/provisioner/crdupgrade"
 )
 
 // gizmoCRD is a CRD whose spec.mode allows the given values and whose
-// spec.size is at most maxSize.
+// spec.size is at most maxSize (spec.pad is any string).
 func gizmoCRD(modes string, maxSize int) string {
 	return fmt.Sprintf(`apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition
@@ -41,6 +44,7 @@ spec:
             properties:
               mode: {type: string, enum: [%s]}
               size: {type: integer, maximum: %d}
+              pad: {type: string}
 `, modes, maxSize)
 }
 
@@ -187,4 +191,62 @@ func TestIntegrationCRDUpgradePreflight(t *testing.T) {
 			t.Errorf("active bundle %q, want %q", bd.Status.ActiveBundle, third)
 		}
 	})
+}
+
+// A pivot whose CRD preflight would read more than its byte budget (here 2
+// MiB, of 4 objects of 0.8 MiB that a namespace user created) fails with a
+// message naming the CRD, the limit and its flag, applies nothing and
+// keeps the old Bundle active; once the objects fit, it proceeds.
+func TestIntegrationCRDUpgradePreflightBudget(t *testing.T) {
+	t.Parallel()
+	h := newHarnessWith(t, func(o *provisioner.Options) { o.Preflight = crdupgrade.Options{MaxBytes: 2 << 20} })
+	ctx := context.Background()
+
+	v1 := h.pushBundle("gizmo-v1", map[string]string{"manifests/crd.yaml": gizmoCRD("a, b", 100)})
+	if err := h.c.Create(ctx, newBD("gizmos", v1)); err != nil {
+		t.Fatal(err)
+	}
+	first := h.waitBD("gizmos", rukpakv1alpha1.TypeInstalled, metav1.ConditionTrue, rukpakv1alpha1.ReasonInstallationSucceeded, "").Status.ActiveBundle
+	for i := range 4 {
+		g := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "example.com/v1", "kind": "Gizmo",
+			"metadata": map[string]any{"name": fmt.Sprintf("big-%d", i), "namespace": "default"},
+			"spec":     map[string]any{"mode": "a", "size": int64(1), "pad": strings.Repeat("x", 800<<10)},
+		}}
+		if err := h.c.Create(ctx, g); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	v2 := h.pushBundle("gizmo-v2", map[string]string{"manifests/crd.yaml": gizmoCRD("a", 100)})
+	h.updateBD("gizmos", func(bd *rukpakv1alpha1.BundleDeployment) { bd.Spec.Template.Spec.Source = v2 })
+	bd := h.waitBD("gizmos", rukpakv1alpha1.TypeInstalled, metav1.ConditionFalse, rukpakv1alpha1.ReasonUpgradePreflightFailed, "could not finish")
+	second := bd.Status.GeneratedBundles[len(bd.Status.GeneratedBundles)-1].Name
+	// The third object takes the objects read over 2 MiB.
+	want := fmt.Sprintf(`CRD upgrade preflight for bundle %q could not finish within its bounds: checking the objects of CRD gizmos.example.com at version v1: `+
+		`the objects read so far take 2.3 MiB, more than the limit of 2 MiB (--crd-preflight-max-bytes). Bundle %q was not installed`, second, second)
+	if c := conditions.Get(bd.Status.Conditions, rukpakv1alpha1.TypeInstalled); c.Message != want {
+		t.Errorf("message:\n got %s\nwant %s", c.Message, want)
+	}
+	if bd.Status.ActiveBundle != first || second == first {
+		t.Errorf("active bundle %q (first %q, new %q)", bd.Status.ActiveBundle, first, second)
+	}
+	if got := h.liveModes(); fmt.Sprint(got) != `["a" "b"]` {
+		t.Errorf("CRD on the cluster allows modes %v, want the old a and b", got)
+	}
+
+	// With two objects left, the periodic recheck reads 1.6 MiB: the pivot
+	// proceeds.
+	for _, name := range []string{"big-0", "big-1"} {
+		if err := h.c.Delete(ctx, h.gizmo(name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bd = h.waitBD("gizmos", rukpakv1alpha1.TypeInstalled, metav1.ConditionTrue, rukpakv1alpha1.ReasonInstallationSucceeded, second)
+	if bd.Status.ActiveBundle != second {
+		t.Errorf("active bundle %q, want %q", bd.Status.ActiveBundle, second)
+	}
+	if got := h.liveModes(); fmt.Sprint(got) != `["a"]` {
+		t.Errorf("CRD on the cluster allows modes %v, want a", got)
+	}
 }

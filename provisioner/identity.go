@@ -3,6 +3,7 @@ package provisioner
 import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	"github.com/rukpak-dev/rukpak/internal/liststream"
 	"github.com/rukpak-dev/rukpak/provisioner/bundledeployment"
 	"github.com/rukpak-dev/rukpak/provisioner/identity"
 	"github.com/rukpak-dev/rukpak/provisioner/release"
@@ -19,9 +20,13 @@ func newIdentity(mgr ctrl.Manager, releases *release.Manager, opts Options) (*bu
 	if err != nil {
 		return nil, err
 	}
+	lists, err := liststream.New(mgr.GetConfig(), mgr.GetHTTPClient())
+	if err != nil {
+		return nil, err
+	}
 	return &bundledeployment.Identity{
 		Policy:  identity.Policy{Default: opts.DefaultServiceAccount, Required: opts.RequireServiceAccount},
 		Clients: clients,
-		Checker: &identity.Checker{Mapper: mapper, RBAC: mgr.GetAPIReader()},
+		Checker: &identity.Checker{Mapper: mapper, RBAC: mgr.GetAPIReader(), Lists: lists},
 	}, nil
 }

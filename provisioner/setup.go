@@ -12,7 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/client-go/dynamic"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -72,6 +71,8 @@ type Options struct {
 	// the shards other instances serve: objects labelled for any other get
 	// an UnknownShard condition (package unserved).
 	KnownShards []string
+	// Preflight bounds the CRD upgrade preflight (zero: its defaults).
+	Preflight crdupgrade.Options
 }
 
 // Setup registers a Bundle and a BundleDeployment reconciler for every class.
@@ -91,11 +92,11 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	if err != nil {
 		return err
 	}
-	dyn, err := dynamic.NewForConfig(mgr.GetConfig())
+	lister, err := crdupgrade.NewRESTLister(mgr.GetConfig(), mgr.GetHTTPClient())
 	if err != nil {
-		return fmt.Errorf("creating dynamic client: %w", err)
+		return err
 	}
-	preflight := &crdupgrade.Preflight{CRDs: mgr.GetAPIReader(), Objects: crdupgrade.DynamicLister{Client: dyn}}
+	preflight := &crdupgrade.Preflight{CRDs: mgr.GetAPIReader(), Objects: lister, Options: opts.Preflight}
 	prepare := prepareObjects(&servingcert.Issuer{Reader: mgr.GetAPIReader(), Validity: opts.CertValidity, RenewBefore: opts.CertRenewBefore}, opts.Namespace)
 	var contentURL func(context.Context, *rukpakv1alpha1.Bundle) (string, error)
 	if opts.Storage != nil {

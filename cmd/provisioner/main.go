@@ -33,6 +33,7 @@ import (
 	"github.com/rukpak-dev/rukpak/internal/securemetrics"
 	"github.com/rukpak-dev/rukpak/internal/selfsigned"
 	"github.com/rukpak-dev/rukpak/provisioner"
+	"github.com/rukpak-dev/rukpak/provisioner/crdupgrade"
 	"github.com/rukpak-dev/rukpak/provisioner/identity"
 	"github.com/rukpak-dev/rukpak/provisioner/plain"
 	"github.com/rukpak-dev/rukpak/provisioner/release"
@@ -79,6 +80,7 @@ type options struct {
 	requireSA         bool
 	watchSelector     string
 	knownShards       string
+	preflight         crdupgrade.Options
 }
 
 func main() {
@@ -108,6 +110,7 @@ func main() {
 	o.limits.BindFlags(flag.CommandLine)
 	decodeLimits := plain.DefaultLimits
 	decodeLimits.BindFlags(flag.CommandLine)
+	o.preflight.BindFlags(flag.CommandLine)
 	flag.DurationVar(&o.certValidity, "webhook-cert-validity", servingcert.DefaultValidity, "Validity of the serving certificates (and their CAs) issued for the webhooks installed bundles declare.")
 	flag.DurationVar(&o.certRenewBefore, "webhook-cert-renew-before", servingcert.DefaultRenewBefore, "How long before expiry those certificates are renewed; shorter than --webhook-cert-validity.")
 	flag.Int64Var(&o.maxReleaseBytes, "max-release-bytes", release.DefaultMaxRecordBytes, "Largest release record (JSON, about the size of the installed manifests) of one BundleDeployment revision; records over 1 MiB are split across Secrets.")
@@ -118,6 +121,7 @@ func main() {
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
+	o.preflight.Resolve()
 	// Validate, Files and Objects read the package defaults: every class and
 	// the loader decode with the same bounds.
 	plain.DefaultLimits = decodeLimits.OrDefault()
@@ -249,6 +253,7 @@ func run(ctx context.Context, o options) error {
 		RequireServiceAccount: o.requireSA,
 		Shard:                 sh,
 		KnownShards:           known,
+		Preflight:             o.preflight,
 	}); err != nil {
 		return err
 	}

@@ -361,7 +361,8 @@ func (r *Reconciler) forget(ctx context.Context, b *rukpakv1alpha1.Bundle) error
 		return nil
 	}
 	list := &rukpakv1alpha1.BundleList{}
-	if err := r.Client.List(ctx, list); err != nil {
+	// Read only: the cache's own objects, not a copy of every Bundle.
+	if err := r.Client.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
 		return fmt.Errorf("listing bundles: %w", err)
 	}
 	for i := range list.Items {
@@ -401,7 +402,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 
 func (r *Reconciler) bundlesUsingConfigMap(ctx context.Context, o client.Object) []reconcile.Request {
 	list := &rukpakv1alpha1.BundleList{}
-	if err := r.Client.List(ctx, list); err != nil {
+	// Read only, on every ConfigMap change: no copy of every Bundle.
+	if err := r.Client.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
 		log.FromContext(ctx).Error(err, "listing bundles for a ConfigMap change")
 		return nil
 	}

@@ -434,13 +434,15 @@ func (r *Reconciler) migrate(ctx context.Context, bd *rukpakv1alpha1.BundleDeplo
 // for it, and recorded by UID.
 func (r *Reconciler) ownedBundles(ctx context.Context, bd *rukpakv1alpha1.BundleDeployment) ([]rukpakv1alpha1.Bundle, error) {
 	list := &rukpakv1alpha1.BundleList{}
-	if err := r.Client.List(ctx, list, client.MatchingFields{bundleOwnerIndex: bd.Name}); err != nil {
+	// Anyone who may create Bundles may label them for bd: copy only those
+	// bd created, not every Bundle so labelled.
+	if err := r.Client.List(ctx, list, client.MatchingFields{bundleOwnerIndex: bd.Name}, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("listing bundles of %q: %w", bd.Name, err)
 	}
-	owned := list.Items[:0]
-	for _, b := range list.Items {
-		if created(bd, &b) {
-			owned = append(owned, b)
+	var owned []rukpakv1alpha1.Bundle
+	for i := range list.Items {
+		if b := &list.Items[i]; created(bd, b) {
+			owned = append(owned, *b.DeepCopy())
 		}
 	}
 	return owned, nil

@@ -28,6 +28,16 @@ func (r *Reconciler) preflight(ctx context.Context, bd *rukpakv1alpha1.BundleDep
 		return true, nil
 	}
 	reports, err := r.Preflight.Run(ctx, objs)
+	if crdupgrade.IsBudget(err) {
+		// The objects are more than the preflight may read: as failing as a
+		// broken object, and looked at again as one is.
+		msg := fmt.Sprintf("CRD upgrade preflight for bundle %q could not finish within its bounds: %v. Bundle %q was not installed", b.Name, err, b.Name)
+		if c := conditions.Get(bd.Status.Conditions, rukpakv1alpha1.TypeInstalled); c == nil || c.Message != msg {
+			r.event(bd, "Warning", rukpakv1alpha1.ReasonUpgradePreflightFailed, msg)
+		}
+		r.set(bd, rukpakv1alpha1.TypeInstalled, metav1.ConditionFalse, rukpakv1alpha1.ReasonUpgradePreflightFailed, msg)
+		return false, nil
+	}
 	if err != nil {
 		r.set(bd, rukpakv1alpha1.TypeInstalled, metav1.ConditionFalse, rukpakv1alpha1.ReasonUpgradePreflightFailed,
 			fmt.Sprintf("CRD upgrade preflight for bundle %q could not run: %v", b.Name, err))

@@ -5,8 +5,9 @@
 // anything else as an "unknown change"), and every existing object is then
 // validated against the new schema of each served version with the API
 // server's own validation libraries (OpenAPI schema, list types, embedded
-// resources, CEL rules), read in pages so memory stays bounded however many
-// objects there are.
+// resources, CEL rules), streamed one object at a time within byte and
+// memory budgets (budget.go), so memory stays bounded however many and
+// however large the objects are.
 //
 // Only scope changes and removed stored versions fail outright (the API
 // server refuses both). Every other change fails only if it breaks an
@@ -24,6 +25,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"slices"
 	"strconv"
 	"strings"
@@ -52,16 +54,31 @@ const (
 	CheckUnknown              Check = "UnknownChange"
 )
 
-// Lister lists a CRD's objects at one version, one page at a time (Limit
-// and Continue). The dynamic client's List is one.
+// Lister reads one page (Limit and Continue) of a CRD's objects at one
+// version, across all namespaces, as the JSON of a list, which the check
+// decodes one object at a time. RESTLister is one.
 type Lister interface {
-	List(ctx context.Context, gvr schema.GroupVersionResource, opts metav1.ListOptions) (*unstructured.UnstructuredList, error)
+	ListJSON(ctx context.Context, gvr schema.GroupVersionResource, opts metav1.ListOptions) (io.ReadCloser, error)
 }
 
-// Options bound a check.
+// Options bound a check. Unset (zero) fields take the defaults.
 type Options struct {
-	// PageSize is the number of objects listed per request (default 500).
+	// PageSize is the most objects listed per request (default 500).
 	PageSize int64
+	// PageBytes sets how many objects a request asks for: this many bytes
+	// at the size of the largest object read so far (at MaxObjectBytes for
+	// the first page), at most PageSize. A page is read as a stream and
+	// never held whole.
+	PageBytes int64
+	// MaxObjectBytes is the largest object (JSON) read; a larger one fails
+	// the check with a BudgetError.
+	MaxObjectBytes int64
+	// MaxBytes is the most bytes of objects read to check one CRD.
+	MaxBytes int64
+	// Budget is the memory the objects being decoded and validated may take
+	// at once, shared by every check that uses it (nil: one of
+	// DefaultMemoryBytes shared by the process).
+	Budget *Budget
 	// MaxListed is how many offending objects a finding keeps by name
 	// (default 100); the rest are only counted.
 	MaxListed int
@@ -69,20 +86,53 @@ type Options struct {
 	// objects take ~20 s; CEL rules may cost up to the API server's
 	// per-object budget each).
 	Timeout time.Duration
+
+	memoryBytes int64 // Budget's size, as BindFlags parses it
 }
+
+// DefaultTimeout is Options.Timeout's default.
+const DefaultTimeout = 5 * time.Minute
 
 func (o Options) timeout() time.Duration {
 	if o.Timeout <= 0 {
-		return 5 * time.Minute
+		return DefaultTimeout
 	}
 	return o.Timeout
 }
 
 func (o Options) pageSize() int64 {
 	if o.PageSize <= 0 {
-		return 500
+		return DefaultPageSize
 	}
 	return o.PageSize
+}
+
+func (o Options) pageBytes() int64 {
+	if o.PageBytes <= 0 {
+		return DefaultPageBytes
+	}
+	return o.PageBytes
+}
+
+func (o Options) maxObjectBytes() int64 {
+	if o.MaxObjectBytes <= 0 {
+		return DefaultMaxObjectBytes
+	}
+	return o.MaxObjectBytes
+}
+
+func (o Options) maxBytes() int64 {
+	if o.MaxBytes <= 0 {
+		return DefaultMaxBytes
+	}
+	return o.MaxBytes
+}
+
+func (o Options) budget() *Budget {
+	if o.Budget == nil {
+		return defaultBudget
+	}
+	return o.Budget
 }
 
 func (o Options) maxListed() int {
@@ -208,8 +258,9 @@ func Compare(ctx context.Context, l Lister, old, new *apiextensionsv1.CustomReso
 	}
 	ctx, cancel := context.WithTimeoutCause(ctx, opts.timeout(), fmt.Errorf("checking the objects took longer than %s", opts.timeout()))
 	defer cancel()
+	s := &stream{opts: opts, budget: opts.budget()}
 	for _, p := range passes {
-		if err := p.run(ctx, l, old, opts); err != nil {
+		if err := p.run(ctx, l, old, s); err != nil {
 			return nil, fmt.Errorf("checking the objects of CRD %s at version %s: %w", new.Name, p.listVersion, err)
 		}
 		r.Findings = append(r.Findings, p.unattributed...)
@@ -301,30 +352,6 @@ func schemaOf(crd *apiextensionsv1.CustomResourceDefinition, version string) *ap
 		return nil
 	}
 	return v.Schema.OpenAPIV3Schema
-}
-
-func (p *pass) run(ctx context.Context, l Lister, old *apiextensionsv1.CustomResourceDefinition, opts Options) error {
-	gvr := schema.GroupVersionResource{Group: old.Spec.Group, Version: p.listVersion, Resource: old.Spec.Names.Plural}
-	cont := ""
-	for {
-		list, err := l.List(ctx, gvr, metav1.ListOptions{Limit: opts.pageSize(), Continue: cont})
-		if err != nil {
-			if ctx.Err() != nil {
-				return context.Cause(ctx)
-			}
-			return err
-		}
-		for i := range list.Items {
-			if ctx.Err() != nil {
-				return context.Cause(ctx)
-			}
-			p.judge(ctx, &list.Items[i], opts)
-		}
-		cont = list.GetContinue()
-		if cont == "" {
-			return nil
-		}
-	}
 }
 
 // judge records which changes obj is affected by.

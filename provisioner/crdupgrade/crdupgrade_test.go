@@ -1,8 +1,11 @@
 package crdupgrade
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"testing"
@@ -21,11 +24,13 @@ type pagedLister struct {
 	objs     []map[string]any
 	calls    int
 	maxLimit int64
+	limits   []int64
 }
 
-func (l *pagedLister) List(_ context.Context, gvr schema.GroupVersionResource, opts metav1.ListOptions) (*unstructured.UnstructuredList, error) {
+func (l *pagedLister) ListJSON(_ context.Context, gvr schema.GroupVersionResource, opts metav1.ListOptions) (io.ReadCloser, error) {
 	l.calls++
 	l.maxLimit = max(l.maxLimit, opts.Limit)
+	l.limits = append(l.limits, opts.Limit)
 	start := 0
 	if opts.Continue != "" {
 		var err error
@@ -34,16 +39,25 @@ func (l *pagedLister) List(_ context.Context, gvr schema.GroupVersionResource, o
 		}
 	}
 	end := min(len(l.objs), start+int(opts.Limit))
-	list := &unstructured.UnstructuredList{}
-	for _, o := range l.objs[start:end] {
+	return listJSON(gvr, l.objs[start:end], end, len(l.objs))
+}
+
+// listJSON encodes objs as the API server does a page of a list (keys
+// sorted: the list's metadata after its items), relabelled to gvr's
+// version, continuing at end if that is before total.
+func listJSON(gvr schema.GroupVersionResource, objs []map[string]any, end, total int) (io.ReadCloser, error) {
+	items := []any{}
+	for _, o := range objs {
 		u := unstructured.Unstructured{Object: deepCopy(o)}
 		u.SetAPIVersion(gvr.Group + "/" + gvr.Version)
-		list.Items = append(list.Items, u)
+		items = append(items, u.Object)
 	}
-	if end < len(l.objs) {
-		list.SetContinue(strconv.Itoa(end))
+	meta := map[string]any{"resourceVersion": "1"}
+	if end < total {
+		meta["continue"] = strconv.Itoa(end)
 	}
-	return list, nil
+	b, err := json.Marshal(map[string]any{"apiVersion": gvr.Group + "/" + gvr.Version, "kind": "WidgetList", "metadata": meta, "items": items})
+	return io.NopCloser(bytes.NewReader(b)), err
 }
 
 func deepCopy(o map[string]any) map[string]any {
@@ -361,8 +375,10 @@ func TestPagesAndBoundedMessage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l.calls != 24 || l.maxLimit != 100 {
-		t.Errorf("list calls %d with limit up to %d, want 24 with 100", l.calls, l.maxLimit)
+	// The first page asks for PageBytes of objects of MaxObjectBytes (2),
+	// the others for PageSize (small objects).
+	if l.calls != 25 || l.maxLimit != 100 {
+		t.Errorf("list calls %d with limit up to %d, want 25 with 100", l.calls, l.maxLimit)
 	}
 	failed := r.Failed()
 	if len(failed) != 4 {
@@ -402,7 +418,7 @@ func TestParseFieldPath(t *testing.T) {
 // stuckLister answers no list until the check gives up.
 type stuckLister struct{}
 
-func (stuckLister) List(ctx context.Context, _ schema.GroupVersionResource, _ metav1.ListOptions) (*unstructured.UnstructuredList, error) {
+func (stuckLister) ListJSON(ctx context.Context, _ schema.GroupVersionResource, _ metav1.ListOptions) (io.ReadCloser, error) {
 	<-ctx.Done()
 	return nil, ctx.Err()
 }

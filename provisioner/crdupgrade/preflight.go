@@ -3,6 +3,9 @@ package crdupgrade
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"path"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -10,8 +13,10 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rukpak-dev/rukpak/internal/liststream"
 )
 
 // Preflight checks the CRDs among a bundle's objects against the cluster
@@ -60,11 +65,21 @@ func (p *Preflight) Run(ctx context.Context, objs []*unstructured.Unstructured) 
 	return reports, nil
 }
 
-// DynamicLister lists custom resources with a dynamic client, across all
-// namespaces.
-type DynamicLister struct{ Client dynamic.Interface }
+// RESTLister lists custom resources across all namespaces as JSON, for
+// the check to stream.
+type RESTLister struct{ Lists *liststream.Client }
 
-// List lists one page of gvr.
-func (d DynamicLister) List(ctx context.Context, gvr schema.GroupVersionResource, opts metav1.ListOptions) (*unstructured.UnstructuredList, error) {
-	return d.Client.Resource(gvr).List(ctx, opts)
+// NewRESTLister returns a RESTLister for cfg's API server, through
+// httpClient (nil: a new one for cfg).
+func NewRESTLister(cfg *rest.Config, httpClient *http.Client) (*RESTLister, error) {
+	c, err := liststream.New(cfg, httpClient)
+	if err != nil {
+		return nil, fmt.Errorf("CRD upgrade preflight: %w", err)
+	}
+	return &RESTLister{Lists: c}, nil
+}
+
+// ListJSON requests one page of gvr and returns its body, unread.
+func (l *RESTLister) ListJSON(ctx context.Context, gvr schema.GroupVersionResource, opts metav1.ListOptions) (io.ReadCloser, error) {
+	return l.Lists.Page(ctx, path.Join("/apis", gvr.Group, gvr.Version, gvr.Resource), opts)
 }

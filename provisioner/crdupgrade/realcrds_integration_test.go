@@ -11,7 +11,6 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/dynamic"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -124,7 +123,7 @@ func TestIntegrationPrometheusOperatorCRDs(t *testing.T) {
 		objs = append(objs, u)
 	}
 
-	dyn, err := dynamic.NewForConfig(env.Config)
+	lister, err := NewRESTLister(env.Config, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +136,7 @@ func TestIntegrationPrometheusOperatorCRDs(t *testing.T) {
 		}
 		newObjs = append(newObjs, u)
 	}
-	p := &Preflight{CRDs: c, Objects: DynamicLister{Client: dyn}, Options: Options{PageSize: 2}}
+	p := &Preflight{CRDs: c, Objects: lister, Options: Options{PageSize: 2}}
 	reports, err := p.Run(ctx, newObjs)
 	if err != nil {
 		t.Fatal(err)

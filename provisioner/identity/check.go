@@ -2,6 +2,7 @@ package identity
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sync"
 
@@ -15,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/component-helpers/auth/rbac/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rukpak-dev/rukpak/internal/liststream"
 )
 
 // reviewConcurrency bounds the access reviews in flight for one check.
@@ -39,6 +42,11 @@ type Checker struct {
 	// provisioner's own rights, uncached: the escalation check, as the API
 	// server's, compares RBAC rules, not authorizer answers.
 	RBAC client.Reader
+	// Lists, when set, streams the binding lists one binding at a time:
+	// whoever may create RoleBindings in a namespace decides how large
+	// they are (up to the API server's limit each), so a page of them is
+	// not held whole. Without it they are read through RBAC, in pages.
+	Lists *liststream.Client
 }
 
 // Missing returns the rules sa lacks to install objs, compacted; none
@@ -83,7 +91,7 @@ func (c *Checker) Missing(ctx context.Context, sa ServiceAccount, as client.Clie
 		return nil, err
 	}
 	if len(plan.Grants) > 0 {
-		owner := &ownerRules{sa: sa, reader: c.RBAC, byNamespace: map[string][]rbacv1.PolicyRule{}}
+		owner := &ownerRules{sa: sa, reader: c.RBAC, lists: c.Lists, byNamespace: map[string][]rbacv1.PolicyRule{}}
 		for _, grant := range plan.Grants {
 			m, err := c.grantMissing(ctx, rv, owner, grant)
 			if err != nil {
@@ -219,6 +227,7 @@ func describeAttrs(a authorizationv1.ResourceAttributes) string {
 type ownerRules struct {
 	sa     ServiceAccount
 	reader client.Reader
+	lists  *liststream.Client
 
 	cluster     []rbacv1.PolicyRule
 	clusterRead bool
@@ -227,21 +236,16 @@ type ownerRules struct {
 
 func (o *ownerRules) rules(ctx context.Context, namespace string) ([]rbacv1.PolicyRule, error) {
 	if !o.clusterRead {
-		var crbs []rbacv1.ClusterRoleBinding
-		err := listPages(ctx, o.reader, &rbacv1.ClusterRoleBindingList{}, func(l client.ObjectList) {
-			crbs = append(crbs, l.(*rbacv1.ClusterRoleBindingList).Items...)
-		})
+		refs, err := o.boundRefs(ctx, "")
 		if err != nil {
 			return nil, err
 		}
-		for _, b := range crbs {
-			if o.bound(b.Subjects, "") {
-				rules, err := o.refRules(ctx, "", b.RoleRef)
-				if err != nil {
-					return nil, err
-				}
-				o.cluster = append(o.cluster, rules...)
+		for _, ref := range refs {
+			rules, err := o.refRules(ctx, "", ref)
+			if err != nil {
+				return nil, err
 			}
+			o.cluster = append(o.cluster, rules...)
 		}
 		o.clusterRead = true
 	}
@@ -252,24 +256,78 @@ func (o *ownerRules) rules(ctx context.Context, namespace string) ([]rbacv1.Poli
 		return rules, nil
 	}
 	rules := append([]rbacv1.PolicyRule(nil), o.cluster...)
-	var rbs []rbacv1.RoleBinding
-	err := listPages(ctx, o.reader, &rbacv1.RoleBindingList{}, func(l client.ObjectList) {
-		rbs = append(rbs, l.(*rbacv1.RoleBindingList).Items...)
-	}, client.InNamespace(namespace))
+	refs, err := o.boundRefs(ctx, namespace)
 	if err != nil {
 		return nil, err
 	}
-	for _, b := range rbs {
-		if o.bound(b.Subjects, namespace) {
-			r, err := o.refRules(ctx, namespace, b.RoleRef)
-			if err != nil {
-				return nil, err
-			}
-			rules = append(rules, r...)
+	for _, ref := range refs {
+		r, err := o.refRules(ctx, namespace, ref)
+		if err != nil {
+			return nil, err
 		}
+		rules = append(rules, r...)
 	}
 	o.byNamespace[namespace] = rules
 	return rules, nil
+}
+
+// boundRefs returns the roles the identity's RoleBindings in namespace
+// bind ("": its ClusterRoleBindings). Anyone who may create RoleBindings
+// in namespace decides how many and how large they are (bindings are as
+// large as their subjects): only the references are kept.
+func (o *ownerRules) boundRefs(ctx context.Context, namespace string) ([]rbacv1.RoleRef, error) {
+	var refs []rbacv1.RoleRef
+	if o.lists != nil {
+		path := "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings"
+		if namespace != "" {
+			path = "/apis/rbac.authorization.k8s.io/v1/namespaces/" + namespace + "/rolebindings"
+		}
+		seen := 0
+		err := o.lists.All(ctx, path, rbacPage, liststream.MaxObjectBytes, func(raw []byte) error {
+			if seen++; seen > maxRBACItems {
+				return fmt.Errorf("more than %d", maxRBACItems)
+			}
+			var b struct {
+				Subjects []rbacv1.Subject `json:"subjects"`
+				RoleRef  rbacv1.RoleRef   `json:"roleRef"`
+			}
+			if err := json.Unmarshal(raw, &b); err != nil {
+				return err
+			}
+			if o.bound(b.Subjects, namespace) {
+				refs = append(refs, b.RoleRef)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("listing role bindings: %w", err)
+		}
+		return refs, nil
+	}
+	// Only the role references of the identity's bindings are kept, not
+	// the pages.
+	var list client.ObjectList = &rbacv1.ClusterRoleBindingList{}
+	var opts []client.ListOption
+	if namespace != "" {
+		list, opts = &rbacv1.RoleBindingList{}, []client.ListOption{client.InNamespace(namespace)}
+	}
+	err := listPages(ctx, o.reader, list, func(l client.ObjectList) {
+		switch l := l.(type) {
+		case *rbacv1.ClusterRoleBindingList:
+			for _, b := range l.Items {
+				if o.bound(b.Subjects, "") {
+					refs = append(refs, b.RoleRef)
+				}
+			}
+		case *rbacv1.RoleBindingList:
+			for _, b := range l.Items {
+				if o.bound(b.Subjects, namespace) {
+					refs = append(refs, b.RoleRef)
+				}
+			}
+		}
+	}, opts...)
+	return refs, err
 }
 
 func (o *ownerRules) refRules(ctx context.Context, namespace string, ref rbacv1.RoleRef) ([]rbacv1.PolicyRule, error) {

@@ -72,7 +72,9 @@ func (in *Installer) SetupWatches(mgr ctrl.Manager, c controller.Controller) err
 func (in *Installer) readers(kind string) handler.MapFunc {
 	return func(ctx context.Context, o client.Object) []reconcile.Request {
 		var bds rukpakv1alpha1.BundleDeploymentList
-		if err := in.Client.List(ctx, &bds); err != nil {
+		// Read only, on every change of a values source: no copy of every
+		// BundleDeployment.
+		if err := in.Client.List(ctx, &bds, client.UnsafeDisableDeepCopy); err != nil {
 			log.FromContext(ctx).Error(err, "listing bundle deployments reading a values source", "kind", kind, "name", o.GetName())
 			return nil
 		}

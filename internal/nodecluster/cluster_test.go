@@ -1,7 +1,6 @@
 package nodecluster
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"os/exec"
@@ -14,17 +13,11 @@ import (
 	"github.com/rukpak-dev/rukpak/internal/testenv"
 )
 
-// testbin runs hack/testbin.sh mode and returns the directory it prints.
+// testbin returns the directory of hack/testbin.sh mode, built by make
+// test-deps (or test-node-cluster) beforehand.
 func testbin(t *testing.T, mode string) string {
 	t.Helper()
-	cmd := exec.Command("bash", filepath.Join(testenv.RepoRoot(), "hack", "testbin.sh"), mode)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, os.Stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("hack/testbin.sh %s: %v", mode, err)
-	}
-	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	return lines[len(lines)-1]
+	return testenv.MustTestbin(t, mode)
 }
 
 const readyPod = `apiVersion: v1

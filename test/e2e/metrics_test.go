@@ -9,8 +9,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/rukpak-dev/rukpak/internal/devenv"
 )
 
 // scrape returns the provisioner's metrics as Prometheus scrapes them: from
@@ -21,7 +19,7 @@ func scrape(t *testing.T) (string, error) {
 	if suite.local != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+devenv.ProvisionerMetricsAddr+"/metrics", nil)
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+suite.local.Addresses.ProvisionerMetrics+"/metrics", nil)
 		if err != nil {
 			return "", err
 		}

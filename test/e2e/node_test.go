@@ -15,6 +15,7 @@ import (
 
 	"github.com/rukpak-dev/rukpak/internal/nodecluster"
 	"github.com/rukpak-dev/rukpak/internal/nodeimages"
+	"github.com/rukpak-dev/rukpak/internal/testenv"
 )
 
 // installMarker precedes the README block that installs rukpak; the
@@ -215,14 +216,8 @@ func readmeBlock(path, marker string) (string, error) {
 	return "", fmt.Errorf("%s: no code block after %q", path, marker)
 }
 
-// testbin runs hack/testbin.sh mode and returns the directory it prints.
-func testbin(root, mode string) (string, error) {
-	cmd := exec.Command("bash", filepath.Join(root, "hack", "testbin.sh"), mode)
-	cmd.Stderr = os.Stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return "", fmt.Errorf("hack/testbin.sh %s: %w", mode, err)
-	}
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	return lines[len(lines)-1], nil
+// testbin returns the directory of hack/testbin.sh mode, which make
+// test-deps builds beforehand (the suite never builds it).
+func testbin(_, mode string) (string, error) {
+	return testenv.Testbin(mode)
 }

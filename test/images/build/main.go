@@ -3,6 +3,12 @@
 //
 //	go run ./test/images/build --out bin/node-images            # all
 //	go run ./test/images/build --out bin/node-images pause ready
+//	go run ./test/images/build --third-party-binaries           # cache only
+//
+// The third-party programs (kube-state-metrics, prometheus-operator's
+// admission webhook) are compiled once into internal/nodeimages' cache;
+// --third-party-binaries only does that (make test-deps runs it, so that
+// the tests find them built).
 //
 // Import them into a node's containerd with
 // `ctr -n k8s.io images import bin/node-images/NAME.tar`.
@@ -19,11 +25,28 @@ import (
 
 func main() {
 	out := flag.String("out", "bin/node-images", "Directory the tarballs are written to (NAME.tar).")
+	thirdParty := flag.Bool("third-party-binaries", false, "Only compile the third-party programs into the cache; no tarballs.")
 	flag.Parse()
+	o := nodeimages.Options{BuildThirdParty: true}
+	if *thirdParty {
+		if flag.NArg() > 0 {
+			fmt.Fprintln(os.Stderr, "build: --third-party-binaries takes no image names")
+			os.Exit(2)
+		}
+		specs := nodeimages.ThirdParty()
+		if _, err := nodeimages.Binaries(context.Background(), specs, o); err != nil {
+			fmt.Fprintln(os.Stderr, "build:", err)
+			os.Exit(1)
+		}
+		for _, s := range specs {
+			fmt.Printf("%s\t%s\n", s.Name, s.Package)
+		}
+		return
+	}
 	specs, err := pick(flag.Args())
 	if err == nil {
 		var tbs []nodeimages.Tarball
-		tbs, err = nodeimages.BuildAll(context.Background(), *out, nodeimages.Options{}, specs...)
+		tbs, err = nodeimages.BuildAll(context.Background(), *out, o, specs...)
 		for _, t := range tbs {
 			fmt.Printf("%s\t%s\t%s\n", t.Path, t.Spec.Ref(), t.ID)
 		}

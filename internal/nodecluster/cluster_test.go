@@ -48,7 +48,9 @@ spec:
 // undo than one pod. So one bring-up here proves what two did.
 func TestClusterRunsReadyPod(t *testing.T) {
 	requireNode(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	// Start waits its turn for the host (another checkout's node cluster)
+	// and then brings a cluster up: minutes on a busy machine.
+	ctx, cancel := context.WithTimeout(context.Background(), testenv.WaitTimeout)
 	defer cancel()
 	assets := testbin(t, "envtest")
 	nodeBin := testbin(t, "node")
@@ -90,7 +92,7 @@ func TestClusterRunsReadyPod(t *testing.T) {
 	podStart := time.Now()
 	// The default ServiceAccount appears shortly after the controller
 	// manager starts; retry until the pod is admitted.
-	deadline := time.Now().Add(time.Minute)
+	deadline := time.Now().Add(testenv.WaitTimeout)
 	for {
 		cmd := exec.CommandContext(ctx, filepath.Join(assets, "kubectl"), "--kubeconfig", c.Kubeconfig, "apply", "-f", "-")
 		cmd.Stdin = strings.NewReader(readyPod)
@@ -153,7 +155,9 @@ func TestClusterRunsReadyPod(t *testing.T) {
 // image that cannot be imported.
 func TestClusterTeardownAfterFailedBringUp(t *testing.T) {
 	requireNode(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	// Start waits its turn for the host (another checkout's node cluster)
+	// and then brings a cluster up: minutes on a busy machine.
+	ctx, cancel := context.WithTimeout(context.Background(), testenv.WaitTimeout)
 	defer cancel()
 	assets := testbin(t, "envtest")
 	nodeBin := testbin(t, "node")

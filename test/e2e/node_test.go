@@ -57,9 +57,6 @@ func startNode(ctx context.Context, root string) (*nodeSuite, error) {
 		return nil, err
 	}
 	s := &nodeSuite{dir: dir}
-	if s.before, err = nodecluster.SnapshotHost(ctx); err != nil {
-		return nil, err
-	}
 	start := time.Now()
 	if err := os.MkdirAll(filepath.Join(dir, "images"), 0o755); err != nil {
 		return nil, err
@@ -81,6 +78,9 @@ func startNode(ctx context.Context, root string) (*nodeSuite, error) {
 		return nil, fmt.Errorf("starting the node cluster: %w", err)
 	}
 	s.cluster = c
+	// The host as the cluster found it once it had the host to itself:
+	// another checkout's node cluster may have run until then.
+	s.before = c.HostBefore()
 	var phases []string
 	for _, tm := range c.Timings {
 		phases = append(phases, fmt.Sprintf("%s %s", tm.Phase, tm.At))

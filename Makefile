@@ -130,6 +130,7 @@ test-node-cluster: ## Real-node cluster (containerd, then control plane + kubele
 
 .PHONY: bench
 bench: ## Benchmarks (Go benchmarks, then the end-to-end harness in test/bench); see docs/benchmarks.md.
+	@hack/testbin.sh helm >/dev/null
 	KUBEBUILDER_ASSETS="$$(hack/testbin.sh envtest)" $(GO) test -run '^$$' -bench . -benchmem $$(grep -rl --include='*_test.go' '^func Benchmark' . | xargs -n1 dirname | sort -u)
 	KUBEBUILDER_ASSETS="$$(hack/testbin.sh envtest)" RUKPAK_BENCH=1 $(GO) test -count=1 -run '^TestBench$$' -v -timeout 60m ./test/bench/
 

@@ -42,11 +42,11 @@ func TestIntegrationOperations(t *testing.T) {
 	cond := func(typ, status string) map[string]string {
 		return map[string]string{"kind": "BundleDeployment", "name": "ops", "type": typ, "status": status}
 	}
-	// wantSeries waits for a condition series to read want. The series
-	// are recorded when a reconcile ends, from the status it ends with; a
-	// reconcile writes the status earlier too (the unpack failure, the
-	// pause), so the status a test waited for can be visible before its
-	// series are: on a loaded machine, for seconds.
+	// wantSeries waits for a condition series to read want. A reconcile
+	// records the series after its status write has returned (and may
+	// write the status earlier still), so the status a test waited for on
+	// the API server can be there before its series are: on a loaded
+	// machine, for seconds.
 	wantSeries := func(t *testing.T, what string, labels map[string]string, want float64) {
 		t.Helper()
 		eventually(t, what+" series = "+fmt.Sprint(want), func() error {
@@ -109,8 +109,7 @@ func TestIntegrationOperations(t *testing.T) {
 			"rukpak_condition{kind=BundleDeployment,name=ops,status=Unknown,type=Healthy} 0",
 			"rukpak_condition{kind=BundleDeployment,name=ops,status=Unknown,type=Installed} 0",
 		}
-		// The condition series follow the status the reconcile ends with;
-		// the status waited for may be written earlier in the reconcile.
+		// The condition series follow the status write (see wantSeries).
 		eventually(t, "the condition series of the installed BundleDeployment", func() error {
 			if got := testmetrics.Series(t, metrics.NameCondition, map[string]string{"kind": "BundleDeployment", "name": "ops"}); strings.Join(got, "\n") != strings.Join(wantConds, "\n") {
 				return fmt.Errorf("condition series:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(wantConds, "\n"))

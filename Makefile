@@ -37,9 +37,13 @@ help: ## Show the targets.
 
 ##@ Main
 
+# RUN_FLAGS: more flags of bin/rukpak-dev (-help lists them), e.g. other
+# ports for a second checkout's make run.
+RUN_FLAGS ?=
+
 .PHONY: run
 run: build testbin ## Start a local cluster with the CRDs, provisioners and webhook; Ctrl-C stops everything.
-	$(BIN_DIR)/rukpak-dev --assets "$$(hack/testbin.sh)" --bin-dir $(BIN_DIR) --state-dir $(CURDIR)/.run
+	$(BIN_DIR)/rukpak-dev --assets "$$(hack/testbin.sh)" --bin-dir $(BIN_DIR) --state-dir $(CURDIR)/.run $(RUN_FLAGS)
 
 .PHONY: test
 test: test-deps verify ## Run every test: unit, envtest integration, local end-to-end and (Linux, root) the real-node suite.

@@ -103,6 +103,11 @@ test-e2e: $(TEST_DEPS) build ## End-to-end suite against a local kwok cluster dr
 	  KUBEBUILDER_ASSETS="$$(hack/testbin.sh)" RUKPAK_BIN_DIR=$(BIN_DIR) $(GO) test $(GO_TEST_FLAGS) -timeout $(E2E_TEST_TIMEOUT) ./test/e2e/...; \
 	fi
 
+# make build image, from inside test-e2e-node's recipe. Named so that make
+# does not see a recursive make in that recipe: it would run the whole
+# recipe (the real-node suite) even under make -n.
+BUILD_AND_IMAGE = MAKEFLAGS= $(MAKE) --no-print-directory build image
+
 .PHONY: test-e2e-node
 test-e2e-node: $(TEST_DEPS) ## Real-node suites: the node cluster's bring-up and teardown tests, then the end-to-end suite with rukpak's image as real pods; Linux and root, else a SKIP line.
 	@# rukpak's binaries and image and the suite's test binary build while the
@@ -116,7 +121,7 @@ test-e2e-node: $(TEST_DEPS) ## Real-node suites: the node cluster's bring-up and
 	else \
 	  hack/node-deps.sh && hack/testbin.sh node >/dev/null || exit 1; \
 	  mkdir -p $(BIN_DIR); log="$$(mktemp)"; trap 'rm -f "$$log"' EXIT; \
-	  { $(MAKE) --no-print-directory build image && $(GO) test -c -o $(BIN_DIR)/e2e.test ./test/e2e; } >"$$log" 2>&1 & build=$$!; \
+	  { $(BUILD_AND_IMAGE) && $(GO) test -c -o $(BIN_DIR)/e2e.test ./test/e2e; } >"$$log" 2>&1 & build=$$!; \
 	  rc=0; RUKPAK_NODE_E2E=1 $(GO) test $(GO_TEST_FLAGS) -timeout 20m ./internal/nodecluster/... || rc=$$?; \
 	  wait $$build || rc=$$?; cat "$$log"; [ "$$rc" = 0 ] || exit "$$rc"; \
 	  start=$$(date +%s); \

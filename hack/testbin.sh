@@ -213,13 +213,14 @@ build_helm() {
   echo "${dir}"
 }
 
-# The real-node test images' third-party programs (kube-state-metrics,
-# prometheus-operator's admission webhook), into internal/nodeimages' own
-# cache, where the tests find them.
+# The real-node test images' binaries, into internal/nodeimages' own cache,
+# where the tests find them: the third-party programs (kube-state-metrics,
+# prometheus-operator's admission webhook), which tests never build, and
+# ours (test/images), which tests relink only when an input changed.
 build_node_image_binaries() {
   local root
   root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-  (cd "${root}" && "${caller_env[@]}" go run ./test/images/build --third-party-binaries)
+  (cd "${root}" && "${caller_env[@]}" go run ./test/images/build --binaries-only)
 }
 
 # golangci-lint as make lint runs it (go tool, hack/tools/go.mod), with the
@@ -280,7 +281,7 @@ if [[ "${want}" == "test-deps" ]]; then
   fi
   step "cert-manager" build_cert_manager
   step "helm CLI" build_helm
-  step "test images' third-party binaries (kube-state-metrics, admission-webhook)" build_node_image_binaries
+  step "test images' binaries (kube-state-metrics, admission-webhook, test/images)" build_node_image_binaries
   step "golangci-lint" build_golangci_lint
   log "everything the tests need is built: $(($(date +%s) - total)) s"
   exit 0

@@ -153,17 +153,6 @@ type Options struct {
 	BuildThirdParty bool
 }
 
-// ThirdParty are the specs of All built from modules of their own.
-func ThirdParty() []Spec {
-	var out []Spec
-	for _, s := range All {
-		if s.Module != "" {
-			out = append(out, s)
-		}
-	}
-	return out
-}
-
 // cacheDir is where binaries are kept, or "" for nowhere.
 func (o Options) cacheDir() string {
 	switch o.CacheDir {
@@ -321,7 +310,7 @@ func thirdParty(ctx context.Context, spec Spec, o Options) ([]byte, error) {
 		}
 	}
 	if !o.BuildThirdParty {
-		return nil, fmt.Errorf("image %s: its binary (%s) is not built; build what the tests need with 'make test-deps' (or: go run ./test/images/build --third-party-binaries)", spec.Name, spec.Package)
+		return nil, fmt.Errorf("image %s: its binary (%s) is not built; build what the tests need with 'make test-deps' (or: go run ./test/images/build --binaries-only)", spec.Name, spec.Package)
 	}
 	tmp, err := os.MkdirTemp("", "nodeimages-")
 	if err != nil {

@@ -3,12 +3,13 @@
 //
 //	go run ./test/images/build --out bin/node-images            # all
 //	go run ./test/images/build --out bin/node-images pause ready
-//	go run ./test/images/build --third-party-binaries           # cache only
+//	go run ./test/images/build --binaries-only                  # cache only
 //
-// The third-party programs (kube-state-metrics, prometheus-operator's
-// admission webhook) are compiled once into internal/nodeimages' cache;
-// --third-party-binaries only does that (make test-deps runs it, so that
-// the tests find them built).
+// Every binary is kept in internal/nodeimages' cache: the third-party
+// programs (kube-state-metrics, prometheus-operator's admission webhook)
+// compiled once, ours relinked when an input changed. --binaries-only only
+// fills the cache (make test-deps runs it, so that the tests find the
+// third-party programs built and ours up to date).
 //
 // Import them into a node's containerd with
 // `ctr -n k8s.io images import bin/node-images/NAME.tar`.
@@ -25,15 +26,15 @@ import (
 
 func main() {
 	out := flag.String("out", "bin/node-images", "Directory the tarballs are written to (NAME.tar).")
-	thirdParty := flag.Bool("third-party-binaries", false, "Only compile the third-party programs into the cache; no tarballs.")
+	binariesOnly := flag.Bool("binaries-only", false, "Only compile every image's binary into the cache; no tarballs.")
 	flag.Parse()
 	o := nodeimages.Options{BuildThirdParty: true}
-	if *thirdParty {
+	if *binariesOnly {
 		if flag.NArg() > 0 {
-			fmt.Fprintln(os.Stderr, "build: --third-party-binaries takes no image names")
+			fmt.Fprintln(os.Stderr, "build: --binaries-only takes no image names")
 			os.Exit(2)
 		}
-		specs := nodeimages.ThirdParty()
+		specs := nodeimages.All
 		if _, err := nodeimages.Binaries(context.Background(), specs, o); err != nil {
 			fmt.Fprintln(os.Stderr, "build:", err)
 			os.Exit(1)

@@ -12,6 +12,22 @@ BIN_DIR := $(CURDIR)/bin
 # Resolved lazily: hack/testbin.sh builds the control plane on first use.
 TESTBIN = $(shell hack/testbin.sh $(1))
 GO_TEST_FLAGS ?= -count=1
+# How much of the tests runs at once follows the machine's cores:
+# TEST_PARALLELISM (default: the number of cores) is go test's -p (test
+# processes at once) and sets -parallel: the envtest tests, each with its
+# own API server and etcd, mostly wait on them, so twice as many as cores
+# run at once. make test runs its two sides (Go tests; lint and the
+# end-to-end suites) at once only with at least two cores.
+NPROC := $(shell nproc 2>/dev/null || getconf _NPROCESSORS_ONLN 2>/dev/null || sysctl -n hw.ncpu 2>/dev/null || echo 2)
+TEST_PARALLELISM ?= $(NPROC)
+TEST_PARALLEL = $(shell echo $$(( 2 * $(TEST_PARALLELISM) )))
+TEST_SIDES = $(shell [ $(TEST_PARALLELISM) -ge 2 ] && echo 2 || echo 1)
+# go test's -timeout per test binary: it only bounds the tests' own run (no
+# build is timed: make test-deps builds everything first), with margins for
+# a loaded machine (./provisioner, the longest, takes 5 min idle and ~14
+# min cold beside other work), yet ends before a 90-minute CI job does.
+GO_TEST_TIMEOUT ?= 45m
+E2E_TEST_TIMEOUT ?= 40m
 CONTROLLER_GEN := $(GO) tool controller-gen
 GOLANGCI_LINT := $(GO) tool -modfile=hack/tools/go.mod golangci-lint
 
@@ -21,18 +37,24 @@ help: ## Show the targets.
 
 ##@ Main
 
+# RUN_FLAGS: more flags of bin/rukpak-dev (-help lists them), e.g. other
+# ports for a second checkout's make run.
+RUN_FLAGS ?=
+
 .PHONY: run
 run: build testbin ## Start a local cluster with the CRDs, provisioners and webhook; Ctrl-C stops everything.
-	$(BIN_DIR)/rukpak-dev --assets "$$(hack/testbin.sh)" --bin-dir $(BIN_DIR) --state-dir $(CURDIR)/.run
+	$(BIN_DIR)/rukpak-dev --assets "$$(hack/testbin.sh)" --bin-dir $(BIN_DIR) --state-dir $(CURDIR)/.run $(RUN_FLAGS)
 
 .PHONY: test
-test: testbin verify ## Run every test: unit, envtest integration, local end-to-end and (Linux, root) the real-node suite.
-	@# The real-node suite mostly waits (on the kubelet, back-offs, probes),
-	@# so it runs beside the Go tests, not after them: minutes less. Lint and
-	@# the local e2e suite go on its side too, before and after it: the Go
-	@# tests' side is the longer one. (verify stays first: it regenerates
-	@# files the tests compile.) Each side's output shows when it ends.
-	@$(MAKE) --no-print-directory -j2 --output-sync=target test-go lint-then-e2e
+test: test-deps verify ## Run every test: unit, envtest integration, local end-to-end and (Linux, root) the real-node suite.
+	@# Everything the tests run is built first (test-deps), so no test's
+	@# timeout counts a build. The real-node suite mostly waits (on the
+	@# kubelet, back-offs, probes), so it runs beside the Go tests, not after
+	@# them: minutes less. Lint and the local e2e suite go on its side too,
+	@# before and after it: the Go tests' side is the longer one. (verify
+	@# stays first: it regenerates files the tests compile.) Each side's
+	@# output shows when it ends.
+	@$(MAKE) --no-print-directory -j$(TEST_SIDES) --output-sync=target TEST_DEPS_DONE=1 test-go lint-then-e2e
 
 .PHONY: lint-then-e2e
 lint-then-e2e: lint
@@ -45,16 +67,24 @@ lint-then-e2e: lint
 testbin: ## Build (once per machine, cached outside the checkout) the local control-plane binaries.
 	@hack/testbin.sh >/dev/null
 
+# The test targets build what they run first, unless make test did.
+TEST_DEPS = $(if $(TEST_DEPS_DONE),,test-deps)
+
+.PHONY: test-deps
+test-deps: ## Build (once per machine) everything the tests run: control plane, kubelet, cert-manager, helm, test images' programs, golangci-lint.
+	@hack/testbin.sh test-deps
+
 .PHONY: test-unit
 test-unit: ## Unit tests only (-short skips everything that needs an API server).
 	$(GO) test $(GO_TEST_FLAGS) -short $$($(GO) list ./... | grep -v /test/e2e)
 
 .PHONY: test-go
-test-go: ## Unit and envtest integration tests against a real kube-apiserver and etcd.
-	@# ./provisioner first, as it takes longest: its envtest tests run four at
-	@# a time (-parallel 4), each with its own API server and etcd (~200 MiB),
-	@# mostly waiting on them: twice the 2 cores, not so many that the API
-	@# servers starve. Its tests that measure the process's heap or metrics
+test-go: $(TEST_DEPS) ## Unit and envtest integration tests against a real kube-apiserver and etcd.
+	@# ./provisioner first, as it takes longest: its envtest tests run
+	@# twice as many at a time as there are cores (-parallel, from
+	@# TEST_PARALLELISM), each with its own API server and etcd (~200 MiB),
+	@# mostly waiting on them; not so many that the API servers starve.
+	@# Its tests that measure the process's heap or metrics
 	@# ("// Not parallel: why") run one after another in a process of their
 	@# own beside the others (they ran alone first: ~90 s of one API server);
 	@# its output follows the rest.
@@ -62,19 +92,24 @@ test-go: ## Unit and envtest integration tests against a real kube-apiserver and
 	out="$$(mktemp)"; trap 'rm -f "$$out"' EXIT; \
 	export KUBEBUILDER_ASSETS="$$(hack/testbin.sh envtest)"; \
 	echo "./provisioner, apart (not parallel): $$serial"; \
-	$(GO) test $(GO_TEST_FLAGS) -run "^($$serial)$$" -timeout 20m ./provisioner >"$$out" 2>&1 & apart=$$!; \
-	rc=0; $(GO) test $(GO_TEST_FLAGS) -parallel 4 -timeout 20m -skip "^($$serial)$$" ./provisioner $$($(GO) list ./... | grep -v -e /test/e2e -e '/provisioner$$') || rc=$$?; \
+	$(GO) test $(GO_TEST_FLAGS) -run "^($$serial)$$" -timeout $(GO_TEST_TIMEOUT) ./provisioner >"$$out" 2>&1 & apart=$$!; \
+	rc=0; $(GO) test $(GO_TEST_FLAGS) -p $(TEST_PARALLELISM) -parallel $(TEST_PARALLEL) -timeout $(GO_TEST_TIMEOUT) -skip "^($$serial)$$" ./provisioner $$($(GO) list ./... | grep -v -e /test/e2e -e '/provisioner$$') || rc=$$?; \
 	wait $$apart || rc=$$?; \
 	echo "./provisioner, the tests apart:"; cat "$$out"; exit $$rc
 
 .PHONY: test-e2e
-test-e2e: build ## End-to-end suite against a local kwok cluster driven by the built binaries.
+test-e2e: $(TEST_DEPS) build ## End-to-end suite against a local kwok cluster driven by the built binaries.
 	@if [ -d test/e2e ]; then \
-	  KUBEBUILDER_ASSETS="$$(hack/testbin.sh)" RUKPAK_BIN_DIR=$(BIN_DIR) $(GO) test $(GO_TEST_FLAGS) -timeout 30m ./test/e2e/...; \
+	  KUBEBUILDER_ASSETS="$$(hack/testbin.sh)" RUKPAK_BIN_DIR=$(BIN_DIR) $(GO) test $(GO_TEST_FLAGS) -timeout $(E2E_TEST_TIMEOUT) ./test/e2e/...; \
 	fi
 
+# make build image, from inside test-e2e-node's recipe. Named so that make
+# does not see a recursive make in that recipe: it would run the whole
+# recipe (the real-node suite) even under make -n.
+BUILD_AND_IMAGE = MAKEFLAGS= $(MAKE) --no-print-directory build image
+
 .PHONY: test-e2e-node
-test-e2e-node: ## Real-node suites: the node cluster's bring-up and teardown tests, then the end-to-end suite with rukpak's image as real pods; Linux and root, else a SKIP line.
+test-e2e-node: $(TEST_DEPS) ## Real-node suites: the node cluster's bring-up and teardown tests, then the end-to-end suite with rukpak's image as real pods; Linux and root, else a SKIP line.
 	@# rukpak's binaries and image and the suite's test binary build while the
 	@# node-cluster tests run (they mostly wait on their components); the suite
 	@# runs bin/rukpakctl (RUKPAK_BIN_DIR) instead of linking one of its own;
@@ -86,11 +121,11 @@ test-e2e-node: ## Real-node suites: the node cluster's bring-up and teardown tes
 	else \
 	  hack/node-deps.sh && hack/testbin.sh node >/dev/null || exit 1; \
 	  mkdir -p $(BIN_DIR); log="$$(mktemp)"; trap 'rm -f "$$log"' EXIT; \
-	  { $(MAKE) --no-print-directory build image && $(GO) test -c -o $(BIN_DIR)/e2e.test ./test/e2e; } >"$$log" 2>&1 & build=$$!; \
-	  rc=0; RUKPAK_NODE_E2E=1 $(GO) test $(GO_TEST_FLAGS) -timeout 10m ./internal/nodecluster/... || rc=$$?; \
+	  { $(BUILD_AND_IMAGE) && $(GO) test -c -o $(BIN_DIR)/e2e.test ./test/e2e; } >"$$log" 2>&1 & build=$$!; \
+	  rc=0; RUKPAK_NODE_E2E=1 $(GO) test $(GO_TEST_FLAGS) -timeout 20m ./internal/nodecluster/... || rc=$$?; \
 	  wait $$build || rc=$$?; cat "$$log"; [ "$$rc" = 0 ] || exit "$$rc"; \
 	  start=$$(date +%s); \
-	  (cd test/e2e && E2E_NODE=1 RUKPAK_IMAGE_TAR=$(BIN_DIR)/rukpak-image.tar RUKPAK_BIN_DIR=$(BIN_DIR) $(BIN_DIR)/e2e.test -test.count=1 -test.timeout=30m) >"$$log" 2>&1 || rc=$$?; \
+	  (cd test/e2e && E2E_NODE=1 RUKPAK_IMAGE_TAR=$(BIN_DIR)/rukpak-image.tar RUKPAK_BIN_DIR=$(BIN_DIR) $(BIN_DIR)/e2e.test -test.count=1 -test.timeout=$(E2E_TEST_TIMEOUT)) >"$$log" 2>&1 || rc=$$?; \
 	  [ "$$rc" = 0 ] && [ -z "$$E2E_VERBOSE" ] || cat "$$log"; \
 	  echo "$$([ "$$rc" = 0 ] && echo ok || echo FAIL)	github.com/rukpak-dev/rukpak/test/e2e (real node)	$$(( $$(date +%s) - start ))s"; exit "$$rc"; \
 	fi
@@ -98,11 +133,13 @@ test-e2e-node: ## Real-node suites: the node cluster's bring-up and teardown tes
 .PHONY: test-node-cluster
 test-node-cluster: ## Real-node cluster (containerd, then control plane + kubelet + kube-proxy running a Ready pod; root, installs runtime packages with apt-get when missing).
 	hack/node-deps.sh
+	@hack/testbin.sh >/dev/null
 	@hack/testbin.sh node >/dev/null
-	RUKPAK_NODE_E2E=1 $(GO) test $(GO_TEST_FLAGS) -v -timeout 10m ./internal/nodecluster/...
+	RUKPAK_NODE_E2E=1 $(GO) test $(GO_TEST_FLAGS) -v -timeout 20m ./internal/nodecluster/...
 
 .PHONY: bench
 bench: ## Benchmarks (Go benchmarks, then the end-to-end harness in test/bench); see docs/benchmarks.md.
+	@hack/testbin.sh helm >/dev/null
 	KUBEBUILDER_ASSETS="$$(hack/testbin.sh envtest)" $(GO) test -run '^$$' -bench . -benchmem $$(grep -rl --include='*_test.go' '^func Benchmark' . | xargs -n1 dirname | sort -u)
 	KUBEBUILDER_ASSETS="$$(hack/testbin.sh envtest)" RUKPAK_BENCH=1 $(GO) test -count=1 -run '^TestBench$$' -v -timeout 60m ./test/bench/
 

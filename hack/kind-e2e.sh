@@ -128,6 +128,13 @@ if [[ "${KIND_E2E_SKIP_TESTS:-0}" == 1 ]]; then
   exit 0
 fi
 
+# The tools the suite runs (the helm CLI, cert-manager, kubectl of the
+# control plane's version): built before it starts, never inside a test.
+log "building the tools the suite runs (hack/testbin.sh)"
+hack/testbin.sh envtest >/dev/null
+hack/testbin.sh helm >/dev/null
+hack/testbin.sh cert-manager >/dev/null
+
 # --- the suite ------------------------------------------------------------------
 # The suite's registry and git server run in the test process on the host.
 # Pods reach the host through the kind network's gateway; the suite listens

@@ -27,6 +27,7 @@ import (
 
 	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
 	"github.com/rukpak-dev/rukpak/internal/selfsigned"
+	"github.com/rukpak-dev/rukpak/internal/testenv"
 	"github.com/rukpak-dev/rukpak/internal/testgit"
 	"github.com/rukpak-dev/rukpak/provisioner/conditions"
 	"github.com/rukpak-dev/rukpak/provisioner/helm"
@@ -50,16 +51,16 @@ type chartInstall struct {
 	check func(h *harness, live []*unstructured.Unstructured)
 }
 
-// Installs through the helm class, on a loaded 2-core machine, can take
-// longer than eventually's minute: prometheus-operator-crds (4.4 MB of
-// CRDs) alongside the other installs.
+// Installs through the helm class, on a loaded 2-core machine, take
+// minutes: prometheus-operator-crds (4.4 MB of CRDs) alongside the other
+// installs. A CRD deleted moments after it was established can meet the API
+// server's cleanup while its storage still initialises, which it retries
+// with a backoff that can pass a minute (see
+// TestIntegrationPlainPrometheusOperatorCRDs). Both wait as long as
+// eventually does, which covers them.
 const (
-	chartInstallTimeout = 3 * time.Minute
-	// A CRD deleted moments after it was established can meet the API
-	// server's cleanup while its storage still initialises, which it
-	// retries with a backoff that can pass a minute (see
-	// TestIntegrationPlainPrometheusOperatorCRDs).
-	chartUninstallTimeout = 4 * time.Minute
+	chartInstallTimeout   = testenv.WaitTimeout
+	chartUninstallTimeout = testenv.WaitTimeout
 )
 
 // TestIntegrationHelmChartSources installs every chart of the shared test

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
+	"github.com/rukpak-dev/rukpak/internal/testenv"
 	"github.com/rukpak-dev/rukpak/provisioner/helm"
 	"github.com/rukpak-dev/rukpak/provisioner/release"
 )
@@ -124,8 +125,8 @@ func TestIntegrationPlainPrometheusOperatorCRDs(t *testing.T) {
 	// A CRD deleted moments after it was created can meet the API server's
 	// own cleanup while the CRD's storage still initialises ("could not list
 	// instances: storage is (re)initializing"); the API server retries with
-	// a backoff that can pass a minute, so wait longer than eventually does.
-	deadline := time.Now().Add(4 * time.Minute)
+	// a backoff that can pass a minute, so wait as long as eventually does.
+	deadline := time.Now().Add(testenv.WaitTimeout)
 	for _, crd := range crds {
 		for {
 			live := &apiextensionsv1.CustomResourceDefinition{}

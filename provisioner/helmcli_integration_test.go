@@ -20,13 +20,8 @@ import (
 // release records, and returns its standard output.
 func (h *harness) helmCLI(args ...string) string {
 	h.t.Helper()
-	cmd := exec.Command("bash", filepath.Join(testenv.RepoRoot(), "hack", "testbin.sh"), "helm")
-	var dir bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &dir, os.Stderr
-	if err := cmd.Run(); err != nil {
-		h.t.Fatalf("building the helm CLI with hack/testbin.sh: %v", err)
-	}
-	helm := exec.Command(filepath.Join(strings.TrimSpace(dir.String()), "helm"), append([]string{"--kubeconfig", h.adminKubeconfig(), "-n", namespace}, args...)...)
+	dir := testenv.MustTestbin(h.t, "helm")
+	helm := exec.Command(filepath.Join(dir, "helm"), append([]string{"--kubeconfig", h.adminKubeconfig(), "-n", namespace}, args...)...)
 	// Nothing of the machine's own helm configuration.
 	home := h.t.TempDir()
 	helm.Env = append(os.Environ(), "HELM_CONFIG_HOME="+home, "HELM_CACHE_HOME="+home, "HELM_DATA_HOME="+home)

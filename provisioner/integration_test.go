@@ -144,11 +144,12 @@ func (h *harness) pushBundle(tag string, files map[string]string) rukpakv1alpha1
 	}
 }
 
-// eventually polls f until it returns nil, for up to two minutes: tests run
-// in parallel, each with its own API server, on machines with few cores.
+// eventually polls f until it returns nil, for up to testenv.WaitTimeout:
+// tests run in parallel, each with its own API server, on machines with few
+// cores that may be busy with more.
 func eventually(t *testing.T, what string, f func() error) {
 	t.Helper()
-	eventuallyWithin(t, 2*time.Minute, what, f)
+	eventuallyWithin(t, testenv.WaitTimeout, what, f)
 }
 
 // eventuallyWithin is eventually with its own deadline, for steps that

@@ -42,6 +42,20 @@ func TestIntegrationOperations(t *testing.T) {
 	cond := func(typ, status string) map[string]string {
 		return map[string]string{"kind": "BundleDeployment", "name": "ops", "type": typ, "status": status}
 	}
+	// wantSeries waits for a condition series to read want. A reconcile
+	// records the series after its status write has returned (and may
+	// write the status earlier still), so the status a test waited for on
+	// the API server can be there before its series are: on a loaded
+	// machine, for seconds.
+	wantSeries := func(t *testing.T, what string, labels map[string]string, want float64) {
+		t.Helper()
+		eventually(t, what+" series = "+fmt.Sprint(want), func() error {
+			if got := value(metrics.NameCondition, labels); got != want {
+				return fmt.Errorf("%s series = %v, want %v", what, got, want)
+			}
+			return nil
+		})
+	}
 	image := map[string]string{"class": class, "source_type": "image"}
 	success := map[string]string{"result": metrics.ResultSuccess}
 	failure := map[string]string{"result": metrics.ResultFailure}
@@ -95,12 +109,14 @@ func TestIntegrationOperations(t *testing.T) {
 			"rukpak_condition{kind=BundleDeployment,name=ops,status=Unknown,type=Healthy} 0",
 			"rukpak_condition{kind=BundleDeployment,name=ops,status=Unknown,type=Installed} 0",
 		}
-		if got := testmetrics.Series(t, metrics.NameCondition, map[string]string{"kind": "BundleDeployment", "name": "ops"}); strings.Join(got, "\n") != strings.Join(wantConds, "\n") {
-			t.Errorf("condition series:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(wantConds, "\n"))
-		}
-		if got := value(metrics.NameCondition, map[string]string{"kind": "Bundle", "name": active, "type": rukpakv1alpha1.TypeUnpacked, "status": "True"}); got != 1 {
-			t.Errorf("Bundle %s Unpacked=True series = %v, want 1", active, got)
-		}
+		// The condition series follow the status write (see wantSeries).
+		eventually(t, "the condition series of the installed BundleDeployment", func() error {
+			if got := testmetrics.Series(t, metrics.NameCondition, map[string]string{"kind": "BundleDeployment", "name": "ops"}); strings.Join(got, "\n") != strings.Join(wantConds, "\n") {
+				return fmt.Errorf("condition series:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(wantConds, "\n"))
+			}
+			return nil
+		})
+		wantSeries(t, "Bundle "+active+" Unpacked=True", map[string]string{"kind": "Bundle", "name": active, "type": rukpakv1alpha1.TypeUnpacked, "status": "True"}, 1)
 	})
 
 	deleteCM := func(name string) {
@@ -157,9 +173,7 @@ func TestIntegrationOperations(t *testing.T) {
 		h.updateBD("ops", func(bd *rukpakv1alpha1.BundleDeployment) { bd.Spec.Paused = true })
 		h.waitBDExact("ops", rukpakv1alpha1.TypePaused, metav1.ConditionTrue, rukpakv1alpha1.ReasonPaused,
 			"Reconciliation is paused by spec.paused: no installs, upgrades, pivots or drift correction until it is unset")
-		if got := value(metrics.NameCondition, cond(rukpakv1alpha1.TypePaused, "True")); got != 1 {
-			t.Errorf("Paused=True series = %v, want 1", got)
-		}
+		wantSeries(t, "Paused=True", cond(rukpakv1alpha1.TypePaused, "True"), 1)
 
 		deleteCM("ops-a")
 		// A reconcile handled after the deletion: without the pause it
@@ -209,9 +223,12 @@ func TestIntegrationOperations(t *testing.T) {
 		if cm, err := h.getCM("ops-a"); err != nil || cm.Data["value"] != "v2" {
 			t.Errorf("ops-a after resume: %v, %v", cm.Data, err)
 		}
-		if got := testmetrics.Series(t, metrics.NameCondition, cond(rukpakv1alpha1.TypePaused, "True")); len(got) != 0 {
-			t.Errorf("Paused series after resume: %v", got)
-		}
+		eventually(t, "no Paused series after resume", func() error {
+			if got := testmetrics.Series(t, metrics.NameCondition, cond(rukpakv1alpha1.TypePaused, "True")); len(got) != 0 {
+				return fmt.Errorf("Paused series after resume: %v", got)
+			}
+			return nil
+		})
 		if got := value(metrics.NameReleaseObjects, mine); got != 1 {
 			t.Errorf("release objects after the upgrade = %v, want 1", got)
 		}
@@ -241,9 +258,7 @@ func TestIntegrationOperations(t *testing.T) {
 			}
 			return nil
 		})
-		if got := value(metrics.NameCondition, cond(rukpakv1alpha1.TypeHasValidBundle, "False")); got != 1 {
-			t.Errorf("HasValidBundle=False series = %v, want 1", got)
-		}
+		wantSeries(t, "HasValidBundle=False", cond(rukpakv1alpha1.TypeHasValidBundle, "False"), 1)
 
 		cr := "apiVersion: nothing.example.com/v1\nkind: Nothing\nmetadata:\n  name: nothing-1\n  namespace: default\n"
 		h.updateBD("ops", func(bd *rukpakv1alpha1.BundleDeployment) {

@@ -651,8 +651,8 @@ func deletedVersions(t *testing.T, wi watch.Interface, want int) []int {
 				t.Fatal(err)
 			}
 			rvs = append(rvs, rv)
-		case <-time.After(time.Minute):
-			t.Fatalf("%d of %d deletions seen", len(rvs), want)
+		case <-time.After(testenv.WaitTimeout):
+			t.Fatalf("waited %s for the next deletion: %d of %d deletions seen", testenv.WaitTimeout, len(rvs), want)
 		}
 	}
 	return rvs

@@ -97,10 +97,10 @@ func quietWrites(t *testing.T, h *harness) testenv.RequestCounts {
 		return w
 	}
 	last, still := read(), 0
-	deadline := time.Now().Add(2 * time.Minute)
+	deadline := time.Now().Add(testenv.WaitTimeout)
 	for still < 3 {
 		if time.Now().After(deadline) {
-			t.Fatalf("the API server kept serving writes for two minutes; last: %s", last)
+			t.Fatalf("the API server kept serving writes for %s; last: %s", testenv.WaitTimeout, last)
 		}
 		time.Sleep(time.Second)
 		now := read()

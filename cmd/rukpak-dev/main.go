@@ -25,6 +25,12 @@ func main() {
 	flag.StringVar(&o.Name, "name", "rukpak", "Name of the local cluster.")
 	flag.StringVar(&registryAddr, "registry-address", "127.0.0.1:5001", "Address of the example image registry.")
 	flag.StringVar(&gitAddr, "git-address", "127.0.0.1:5002", "Address of the example git server.")
+	d := devenv.DefaultAddresses
+	flag.IntVar(&o.Addresses.WebhookPort, "webhook-port", d.WebhookPort, "Port of the webhook on localhost.")
+	flag.StringVar(&o.Addresses.WebhookProbe, "webhook-probe-address", d.WebhookProbe, "Address of the webhook's health probes.")
+	flag.StringVar(&o.Addresses.Content, "content-address", d.Content, "Address of the provisioner's content server.")
+	flag.StringVar(&o.Addresses.ProvisionerProbe, "provisioner-probe-address", d.ProvisionerProbe, "Address of the provisioner's health probes.")
+	flag.StringVar(&o.Addresses.ProvisionerMetrics, "provisioner-metrics-address", d.ProvisionerMetrics, "Address of the provisioner's metrics.")
 	flag.Parse()
 	if flag.NArg() > 0 || o.Assets == "" {
 		fmt.Fprintln(os.Stderr, "usage: rukpak-dev --assets DIR [flags] (see -help); make run passes them")

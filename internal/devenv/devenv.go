@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -37,21 +38,91 @@ type Options struct {
 	Name string
 	// Out receives progress lines.
 	Out io.Writer
+	// Addresses the processes listen on; empty fields take those of
+	// DefaultAddresses.
+	Addresses Addresses
 }
 
-// Fixed local ports: the webhook's is in the webhook configuration the API
-// server calls.
-const (
-	WebhookPort          = 9443
-	webhookProbeAddr     = "127.0.0.1:8091"
-	ContentAddr          = "127.0.0.1:8443"
-	provisionerProbeAddr = "127.0.0.1:8081"
-	// ProvisionerMetricsAddr serves the provisioner's Prometheus metrics,
+// Addresses are the local addresses the webhook and the provisioner listen
+// on. make run uses DefaultAddresses; a test suite takes FreeAddresses, so
+// that it runs beside make run (or another checkout's tests).
+type Addresses struct {
+	// WebhookPort is the webhook's port on localhost, which the webhook
+	// configuration the API server calls names.
+	WebhookPort int
+	// WebhookProbe serves the webhook's /readyz and /healthz.
+	WebhookProbe string
+	// Content serves the provisioner's bundle content (HTTPS).
+	Content string
+	// ProvisionerProbe serves the provisioner's /readyz and /healthz.
+	ProvisionerProbe string
+	// ProvisionerMetrics serves the provisioner's Prometheus metrics,
 	// over HTTPS (a self-signed certificate) to a bearer token allowed to
 	// get /metrics, e.g. `kubectl create token` of a ServiceAccount bound
 	// to rukpak-metrics-reader (which the local overlay installs).
-	ProvisionerMetricsAddr = "127.0.0.1:8082"
-)
+	ProvisionerMetrics string
+}
+
+// DefaultAddresses are make run's fixed addresses.
+var DefaultAddresses = Addresses{
+	WebhookPort:        9443,
+	WebhookProbe:       "127.0.0.1:8091",
+	Content:            "127.0.0.1:8443",
+	ProvisionerProbe:   "127.0.0.1:8081",
+	ProvisionerMetrics: "127.0.0.1:8082",
+}
+
+// withDefaults fills the empty fields of a from DefaultAddresses.
+func (a Addresses) withDefaults() Addresses {
+	d := DefaultAddresses
+	if a.WebhookPort == 0 {
+		a.WebhookPort = d.WebhookPort
+	}
+	for _, f := range []struct {
+		v *string
+		d string
+	}{
+		{&a.WebhookProbe, d.WebhookProbe}, {&a.Content, d.Content},
+		{&a.ProvisionerProbe, d.ProvisionerProbe}, {&a.ProvisionerMetrics, d.ProvisionerMetrics},
+	} {
+		if *f.v == "" {
+			*f.v = f.d
+		}
+	}
+	return a
+}
+
+// FreeAddresses picks loopback ports that are free now: the kernel's choice
+// of an ephemeral port for each, all held until every one is picked, so
+// none is picked twice. Another process can still take one before the
+// webhook or provisioner binds it; then that process exits and Up fails,
+// pointing at its log.
+func FreeAddresses() (Addresses, error) {
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			_ = l.Close()
+		}
+	}()
+	pick := func() (string, error) {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return "", fmt.Errorf("picking a free port: %w", err)
+		}
+		ls = append(ls, l)
+		return l.Addr().String(), nil
+	}
+	addrs := make([]string, 5)
+	for i := range addrs {
+		a, err := pick()
+		if err != nil {
+			return Addresses{}, err
+		}
+		addrs[i] = a
+	}
+	port := ls[0].Addr().(*net.TCPAddr).Port
+	return Addresses{WebhookPort: port, WebhookProbe: addrs[1], Content: addrs[2], ProvisionerProbe: addrs[3], ProvisionerMetrics: addrs[4]}, nil
+}
 
 // Env is a running local environment.
 type Env struct {
@@ -71,6 +142,7 @@ func Up(ctx context.Context, o Options) (*Env, error) {
 	if o.Name == "" {
 		o.Name = "rukpak"
 	}
+	o.Addresses = o.Addresses.withDefaults()
 	if err := os.MkdirAll(o.StateDir, 0o755); err != nil {
 		return nil, err
 	}
@@ -92,7 +164,8 @@ func (e *Env) up(ctx context.Context) error {
 	if _, err := e.Kubectl(ctx, nil, "apply", "--server-side", "-k", filepath.Join(e.RepoRoot, "manifests", "overlays", "local")); err != nil {
 		return err
 	}
-	vwc, err := LocalWebhookConfiguration(e.RepoRoot, WebhookPort)
+	a := e.Addresses
+	vwc, err := LocalWebhookConfiguration(e.RepoRoot, a.WebhookPort)
 	if err != nil {
 		return err
 	}
@@ -111,11 +184,11 @@ func (e *Env) up(ctx context.Context) error {
 		Args: []string{
 			"--namespace=rukpak-system",
 			"--bundle-namespace=rukpak-system",
-			fmt.Sprintf("--port=%d", WebhookPort),
+			fmt.Sprintf("--port=%d", a.WebhookPort),
 			"--cert-dir=" + filepath.Join(e.StateDir, "webhook-certs"),
 			"--cert-mode=self",
 			"--extra-dns-names=localhost",
-			"--health-probe-bind-address=" + webhookProbeAddr,
+			"--health-probe-bind-address=" + a.WebhookProbe,
 			"--metrics-bind-address=0",
 		},
 	}
@@ -126,18 +199,18 @@ func (e *Env) up(ctx context.Context) error {
 			"--namespace=rukpak-system",
 			"--storage-dir=" + filepath.Join(e.StateDir, "bundles"),
 			"--unpack-dir=" + filepath.Join(e.StateDir, "unpack"),
-			"--content-bind-address=" + ContentAddr,
-			"--content-url=https://" + ContentAddr,
+			"--content-bind-address=" + a.Content,
+			"--content-url=https://" + a.Content,
 			"--tls-ca-out=" + e.ContentCA,
-			"--health-probe-bind-address=" + provisionerProbeAddr,
-			"--metrics-bind-address=" + ProvisionerMetricsAddr,
+			"--health-probe-bind-address=" + a.ProvisionerProbe,
+			"--metrics-bind-address=" + a.ProvisionerMetrics,
 		},
 	}
 	fmt.Fprintf(e.Out, ">> starting the webhook (log: %s)\n", e.Webhook.LogPath)
 	if err := e.Webhook.Start(); err != nil {
 		return err
 	}
-	if err := waitReady(ctx, e.Webhook, "http://"+webhookProbeAddr+"/readyz"); err != nil {
+	if err := waitReady(ctx, e.Webhook, "http://"+a.WebhookProbe+"/readyz"); err != nil {
 		return err
 	}
 	fmt.Fprintf(e.Out, ">> starting the provisioners (log: %s)\n", e.Provisioner.LogPath)
@@ -149,7 +222,7 @@ func (e *Env) StartProvisioner(ctx context.Context) error {
 	if err := e.Provisioner.Start(); err != nil {
 		return err
 	}
-	return waitReady(ctx, e.Provisioner, "http://"+provisionerProbeAddr+"/readyz")
+	return waitReady(ctx, e.Provisioner, "http://"+e.Addresses.ProvisionerProbe+"/readyz")
 }
 
 // Down stops everything Up started.
@@ -213,8 +286,12 @@ func LocalWebhookConfiguration(repoRoot string, port int) ([]byte, error) {
 	return yaml.Marshal(vwc)
 }
 
+// readyTimeout bounds the wait for a process to be ready: minutes, for a
+// busy machine; a process that exits ends the wait at once.
+const readyTimeout = 5 * time.Minute
+
 func waitReady(ctx context.Context, p *Process, url string) error {
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := time.Now().Add(readyTimeout)
 	for time.Now().Before(deadline) {
 		if !p.Running() {
 			return fmt.Errorf("%s exited; see %s", p.Name, p.LogPath)
@@ -232,5 +309,5 @@ func waitReady(ctx context.Context, p *Process, url string) error {
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
-	return fmt.Errorf("%s not ready after 60s; see %s", p.Name, p.LogPath)
+	return fmt.Errorf("%s not ready (GET %s) after %s; see %s", p.Name, url, readyTimeout, p.LogPath)
 }

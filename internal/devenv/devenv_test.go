@@ -2,8 +2,10 @@ package devenv
 
 import (
 	"fmt"
+	"net"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"testing"
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
@@ -35,5 +37,46 @@ func TestLocalWebhookConfiguration(t *testing.T) {
 		if len(w.MatchConditions) != 1 || w.MatchConditions[0].Expression != want {
 			t.Errorf("%s: matchConditions %s, want one with %q", w.Name, fmt.Sprint(w.MatchConditions), want)
 		}
+	}
+}
+
+// The e2e suite's addresses are its own: distinct, bindable, and none of
+// make run's, even while make run holds them.
+func TestFreeAddresses(t *testing.T) {
+	d := DefaultAddresses
+	fixed := []string{d.WebhookProbe, d.Content, d.ProvisionerProbe, d.ProvisionerMetrics, fmt.Sprintf("127.0.0.1:%d", d.WebhookPort)}
+	for _, addr := range fixed {
+		// As make run in another terminal would; skipped when something
+		// else holds the port already, which serves the test as well.
+		if l, err := net.Listen("tcp", addr); err == nil {
+			t.Cleanup(func() { _ = l.Close() })
+		}
+	}
+	a, err := FreeAddresses()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := []string{a.WebhookProbe, a.Content, a.ProvisionerProbe, a.ProvisionerMetrics, fmt.Sprintf("127.0.0.1:%d", a.WebhookPort)}
+	seen := map[string]bool{}
+	for _, addr := range got {
+		if seen[addr] || slices.Contains(fixed, addr) {
+			t.Errorf("address %s given twice or one of make run's (%v)", addr, got)
+		}
+		seen[addr] = true
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			t.Errorf("binding %s: %v", addr, err)
+			continue
+		}
+		_ = l.Close()
+	}
+	if a.withDefaults() != a {
+		t.Errorf("withDefaults changed a full set of addresses: %+v -> %+v", a, a.withDefaults())
+	}
+	if (Addresses{}).withDefaults() != DefaultAddresses {
+		t.Errorf("empty addresses are not make run's: %+v", (Addresses{}).withDefaults())
+	}
+	if got := (Addresses{Content: "127.0.0.1:1"}).withDefaults(); got.Content != "127.0.0.1:1" || got.ProvisionerProbe != d.ProvisionerProbe {
+		t.Errorf("a set field is kept and the others defaulted: %+v", got)
 	}
 }

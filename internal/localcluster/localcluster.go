@@ -49,7 +49,8 @@ func Create(ctx context.Context, assets, workdir, name string) (*Cluster, error)
 		"--kube-scheduler-binary", bin("kube-scheduler"),
 		"--kwok-controller-binary", bin("kwok"),
 		"--kubeconfig", c.Kubeconfig,
-		"--wait", "120s",
+		// Minutes on a busy machine; the context bounds it too.
+		"--wait", "10m",
 	); err != nil {
 		_ = c.Delete()
 		return nil, fmt.Errorf("creating local cluster: %w", err)

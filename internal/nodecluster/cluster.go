@@ -432,6 +432,11 @@ func (c *Cluster) Logs(name string) string {
 	return strings.Join(lines, "\n")
 }
 
+// HostBefore is the host as Start found it, once it had the host to itself
+// (after the host lock): what Stop must leave. A snapshot taken before Start
+// may include another checkout's node cluster that was still running.
+func (c *Cluster) HostBefore() HostState { return c.before }
+
 // Stop stops every process by PID (kubelet first, then containerd and its
 // containers, then kube-proxy and the control plane) and restores the
 // host: network namespaces, veths and the bridge, KUBE-*/CNI-* iptables

@@ -1,7 +1,6 @@
 package nodecluster
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"os/exec"
@@ -14,17 +13,11 @@ import (
 	"github.com/rukpak-dev/rukpak/internal/testenv"
 )
 
-// testbin runs hack/testbin.sh mode and returns the directory it prints.
+// testbin returns the directory of hack/testbin.sh mode, built by make
+// test-deps (or test-node-cluster) beforehand.
 func testbin(t *testing.T, mode string) string {
 	t.Helper()
-	cmd := exec.Command("bash", filepath.Join(testenv.RepoRoot(), "hack", "testbin.sh"), mode)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, os.Stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("hack/testbin.sh %s: %v", mode, err)
-	}
-	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	return lines[len(lines)-1]
+	return testenv.MustTestbin(t, mode)
 }
 
 const readyPod = `apiVersion: v1
@@ -55,7 +48,9 @@ spec:
 // undo than one pod. So one bring-up here proves what two did.
 func TestClusterRunsReadyPod(t *testing.T) {
 	requireNode(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	// Start waits its turn for the host (another checkout's node cluster)
+	// and then brings a cluster up: minutes on a busy machine.
+	ctx, cancel := context.WithTimeout(context.Background(), testenv.WaitTimeout)
 	defer cancel()
 	assets := testbin(t, "envtest")
 	nodeBin := testbin(t, "node")
@@ -97,7 +92,7 @@ func TestClusterRunsReadyPod(t *testing.T) {
 	podStart := time.Now()
 	// The default ServiceAccount appears shortly after the controller
 	// manager starts; retry until the pod is admitted.
-	deadline := time.Now().Add(time.Minute)
+	deadline := time.Now().Add(testenv.WaitTimeout)
 	for {
 		cmd := exec.CommandContext(ctx, filepath.Join(assets, "kubectl"), "--kubeconfig", c.Kubeconfig, "apply", "-f", "-")
 		cmd.Stdin = strings.NewReader(readyPod)
@@ -160,7 +155,9 @@ func TestClusterRunsReadyPod(t *testing.T) {
 // image that cannot be imported.
 func TestClusterTeardownAfterFailedBringUp(t *testing.T) {
 	requireNode(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	// Start waits its turn for the host (another checkout's node cluster)
+	// and then brings a cluster up: minutes on a busy machine.
+	ctx, cancel := context.WithTimeout(context.Background(), testenv.WaitTimeout)
 	defer cancel()
 	assets := testbin(t, "envtest")
 	nodeBin := testbin(t, "node")

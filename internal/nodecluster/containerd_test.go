@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/rukpak-dev/rukpak/internal/nodeimages"
+	"github.com/rukpak-dev/rukpak/internal/testenv"
 )
 
 // requireNode skips unless the real-node tests were asked for
@@ -36,7 +37,7 @@ func requireNode(t *testing.T) {
 // and checks the host is as it was found.
 func TestContainerdRunsImportedPause(t *testing.T) {
 	requireNode(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), testenv.WaitTimeout)
 	defer cancel()
 
 	before, err := SnapshotHost(ctx)
@@ -93,7 +94,7 @@ func TestContainerdRunsImportedPause(t *testing.T) {
 	if err := c.RunDetached(ctx, "k8s.io", nodeimages.Pause.Ref(), id); err != nil {
 		t.Fatalf("%v\n%s", err, c.Logs())
 	}
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		out, err := c.Ctr(ctx, "-n", "k8s.io", "tasks", "ls")
 		if err == nil && strings.Contains(out, id) && strings.Contains(out, "RUNNING") {
@@ -108,7 +109,7 @@ func TestContainerdRunsImportedPause(t *testing.T) {
 	// handles the signal: as PID 1 of its namespace, a SIGTERM that comes
 	// earlier is dropped by the kernel (it failed so under load ~20).
 	// So SIGTERM again every 2 s; never SIGKILL.
-	deadline = time.Now().Add(20 * time.Second)
+	deadline = time.Now().Add(2 * time.Minute)
 	for sent, next := 0, time.Now(); ; {
 		if !time.Now().Before(next) {
 			// A later kill can find the task just exited.
@@ -156,7 +157,7 @@ func TestContainerdRunsImportedPause(t *testing.T) {
 // its processes, cgroups and mounts nor containerd's behind.
 func TestContainerdStopKillsRunningContainers(t *testing.T) {
 	requireNode(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), testenv.WaitTimeout)
 	defer cancel()
 
 	before, err := SnapshotHost(ctx)

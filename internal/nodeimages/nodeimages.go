@@ -145,6 +145,12 @@ type Options struct {
 	// Default: rukpak-nodeimages in the user's cache directory; "-" turns
 	// the cache off.
 	CacheDir string
+	// BuildThirdParty lets a build compile the third-party programs
+	// (Spec.Module) missing from the cache; they take minutes on a cold
+	// build cache. Without it, a missing one is an error naming the command
+	// that builds it (make test-deps): tests never build them, so the
+	// build never counts against a test's timeout.
+	BuildThirdParty bool
 }
 
 // cacheDir is where binaries are kept, or "" for nowhere.
@@ -302,6 +308,9 @@ func thirdParty(ctx context.Context, spec Spec, o Options) ([]byte, error) {
 		if data, err := os.ReadFile(cached); err == nil && scratchimage.CheckStatic(data) == nil {
 			return data, nil
 		}
+	}
+	if !o.BuildThirdParty {
+		return nil, fmt.Errorf("image %s: its binary (%s) is not built; build what the tests need with 'make test-deps' (or: go run ./test/images/build --binaries-only)", spec.Name, spec.Package)
 	}
 	tmp, err := os.MkdirTemp("", "nodeimages-")
 	if err != nil {

@@ -19,18 +19,12 @@ import (
 	"github.com/rukpak-dev/rukpak/internal/testenv"
 )
 
-// Dir returns the directory holding the cert-manager binary and crds.yaml,
-// building them on first use.
+// Dir returns the directory holding the cert-manager binary and crds.yaml
+// (make test-deps builds them; tb fails at once, naming that, when they are
+// not built).
 func Dir(tb testing.TB) string {
 	tb.Helper()
-	cmd := exec.Command("bash", filepath.Join(testenv.RepoRoot(), "hack", "testbin.sh"), "cert-manager")
-	var out bytes.Buffer
-	cmd.Stdout = &out
-	cmd.Stderr = os.Stderr
-	if err := cmd.Run(); err != nil {
-		tb.Fatalf("building cert-manager with hack/testbin.sh: %v", err)
-	}
-	return strings.TrimSpace(out.String())
+	return testenv.MustTestbin(tb, "cert-manager")
 }
 
 // CertManager is a running cert-manager.
@@ -56,7 +50,7 @@ func Start(tb testing.TB, kubectl, kubeconfig string) *CertManager {
 	run("apply", "--server-side", "--force-conflicts", "-f", filepath.Join(dir, "crds.yaml"))
 	// kubectl wait fails at once on a CRD the API server has not given
 	// conditions yet (".status.conditions accessor error: <nil>"), which a
-	// loaded machine shows: ask again until the minute is up.
+	// loaded machine shows: ask again until testenv.WaitTimeout is up.
 	waitArgs := []string{"--kubeconfig", kubeconfig, "wait", "--for=condition=Established", "--timeout=60s",
 		"crd/certificates.cert-manager.io", "crd/issuers.cert-manager.io", "crd/clusterissuers.cert-manager.io", "crd/certificaterequests.cert-manager.io"}
 	for start := time.Now(); ; {
@@ -64,8 +58,8 @@ func Start(tb testing.TB, kubectl, kubeconfig string) *CertManager {
 		if err == nil {
 			break
 		}
-		if time.Since(start) > time.Minute {
-			tb.Fatalf("kubectl %s: %v\n%s", strings.Join(waitArgs[2:], " "), err, out)
+		if time.Since(start) > testenv.WaitTimeout {
+			tb.Fatalf("kubectl %s, for %s: %v\n%s", strings.Join(waitArgs[2:], " "), testenv.WaitTimeout, err, out)
 		}
 		time.Sleep(time.Second)
 	}
@@ -89,7 +83,7 @@ func Start(tb testing.TB, kubectl, kubeconfig string) *CertManager {
 	cm := &CertManager{Log: logPath, cmd: cmd}
 	// Its controllers are running once it says so; an early exit fails now,
 	// with its reason, instead of as a timeout later.
-	deadline := time.After(2 * time.Minute)
+	deadline := time.After(testenv.WaitTimeout)
 	for started := false; !started; {
 		select {
 		case <-exited:
@@ -97,7 +91,7 @@ func Start(tb testing.TB, kubectl, kubeconfig string) *CertManager {
 			tb.Fatalf("cert-manager exited: %v\n%s", cmd.ProcessState, tail(out, 8<<10))
 		case <-deadline:
 			out, _ := os.ReadFile(logPath)
-			tb.Fatalf("cert-manager did not start its controllers within 2 minutes:\n%s", tail(out, 8<<10))
+			tb.Fatalf("cert-manager did not log %q within %s:\n%s", startedLine, testenv.WaitTimeout, tail(out, 8<<10))
 		case <-time.After(100 * time.Millisecond):
 			out, _ := os.ReadFile(logPath)
 			started = bytes.Contains(out, []byte(startedLine))

@@ -104,7 +104,7 @@ spec:
 
 func waitFor(ctx context.Context, t *testing.T, what string, cond func() (bool, error)) {
 	t.Helper()
-	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 90*time.Second, true, func(context.Context) (bool, error) { return cond() }); err != nil {
-		t.Fatalf("waiting for %s: %v", what, err)
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, testenv.WaitTimeout, true, func(context.Context) (bool, error) { return cond() }); err != nil {
+		t.Fatalf("waiting up to %s for %s: %v", testenv.WaitTimeout, what, err)
 	}
 }

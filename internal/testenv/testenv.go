@@ -2,8 +2,8 @@
 // envtest) with this project's CRDs installed, for integration tests.
 //
 // The control-plane binaries come from KUBEBUILDER_ASSETS when it is set (the
-// Makefile sets it); otherwise hack/testbin.sh is run to find or build them,
-// so a plain `go test ./...` works too.
+// Makefile sets it); otherwise hack/testbin.sh finds them (make test-deps
+// builds them; a test never does, see Testbin).
 package testenv
 
 import (
@@ -33,6 +33,15 @@ import (
 	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
 )
 
+// WaitTimeout is how long a test waits for a condition (an API server to
+// start, an object to reach a state) before it gives up. A wait ends as
+// soon as its condition holds, so the deadline costs time only when a test
+// fails; it is long so that no verdict depends on how busy the machine is
+// (a two-core machine running make test beside other work takes minutes
+// for what an idle one does in seconds). go test's -timeout (make test's
+// GO_TEST_TIMEOUT) is well above it.
+const WaitTimeout = 10 * time.Minute
+
 // RepoRoot is the root of this checkout.
 func RepoRoot() string {
 	_, file, _, _ := goruntime.Caller(0)
@@ -46,14 +55,33 @@ func AssetsDir(tb testing.TB) string {
 	if dir := os.Getenv("KUBEBUILDER_ASSETS"); dir != "" {
 		return dir
 	}
-	cmd := exec.Command("bash", filepath.Join(RepoRoot(), "hack", "testbin.sh"), "envtest")
-	var out bytes.Buffer
-	cmd.Stdout = &out
-	cmd.Stderr = os.Stderr
+	return MustTestbin(tb, "envtest")
+}
+
+// Testbin returns the directory `hack/testbin.sh target` prints (envtest,
+// all, node, helm, cert-manager) when what it holds is built. It never
+// builds: a build takes minutes on a cold cache, which would count against
+// the test's timeout. When something is missing, the error names it and the
+// command that builds it (make test-deps).
+func Testbin(target string) (string, error) {
+	cmd := exec.Command("bash", filepath.Join(RepoRoot(), "hack", "testbin.sh"), "--check", target)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Run(); err != nil {
-		tb.Fatalf("finding control-plane binaries with hack/testbin.sh: %v", err)
+		return "", fmt.Errorf("hack/testbin.sh --check %s: %w: %s", target, err, strings.TrimSpace(errb.String()))
 	}
-	return strings.TrimSpace(out.String())
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	return lines[len(lines)-1], nil
+}
+
+// MustTestbin is Testbin that fails tb at once when something is missing.
+func MustTestbin(tb testing.TB, target string) string {
+	tb.Helper()
+	dir, err := Testbin(target)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return dir
 }
 
 // Scheme returns a scheme with the built-in types, CRDs and this project's API.
@@ -111,15 +139,15 @@ func start(assets string, opts ...Options) (*Env, error) {
 		// envtest's defaults (20 s to start, 10 s for the CRDs to be
 		// served) are for one API server on an idle machine; packages run
 		// their tests in parallel, each test with its own API server and
-		// etcd, on machines with two cores.
-		ControlPlaneStartTimeout: 2 * time.Minute,
-		ControlPlaneStopTimeout:  time.Minute,
-		CRDInstallOptions:        envtest.CRDInstallOptions{MaxTime: 2 * time.Minute},
+		// etcd, on machines with two cores that may be busy with more.
+		ControlPlaneStartTimeout: WaitTimeout,
+		ControlPlaneStopTimeout:  WaitTimeout,
+		CRDInstallOptions:        envtest.CRDInstallOptions{MaxTime: WaitTimeout},
 	}
 	for _, o := range opts {
 		env.WebhookInstallOptions = o.Webhooks
 		if env.WebhookInstallOptions.MaxTime == 0 {
-			env.WebhookInstallOptions.MaxTime = 2 * time.Minute
+			env.WebhookInstallOptions.MaxTime = WaitTimeout
 		}
 	}
 	cfg, err := env.Start()
@@ -219,7 +247,7 @@ func Kubectl(tb testing.TB) string {
 	tb.Helper()
 	p := filepath.Join(AssetsDir(tb), "kubectl")
 	if _, err := os.Stat(p); err != nil {
-		tb.Fatalf("kubectl is not among the control-plane binaries (run hack/testbin.sh): %v", err)
+		tb.Fatalf("kubectl is not among the control-plane binaries (run make test-deps): %v", err)
 	}
 	return p
 }

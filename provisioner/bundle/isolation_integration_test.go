@@ -115,6 +115,11 @@ func (e *env) get(name string) *rukpakv1alpha1.Bundle {
 	return b
 }
 
+// patience is how long these tests wait for a condition: minutes, for a busy
+// machine, yet well under the 10-minute fetch timeout of the stuck sources,
+// so a good Bundle that waited for a stuck one still fails the wait.
+const patience = 4 * time.Minute
+
 func waitFor(t *testing.T, timeout time.Duration, what string, f func() error) time.Duration {
 	t.Helper()
 	start := time.Now()
@@ -200,7 +205,7 @@ func TestIntegrationStuckSourcesDoNotBlockOthers(t *testing.T) {
 		}
 	}
 	// Every stuck Bundle's fetch has started (and hangs).
-	waitFor(t, 30*time.Second, "the stuck Bundles to be Unpacking", func() error {
+	waitFor(t, patience, "the stuck Bundles to be Unpacking", func() error {
 		for _, name := range stuck {
 			if b := e.get(name); b.Status.Phase != rukpakv1alpha1.PhaseUnpacking {
 				return fmt.Errorf("bundle %s: phase %q", name, b.Status.Phase)
@@ -211,7 +216,7 @@ func TestIntegrationStuckSourcesDoNotBlockOthers(t *testing.T) {
 
 	good := goodConfigMapBundle(t, e, "good", class)
 	e.create(good)
-	took := waitFor(t, 30*time.Second, "the good Bundle to unpack", unpacked(e, "good"))
+	took := waitFor(t, patience, "the good Bundle to unpack", unpacked(e, "good"))
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	t.Logf("good Bundle Unpacked %s after creation, with %d stuck Bundles of its class (test process: heap in use %d MiB, %d goroutines)",
@@ -237,7 +242,7 @@ func TestIntegrationStuckSourcesDoNotBlockOthers(t *testing.T) {
 	}
 	good2 := goodConfigMapBundle(t, e, "good-2", class)
 	e.create(good2)
-	took = waitFor(t, 30*time.Second, "the replica cache to store good-2", func() error {
+	took = waitFor(t, patience, "the replica cache to store good-2", func() error {
 		if err := unpacked(e, "good-2")(); err != nil {
 			return err
 		}
@@ -256,7 +261,7 @@ func TestIntegrationStuckSourcesDoNotBlockOthers(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, 30*time.Second, "the stuck Bundles to be deleted", func() error {
+	waitFor(t, patience, "the stuck Bundles to be deleted", func() error {
 		for _, name := range stuck {
 			err := e.c.Get(ctx, client.ObjectKey{Name: name}, &rukpakv1alpha1.Bundle{})
 			if !apierrors.IsNotFound(err) {
@@ -279,7 +284,7 @@ func TestIntegrationFetchDeadline(t *testing.T) {
 		t.Run(kind, func(t *testing.T) {
 			name := "deadline-" + kind
 			e.create(newBundle(name, class, src))
-			waitFor(t, 30*time.Second, "the fetch to time out", func() error {
+			waitFor(t, patience, "the fetch to time out", func() error {
 				b := e.get(name)
 				c := conditions.Get(b.Status.Conditions, rukpakv1alpha1.TypeUnpacked)
 				if b.Status.Phase != rukpakv1alpha1.PhaseFailing || c == nil || c.Reason != rukpakv1alpha1.ReasonUnpackFailed {
@@ -344,7 +349,7 @@ func TestIntegrationStatusOnlyRepository(t *testing.T) {
 	}
 
 	e.start(class, time.Minute, &storage.LocalDirectory{RootDirectory: t.TempDir(), BaseURL: "https://content.test"}, nil)
-	waitFor(t, 60*time.Second, "the bundle to unpack", unpacked(e, "team-bundle"))
+	waitFor(t, patience, "the bundle to unpack", unpacked(e, "team-bundle"))
 	got := e.get("team-bundle").Status.ResolvedSource
 	if got == nil || got.Git == nil || got.Git.Repository != srv.RepoURL("bundles") || got.Git.Ref.Commit != commit {
 		t.Errorf("resolvedSource = %+v, want the spec's repository at %s", got, commit)

@@ -64,10 +64,10 @@ func startedManager(t *testing.T, cfg *rest.Config, ns string) *Manager {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	go func() { _ = m.Start(ctx) }()
-	deadline := time.Now().Add(time.Minute)
+	deadline := time.Now().Add(testenv.WaitTimeout)
 	for !m.records.index.informer.HasSynced() {
 		if time.Now().After(deadline) {
-			t.Fatal("the record index did not sync")
+			t.Fatalf("the record index did not sync within %s", testenv.WaitTimeout)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

@@ -97,10 +97,10 @@ func TestIntegrationUndeclaredFieldsAreDropped(t *testing.T) {
 			return
 		}
 		crd := parseObject(t, undeclaredCRD)
-		deadline := time.Now().Add(time.Minute)
+		deadline := time.Now().Add(testenv.WaitTimeout)
 		for err := env.Client.Get(ctx, client.ObjectKeyFromObject(crd), crd); !apierrors.IsNotFound(err); err = env.Client.Get(ctx, client.ObjectKeyFromObject(crd), crd) {
 			if time.Now().After(deadline) {
-				t.Errorf("the CRD is still there a minute after the uninstall: %v", err)
+				t.Errorf("the CRD is still there %s after the uninstall: %v", testenv.WaitTimeout, err)
 				return
 			}
 			time.Sleep(100 * time.Millisecond)

@@ -800,31 +800,13 @@ func (c *cluster) benchInstall1000(t *testing.T, r *report) {
 		"kubectl from the control-plane assets (same version as the API server)")
 }
 
-// helm builds the helm CLI from the helm.sh/helm/v3 version this module
-// pins, in a scratch copy of go.mod/go.sum (cmd/helm needs a few go.sum
-// entries the project's go.sum lacks; the checkout is never touched).
+// helm is the helm CLI of the helm.sh/helm/v3 version this module pins
+// (hack/testbin.sh helm, built by make test-deps), or RUKPAK_BENCH_HELM.
 func (c *cluster) helm(t *testing.T) string {
 	if h := os.Getenv("RUKPAK_BENCH_HELM"); h != "" {
 		return h
 	}
-	mod := filepath.Join(c.dir, "helmmod")
-	if err := os.MkdirAll(mod, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	gomod, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "go.mod"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Drop tool directives: their packages are not needed here.
-	gomod = regexp.MustCompile(`(?ms)^tool \($.*?^\)$|^tool .*$`).ReplaceAll(gomod, nil)
-	gosum, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "go.sum"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	writeFiles(t, mod, map[string]string{"go.mod": string(gomod), "go.sum": string(gosum)})
-	bin := filepath.Join(c.dir, "helm")
-	goBuild(t, mod, "-mod=mod", "-o", bin, "helm.sh/helm/v3/cmd/helm")
-	return bin
+	return filepath.Join(testenv.MustTestbin(t, "helm"), "helm")
 }
 
 func (c *cluster) runTimed(t *testing.T, bin string, args ...string) time.Duration {

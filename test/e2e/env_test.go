@@ -147,7 +147,9 @@ func run(m *testing.M) int {
 	root := testenv.RepoRoot()
 	binDir := os.Getenv("RUKPAK_BIN_DIR")
 	if binDir == "" {
-		binDir = filepath.Join(os.TempDir(), "rukpak-e2e-bin")
+		// This checkout's binaries, built once for the suite into its own
+		// directory.
+		binDir = filepath.Join(suite.buildDir, "bin")
 		cmd := exec.Command("go", "build", "-o", binDir+"/", "./cmd/...")
 		cmd.Dir, cmd.Stdout, cmd.Stderr = root, os.Stdout, os.Stderr
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
@@ -158,12 +160,10 @@ func run(m *testing.M) int {
 	}
 	assets := os.Getenv("KUBEBUILDER_ASSETS")
 	if _, err := os.Stat(filepath.Join(assets, "kwokctl")); err != nil {
-		out, err := exec.Command("bash", filepath.Join(root, "hack", "testbin.sh")).Output()
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "hack/testbin.sh:", err)
+		if assets, err = testenv.Testbin("all"); err != nil {
+			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
-		assets = strings.TrimSpace(string(out))
 	}
 	// The admin's kubectl: the one built with the control plane.
 	_ = os.Setenv("PATH", assets+string(os.PathListSeparator)+os.Getenv("PATH"))
@@ -172,9 +172,16 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	// Ports of its own, so that the suite runs beside make run (which
+	// keeps the fixed ones) or another checkout's suite.
+	addrs, err := devenv.FreeAddresses()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*testenv.WaitTimeout)
 	defer cancel()
-	env, err := devenv.Up(ctx, devenv.Options{RepoRoot: root, Assets: assets, BinDir: binDir, StateDir: state, Name: "rukpak-e2e", Out: os.Stdout})
+	env, err := devenv.Up(ctx, devenv.Options{RepoRoot: root, Assets: assets, BinDir: binDir, StateDir: state, Name: "rukpak-e2e", Out: os.Stdout, Addresses: addrs})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "starting the local environment:", err)
 		return 1
@@ -260,14 +267,24 @@ func mustKubectl(t *testing.T, stdin string, args ...string) string {
 	return out
 }
 
-// waitFor runs `kubectl wait` for a condition or jsonpath expression.
+// patient is the deadline a wait gets: what the test asked for, but never
+// less than testenv.WaitTimeout. A wait ends as soon as its condition holds,
+// so a long deadline costs time only when a test fails, and no verdict
+// depends on how busy the machine is.
+func patient(timeout time.Duration) time.Duration {
+	return max(timeout, testenv.WaitTimeout)
+}
+
+// waitFor runs `kubectl wait` for a condition or jsonpath expression, for
+// patient(timeout).
 func waitFor(t *testing.T, resource, condition string, timeout time.Duration, extra ...string) {
 	t.Helper()
+	timeout = patient(timeout)
 	args := append([]string{"wait", resource, "--for=" + condition, fmt.Sprintf("--timeout=%s", timeout)}, extra...)
 	_, errOut, err := kubectl(t, "", args...)
 	if err != nil {
 		status, _, _ := kubectl(t, "", "get", resource, "-o", "yaml")
-		t.Fatalf("waiting for %s %s: %v\n%s\n%s", resource, condition, err, errOut, status)
+		t.Fatalf("waited %s for %s %s: %v\n%s\n%s", timeout, resource, condition, err, errOut, status)
 	}
 }
 
@@ -287,9 +304,11 @@ func eventually(t *testing.T, timeout time.Duration, what string, f func() error
 	poll(t, timeout, time.Second, what, f)
 }
 
-// poll is eventually with the longest pause between polls.
+// poll is eventually with the longest pause between polls. It waits
+// patient(timeout).
 func poll(t *testing.T, timeout, maxPause time.Duration, what string, f func() error) {
 	t.Helper()
+	timeout = patient(timeout)
 	deadline := time.Now().Add(timeout)
 	pause := min(250*time.Millisecond, maxPause)
 	var err error

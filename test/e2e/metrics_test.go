@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rukpak-dev/rukpak/internal/devenv"
 	"github.com/rukpak-dev/rukpak/internal/testmetrics"
 )
 
@@ -26,7 +25,7 @@ import (
 func scrape(t *testing.T) (string, error) {
 	t.Helper()
 	if suite.local != nil {
-		return scrapeURL(t, "https://"+devenv.ProvisionerMetricsAddr+"/metrics")
+		return scrapeURL(t, "https://"+suite.local.Addresses.ProvisionerMetrics+"/metrics")
 	}
 	pods, _, err := kubectl(t, "", "get", "pods", "-n", "rukpak-system", "-l", "app.kubernetes.io/name=rukpak-core", "-o", "jsonpath={.items[*].metadata.name}")
 	if err != nil {
@@ -125,7 +124,7 @@ func unauthenticatedScrape(t *testing.T) (int, error) {
 		return err
 	}
 	if suite.local != nil {
-		return code, get("https://" + devenv.ProvisionerMetricsAddr + "/metrics")
+		return code, get("https://" + suite.local.Addresses.ProvisionerMetrics + "/metrics")
 	}
 	pods, _, err := kubectl(t, "", "get", "pods", "-n", "rukpak-system", "-l", "app.kubernetes.io/name=rukpak-core", "-o", "jsonpath={.items[*].metadata.name}")
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/rukpak-dev/rukpak/internal/nodecluster"
 	"github.com/rukpak-dev/rukpak/internal/nodeimages"
+	"github.com/rukpak-dev/rukpak/internal/testenv"
 )
 
 // installMarker precedes the README block that installs rukpak; the
@@ -56,9 +57,6 @@ func startNode(ctx context.Context, root string) (*nodeSuite, error) {
 		return nil, err
 	}
 	s := &nodeSuite{dir: dir}
-	if s.before, err = nodecluster.SnapshotHost(ctx); err != nil {
-		return nil, err
-	}
 	start := time.Now()
 	if err := os.MkdirAll(filepath.Join(dir, "images"), 0o755); err != nil {
 		return nil, err
@@ -80,6 +78,9 @@ func startNode(ctx context.Context, root string) (*nodeSuite, error) {
 		return nil, fmt.Errorf("starting the node cluster: %w", err)
 	}
 	s.cluster = c
+	// The host as the cluster found it once it had the host to itself:
+	// another checkout's node cluster may have run until then.
+	s.before = c.HostBefore()
 	var phases []string
 	for _, tm := range c.Timings {
 		phases = append(phases, fmt.Sprintf("%s %s", tm.Phase, tm.At))
@@ -215,14 +216,8 @@ func readmeBlock(path, marker string) (string, error) {
 	return "", fmt.Errorf("%s: no code block after %q", path, marker)
 }
 
-// testbin runs hack/testbin.sh mode and returns the directory it prints.
-func testbin(root, mode string) (string, error) {
-	cmd := exec.Command("bash", filepath.Join(root, "hack", "testbin.sh"), mode)
-	cmd.Stderr = os.Stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return "", fmt.Errorf("hack/testbin.sh %s: %w", mode, err)
-	}
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	return lines[len(lines)-1], nil
+// testbin returns the directory of hack/testbin.sh mode, which make
+// test-deps builds beforehand (the suite never builds it).
+func testbin(_, mode string) (string, error) {
+	return testenv.Testbin(mode)
 }

@@ -34,6 +34,7 @@ import (
 	"github.com/rukpak-dev/rukpak/internal/selfsigned"
 	"github.com/rukpak-dev/rukpak/provisioner"
 	"github.com/rukpak-dev/rukpak/provisioner/crdupgrade"
+	"github.com/rukpak-dev/rukpak/provisioner/helm"
 	"github.com/rukpak-dev/rukpak/provisioner/identity"
 	"github.com/rukpak-dev/rukpak/provisioner/plain"
 	"github.com/rukpak-dev/rukpak/provisioner/release"
@@ -111,6 +112,9 @@ func main() {
 	decodeLimits := plain.DefaultLimits
 	decodeLimits.BindFlags(flag.CommandLine)
 	o.preflight.BindFlags(flag.CommandLine)
+	renderLimits, renderLanes := helm.DefaultSandboxLimits, helm.DefaultRenderLanes
+	renderLimits.BindFlags(flag.CommandLine)
+	renderLanes.BindFlags(flag.CommandLine)
 	flag.DurationVar(&o.certValidity, "webhook-cert-validity", servingcert.DefaultValidity, "Validity of the serving certificates (and their CAs) issued for the webhooks installed bundles declare.")
 	flag.DurationVar(&o.certRenewBefore, "webhook-cert-renew-before", servingcert.DefaultRenewBefore, "How long before expiry those certificates are renewed; shorter than --webhook-cert-validity.")
 	flag.Int64Var(&o.maxReleaseBytes, "max-release-bytes", release.DefaultMaxRecordBytes, "Largest release record (JSON, about the size of the installed manifests) of one BundleDeployment revision; records over 1 MiB are split across Secrets.")
@@ -125,6 +129,10 @@ func main() {
 	// Validate, Files and Objects read the package defaults: every class and
 	// the loader decode with the same bounds.
 	plain.DefaultLimits = decodeLimits.OrDefault()
+	// Every render (installs, upgrades, previews) takes the package's
+	// defaults; set them before anything renders.
+	helm.DefaultSandboxLimits = renderLimits.OrDefault()
+	helm.SetRenderLanes(renderLanes)
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 
 	// The Go memory limit from the container's (the Deployment passes

@@ -62,7 +62,13 @@ func (w webhookDescription) targetPort() intstr.IntOrString {
 
 func (w webhookDescription) hasTargetPort() bool {
 	t := w.TargetPort
-	return t != nil && !(t.Type == intstr.Int && t.IntVal == 0) && !(t.Type == intstr.String && t.StrVal == "")
+	if t == nil {
+		return false
+	}
+	if t.Type == intstr.Int {
+		return t.IntVal != 0
+	}
+	return t.StrVal != ""
 }
 
 // Certificate volumes of a Deployment serving webhooks, where operators

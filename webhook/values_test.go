@@ -47,6 +47,20 @@ func testValuesFrom(t *testing.T, env *testenv.Env) {
 				{APIGroup: rbacv1.GroupName, Kind: "Group", Name: "values-d"},
 			},
 		},
+		// Their BundleDeployments name no ServiceAccount: they install as
+		// the webhook's default, which both may impersonate, so only the
+		// values sources are in question here.
+		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: defaultSA.Namespace, Name: "values-act-as-default"}, Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"serviceaccounts"}, ResourceNames: []string{defaultSA.Name}, Verbs: []string{"impersonate"}},
+		}},
+		&rbacv1.RoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Namespace: defaultSA.Namespace, Name: "values-act-as-default"},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "values-act-as-default"},
+			Subjects: []rbacv1.Subject{
+				{APIGroup: rbacv1.GroupName, Kind: "Group", Name: "values-a"},
+				{APIGroup: rbacv1.GroupName, Kind: "Group", Name: "values-d"},
+			},
+		},
 		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: bundleNamespace, Name: "team-a-values"}, Rules: []rbacv1.PolicyRule{
 			{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{"team-a-values"}, Verbs: []string{"get"}},
 		}},

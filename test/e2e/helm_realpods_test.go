@@ -63,7 +63,9 @@ func TestRealPodsHelmHooks(t *testing.T) {
 
 	// A pre-upgrade Job that exits 3 fails the upgrade; revision 1 stays.
 	applyHelmBD(t, f, "hookjobs", ref, "hookjobs", "jobs: true\nconfigMapHooks: false\nfailJob: true\nmessage: v2\n")
-	waitFor(t, "bd/hookjobs", "condition=Installed=False", 3*time.Minute)
+	// While the hooks run, Installed is False with reason InstallPending
+	// (the upgrade goes on in the background): wait for its outcome.
+	waitFor(t, "bd/hookjobs", `jsonpath={.status.conditions[?(@.type=="Installed")].reason}=UpgradeFailed`, 3*time.Minute)
 	got := condition(t, "hookjobs", "Installed")
 	for _, want := range []string{`False/UpgradeFailed: upgrading release "hookjobs": pre-upgrade hook Job hookjobs-job-fail (hooks/templates/jobs.yaml) failed: `, "BackoffLimitExceeded", "(revision 2 failed;"} {
 		if !strings.Contains(got, want) {

@@ -54,6 +54,8 @@ func (h *harness) failedBD(names []string) string {
 // each: the harmless chart waited until two of them failed. Not parallel:
 // the heap is this test's alone.
 func TestIntegrationHelmFairRenders(t *testing.T) {
+	// Not parallel: it measures the process's live heap and sets the
+	// process-wide render lanes.
 	// A fast lane long enough for the harmless chart on a loaded machine;
 	// the hostile charts loop far longer.
 	prev := helm.SetRenderLanes(helm.RenderLanes{Fast: 4, FastTimeout: 5 * time.Second, FastMemory: 128 << 20, Slow: 1})

@@ -144,6 +144,9 @@ func start(assets string, opts ...Options) (*Env, error) {
 		ControlPlaneStopTimeout:  WaitTimeout,
 		CRDInstallOptions:        envtest.CRDInstallOptions{MaxTime: WaitTimeout},
 	}
+	if err := lighten(env, assets); err != nil {
+		return nil, err
+	}
 	for _, o := range opts {
 		env.WebhookInstallOptions = o.Webhooks
 		if env.WebhookInstallOptions.MaxTime == 0 {

@@ -248,7 +248,7 @@ func compile(req Request) (*query, error) {
 		}
 		c, err := mmsemver.NewConstraint(req.VersionRange)
 		if err != nil {
-			return nil, &RequestError{"version", fmt.Sprintf("%q is not a version range: %v", req.VersionRange, err)}
+			return nil, &RequestError{"version", fmt.Sprintf("not a version range: %v", err)}
 		}
 		q.rng = c
 	}

@@ -28,8 +28,12 @@ type pkgIndex struct {
 	bundles        []bundleInfo
 	byName         map[string]int32
 	channels       []channelInfo // sorted by name
-	deprecated     bool
-	message        string
+	// Upgrade edges of every channel, for the reachability walk.
+	replacedBy map[string][]entryRef // bundle name -> entries that replace it
+	skippedBy  map[string][]entryRef // bundle name -> entries that skip it
+	ranged     []entryRef            // entries with a skipRange
+	deprecated bool
+	message    string
 }
 
 type bundleInfo struct {
@@ -52,9 +56,6 @@ type entryRef struct {
 type channelInfo struct {
 	name       string
 	entries    []entryInfo
-	replacedBy map[string][]int32 // bundle name -> entries that replace it
-	skippedBy  map[string][]int32 // bundle name -> entries that skip it
-	ranged     []int32            // entries with a skipRange
 	deprecated bool
 	message    string
 }
@@ -80,7 +81,10 @@ func NewIndex(c Content) (*Index, error) {
 		if _, dup := idx.packages[p.Name]; dup {
 			return nil, fmt.Errorf("package %q: declared twice", p.Name)
 		}
-		idx.packages[p.Name] = &pkgIndex{name: p.Name, defaultChannel: p.DefaultChannel, byName: map[string]int32{}}
+		idx.packages[p.Name] = &pkgIndex{
+			name: p.Name, defaultChannel: p.DefaultChannel,
+			byName: map[string]int32{}, replacedBy: map[string][]entryRef{}, skippedBy: map[string][]entryRef{},
+		}
 	}
 	for i := range c.Bundles {
 		if err := idx.addBundle(&c.Bundles[i]); err != nil {
@@ -177,12 +181,7 @@ func (idx *Index) addChannel(ch *Channel) error {
 		return fmt.Errorf("package %q: %s declared twice", p.name, what)
 	}
 	ci := int32(len(p.channels))
-	info := channelInfo{
-		name:       ch.Name,
-		entries:    make([]entryInfo, 0, len(ch.Entries)),
-		replacedBy: map[string][]int32{},
-		skippedBy:  map[string][]int32{},
-	}
+	info := channelInfo{name: ch.Name, entries: make([]entryInfo, 0, len(ch.Entries))}
 	for i := range ch.Entries {
 		e := &ch.Entries[i]
 		bi, ok := p.byName[e.Name]
@@ -193,13 +192,13 @@ func (idx *Index) addChannel(ch *Channel) error {
 		if n := len(b.refs); n > 0 && b.refs[n-1].channel == ci {
 			return fmt.Errorf("package %q: %s: entry %q appears twice", p.name, what, e.Name)
 		}
-		ei := int32(len(info.entries))
+		ref := entryRef{channel: ci, entry: int32(len(info.entries))}
 		entry := entryInfo{bundle: bi, replaces: e.Replaces, skips: e.Skips}
 		if e.Replaces != "" {
-			info.replacedBy[e.Replaces] = append(info.replacedBy[e.Replaces], ei)
+			p.replacedBy[e.Replaces] = append(p.replacedBy[e.Replaces], ref)
 		}
 		for _, s := range e.Skips {
-			info.skippedBy[s] = append(info.skippedBy[s], ei)
+			p.skippedBy[s] = append(p.skippedBy[s], ref)
 		}
 		if e.SkipRange != "" {
 			if len(e.SkipRange) > MaxSkipRangeLength {
@@ -211,10 +210,10 @@ func (idx *Index) addChannel(ch *Channel) error {
 				return fmt.Errorf("package %q: %s: entry %q: skipRange %q: %w", p.name, what, e.Name, e.SkipRange, err)
 			}
 			entry.skipRange = r
-			info.ranged = append(info.ranged, ei)
+			p.ranged = append(p.ranged, ref)
 		}
 		info.entries = append(info.entries, entry)
-		b.refs = append(b.refs, entryRef{channel: ci, entry: ei})
+		b.refs = append(b.refs, ref)
 	}
 	p.channels = append(p.channels, info)
 	return nil

@@ -41,7 +41,9 @@ func TestNewIndexRefusesInvalidCatalogs(t *testing.T) {
 			`package "p": bundle "p.v2" has more than one olm.package property`},
 		{"olm.package of another package", func(c *Content) { c.Bundles[1].Properties = []Property{pkgProp("q", "2.0.0")} },
 			`package "p": bundle "p.v2": olm.package property names package "q"`},
-		{"olm.package not an object", func(c *Content) { c.Bundles[1].Properties = []Property{{Type: propertyPackage, Value: []byte(`"2.0.0"`)}} },
+		{"olm.package not an object", func(c *Content) {
+			c.Bundles[1].Properties = []Property{{Type: propertyPackage, Value: []byte(`"2.0.0"`)}}
+		},
 			`package "p": bundle "p.v2": olm.package property: json: cannot unmarshal string into Go value of type struct { PackageName string "json:\"packageName\""; Version string "json:\"version\"" }`},
 		{"version not semver", func(c *Content) { c.Bundles[1].Properties = []Property{pkgProp("p", "2.0")} },
 			`package "p": bundle "p.v2": version "2.0": No Major.Minor.Patch elements found`},

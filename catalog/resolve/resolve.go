@@ -484,11 +484,13 @@ const (
 // unreachable walks the upgrade edges from the installed bundle through
 // bundles in the selected channels and the range, and returns the matching
 // versions above the installed one that the walk never reaches. Replaces and
-// skips are map lookups; each skipRange check counts against
-// MaxReachabilityChecks.
+// skips are map lookups; skipRange entries wait in a pending list that each
+// visit checks and compacts, so the work is the package's entries plus the
+// range checks, and those stop at MaxReachabilityChecks.
 func (q *query) unreachable(p *pkgIndex, sel []bool) ([]string, bool) {
 	flags := make([]uint8, len(p.bundles))
 	above := 0
+	queue := make([]int32, 0, 16)
 	for bi := range p.bundles {
 		b := &p.bundles[bi]
 		if !inChannels(b, sel) || (q.rng != nil && !q.rng.Check(b.mm)) {
@@ -498,6 +500,7 @@ func (q *query) unreachable(p *pkgIndex, sel []bool) ([]string, bool) {
 		switch c := b.vr.compare(*q.installed); {
 		case c == 0:
 			flags[bi] |= flagReached
+			queue = append(queue, int32(bi))
 		case c > 0:
 			above++
 		}
@@ -505,47 +508,47 @@ func (q *query) unreachable(p *pkgIndex, sel []bool) ([]string, bool) {
 	if above == 0 {
 		return nil, false
 	}
-	queue := make([]int32, 0, 16)
-	for bi, f := range flags {
-		if f&flagReached != 0 {
-			queue = append(queue, int32(bi))
+	selected := func(r entryRef) bool { return sel == nil || sel[r.channel] }
+	bundleOf := func(r entryRef) int32 { return p.channels[r.channel].entries[r.entry].bundle }
+	var pending []entryRef
+	for _, r := range p.ranged {
+		if selected(r) && flags[bundleOf(r)] == flagMatched {
+			pending = append(pending, r)
+		}
+	}
+	reach := func(r entryRef) {
+		if bi := bundleOf(r); selected(r) && flags[bi] == flagMatched {
+			flags[bi] |= flagReached
+			queue = append(queue, bi)
 		}
 	}
 	checks := 0
 	incomplete := false
 	visit := func(name string, v *versionRelease) {
-		reach := func(ch *channelInfo, ei int32) {
-			bi := ch.entries[ei].bundle
-			if flags[bi] == flagMatched {
-				flags[bi] |= flagReached
-				queue = append(queue, bi)
+		for _, r := range p.replacedBy[name] {
+			reach(r)
+		}
+		for _, r := range p.skippedBy[name] {
+			reach(r)
+		}
+		kept := pending[:0]
+		for i, r := range pending {
+			if flags[bundleOf(r)] != flagMatched {
+				continue // reached meanwhile
+			}
+			if checks == MaxReachabilityChecks {
+				incomplete = true
+				kept = append(kept, pending[i:]...)
+				break
+			}
+			checks++
+			if p.channels[r.channel].entries[r.entry].skipRange(v.version) {
+				reach(r)
+			} else {
+				kept = append(kept, r)
 			}
 		}
-		for ci := range p.channels {
-			if sel != nil && !sel[ci] {
-				continue
-			}
-			ch := &p.channels[ci]
-			for _, ei := range ch.replacedBy[name] {
-				reach(ch, ei)
-			}
-			for _, ei := range ch.skippedBy[name] {
-				reach(ch, ei)
-			}
-			for _, ei := range ch.ranged {
-				if flags[ch.entries[ei].bundle] != flagMatched {
-					continue
-				}
-				if checks >= MaxReachabilityChecks {
-					incomplete = true
-					return
-				}
-				checks++
-				if ch.entries[ei].skipRange(v.version) {
-					reach(ch, ei)
-				}
-			}
-		}
+		pending = kept
 	}
 	visit(q.req.Installed.Name, q.installed)
 	for len(queue) > 0 && !incomplete {

@@ -166,3 +166,34 @@ func TestVersionOrder(t *testing.T) {
 		t.Errorf("String() = %s", got)
 	}
 }
+
+// TestResolveReleases: registry+v1 bundles that differ only in the release
+// written as build metadata order by it, a range sees the version without
+// it, and the installed bundle is matched by version and release.
+func TestResolveReleases(t *testing.T) {
+	c := Content{
+		Packages: []Package{{Name: "r"}},
+		Channels: []Channel{{Package: "r", Name: "stable", Entries: []ChannelEntry{
+			{Name: "r.1"}, {Name: "r.3", Replaces: "r.2"}, {Name: "r.2", Replaces: "r.1"},
+		}}},
+		Bundles: []Bundle{bundle("r", "r.1", "1.0.0"), bundle("r", "r.3", "1.0.0+2"), bundle("r", "r.2", "1.0.0+1")},
+	}
+	cats := []Catalog{{Name: "c", Index: mustIndex(t, c)}}
+	cases := []resolveCase{
+		{name: "highest release", pkg: "r", want: "r.3", edge: EdgeInitialInstall},
+		{name: "range ignores the release", pkg: "r", rng: "1.0.0", want: "r.3", edge: EdgeInitialInstall},
+		{name: "next release", pkg: "r", installed: "r.1@1.0.0", rng: "<=1.0.0", want: "r.2", edge: EdgeReplaces},
+		{name: "installed by version and release", pkg: "r", installed: "r.3@1.0.0+2", want: "r.3", edge: EdgeInstalled},
+		{name: "self-certified to a lower release", pkg: "r", policy: SelfCertified, installed: "r.3@1.0.0+2", rng: "<1.0.0 || 1.0.0", want: "r.3", edge: EdgeInstalled},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := Resolve(tc.request(), cats)
+			checkCase(t, tc, got, err)
+		})
+	}
+	got, err := Resolve(Request{PackageName: "r"}, cats)
+	if err != nil || got.Version != "1.0.0+2" || got.Image != "example.com/r.3" {
+		t.Errorf("got %+v, %v", got, err)
+	}
+}

@@ -184,7 +184,7 @@ func TestResolveReleases(t *testing.T) {
 		{name: "range ignores the release", pkg: "r", rng: "1.0.0", want: "r.3", edge: EdgeInitialInstall},
 		{name: "next release", pkg: "r", installed: "r.1@1.0.0", rng: "<=1.0.0", want: "r.2", edge: EdgeReplaces},
 		{name: "installed by version and release", pkg: "r", installed: "r.3@1.0.0+2", want: "r.3", edge: EdgeInstalled},
-		{name: "self-certified to a lower release", pkg: "r", policy: SelfCertified, installed: "r.3@1.0.0+2", rng: "<1.0.0 || 1.0.0", want: "r.3", edge: EdgeInstalled},
+		{name: "self-certified keeps the highest release", pkg: "r", policy: SelfCertified, installed: "r.3@1.0.0+2", rng: "<1.0.0 || 1.0.0", want: "r.3", edge: EdgeInstalled},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -57,22 +57,8 @@ type fbcBlob struct {
 	} `yaml:"properties"`
 }
 
-// loadFBC is a test-only reader of a YAML FBC file into Content; the
+// decodeFBC is a test-only reader of a YAML FBC file into Content; the
 // production parser lives elsewhere and is not a dependency of this package.
-func loadFBC(t testing.TB, path string) Content {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	c, err := decodeFBC(f)
-	if err != nil {
-		t.Fatalf("%s: %v", path, err)
-	}
-	return c
-}
-
 func decodeFBC(r io.Reader) (Content, error) {
 	var c Content
 	dec := yaml.NewDecoder(r)

@@ -23,11 +23,10 @@ type Index struct {
 }
 
 type pkgIndex struct {
-	name           string
-	defaultChannel string
-	bundles        []bundleInfo
-	byName         map[string]int32
-	channels       []channelInfo // sorted by name
+	name     string
+	bundles  []bundleInfo
+	byName   map[string]int32
+	channels []channelInfo // sorted by name
 	// Upgrade edges of every channel, for the reachability walk.
 	replacedBy map[string][]entryRef // bundle name -> entries that replace it
 	skippedBy  map[string][]entryRef // bundle name -> entries that skip it
@@ -82,7 +81,7 @@ func NewIndex(c Content) (*Index, error) {
 			return nil, fmt.Errorf("package %q: declared twice", p.Name)
 		}
 		idx.packages[p.Name] = &pkgIndex{
-			name: p.Name, defaultChannel: p.DefaultChannel,
+			name:   p.Name,
 			byName: map[string]int32{}, replacedBy: map[string][]entryRef{}, skippedBy: map[string][]entryRef{},
 		}
 	}

@@ -197,3 +197,24 @@ func TestResolveReleases(t *testing.T) {
 		t.Errorf("got %+v, %v", got, err)
 	}
 }
+
+// TestResolveBundleInNoChannel: a bundle no channel lists is a candidate only
+// when no channel is requested, and no upgrade edge leads to it.
+func TestResolveBundleInNoChannel(t *testing.T) {
+	c := small()
+	c.Bundles = append(c.Bundles, bundle("p", "p.v3", "3.0.0"))
+	cats := []Catalog{{Name: "c", Index: mustIndex(t, c)}}
+	cases := []resolveCase{
+		{name: "any channel", pkg: "p", want: "p.v3", edge: EdgeInitialInstall},
+		{name: "named channel", pkg: "p", channels: "stable", want: "p.v2", edge: EdgeInitialInstall, inChannels: "stable"},
+		{name: "no edge to it", pkg: "p", installed: "p.v2@2.0.0", want: "p.v2", edge: EdgeInstalled, unreachable: "3.0.0"},
+		{name: "skipRange and replaces on one entry", pkg: "p", installed: "p.v1@1.0.0", want: "p.v2", edge: EdgeReplaces, unreachable: "3.0.0"},
+		{name: "self-certified reaches it", pkg: "p", policy: SelfCertified, installed: "p.v1@1.0.0", want: "p.v3", edge: EdgeSelfCertified},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := Resolve(tc.request(), cats)
+			checkCase(t, tc, got, err)
+		})
+	}
+}

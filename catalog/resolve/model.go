@@ -21,7 +21,8 @@ type Content struct {
 	Deprecations []Deprecations
 }
 
-// Package is an olm.package blob.
+// Package is an olm.package blob. Its default channel plays no part in
+// resolution, as in OLM v1.
 type Package struct {
 	Name           string
 	DefaultChannel string

@@ -127,7 +127,7 @@ type CatalogStats struct {
 	Bundles        int // bundles of the package
 	Matched        int // of those, in the channels and the range
 	Successors     int // of those, allowed after the installed bundle (CatalogProvided with one installed)
-	Best           string
+	Best           string // the bundle the catalog offers, if any
 	BestDeprecated bool
 }
 

@@ -124,9 +124,9 @@ type CatalogStats struct {
 	Name           string
 	Priority       int32
 	PackageFound   bool
-	Bundles        int // bundles of the package
-	Matched        int // of those, in the channels and the range
-	Successors     int // of those, allowed after the installed bundle (CatalogProvided with one installed)
+	Bundles        int    // bundles of the package
+	Matched        int    // of those, in the channels and the range
+	Successors     int    // of those, allowed after the installed bundle (CatalogProvided with one installed)
 	Best           string // the bundle the catalog offers, if any
 	BestDeprecated bool
 }

@@ -61,10 +61,20 @@ func TestResolveHugePackage(t *testing.T) {
 	if !res.UnreachableIncomplete {
 		t.Errorf("the walk over 50,000 skipRanges did not stop at %d checks", MaxReachabilityChecks)
 	}
-	// The walk got as far as its checks allow: every version it had no
-	// budget for is listed, none it reached.
-	if n := len(res.Unreachable); n == 0 || n >= hugeEntries-1 {
-		t.Errorf("%d versions listed unreachable", n)
+	// The walk got as far as its checks allow: the versions it had no
+	// budget for are counted, the lowest of them listed.
+	if n := res.UnreachableTotal; n == 0 || n >= hugeEntries-1 || len(res.Unreachable) != MaxUnreachableListed {
+		t.Errorf("%d versions unreachable, %d listed", n, len(res.Unreachable))
+	}
+	// Without a path, everything above the installed version is unreachable.
+	res, err = Resolve(Request{PackageName: "huge", Channels: []string{"stable"}, VersionRange: "1.0.0 || >=1.0.2",
+		Installed: first}, plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Edge != EdgeInstalled || res.UnreachableTotal != hugeEntries-2 || res.UnreachableIncomplete ||
+		res.Unreachable[0] != "1.0.2" || res.Unreachable[MaxUnreachableListed-1] != "1.0.65" {
+		t.Fatalf("cut chain: %s %s, %d unreachable, listed %v", res.Bundle, res.Edge, res.UnreachableTotal, res.Unreachable)
 	}
 	// Every channel of the limit, none of them in the package.
 	chans := make([]string, MaxChannels)

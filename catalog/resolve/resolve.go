@@ -18,6 +18,8 @@ const (
 	// finds versions the installed bundle cannot reach; the walk stops there
 	// and the result says the list is incomplete.
 	MaxReachabilityChecks = 1 << 17
+	// MaxUnreachableListed bounds Result.Unreachable, which a status shows.
+	MaxUnreachableListed = 64
 )
 
 // Policy says which bundles may follow the installed one.
@@ -78,8 +80,10 @@ type Result struct {
 	// Unreachable lists versions above the installed one, in the requested
 	// channels and range of the chosen catalog, that no chain of upgrade
 	// edges within those channels and that range leads to (CatalogProvided
-	// with an installed bundle only), lowest first.
-	Unreachable []string
+	// with an installed bundle only), lowest first, at most
+	// MaxUnreachableListed of them; UnreachableTotal counts them all.
+	Unreachable      []string
+	UnreachableTotal int
 	// UnreachableIncomplete is set when the walk stopped at
 	// MaxReachabilityChecks: Unreachable may then name reachable versions.
 	UnreachableIncomplete bool
@@ -470,7 +474,7 @@ func (q *query) result(c candidate) *Result {
 			r.Deprecations = append(r.Deprecations, Deprecation{ScopeInstalledBundle, in.Name, p.bundles[ii].message})
 		}
 		if q.successors {
-			r.Unreachable, r.UnreachableIncomplete = q.unreachable(p, c.sel)
+			r.Unreachable, r.UnreachableTotal, r.UnreachableIncomplete = q.unreachable(p, c.sel)
 		}
 	}
 	return r
@@ -487,7 +491,7 @@ const (
 // skips are map lookups; skipRange entries wait in a pending list that each
 // visit checks and compacts, so the work is the package's entries plus the
 // range checks, and those stop at MaxReachabilityChecks.
-func (q *query) unreachable(p *pkgIndex, sel []bool) ([]string, bool) {
+func (q *query) unreachable(p *pkgIndex, sel []bool) (listed []string, total int, incomplete bool) {
 	flags := make([]uint8, len(p.bundles))
 	above := 0
 	queue := make([]int32, 0, 16)
@@ -506,7 +510,7 @@ func (q *query) unreachable(p *pkgIndex, sel []bool) ([]string, bool) {
 		}
 	}
 	if above == 0 {
-		return nil, false
+		return nil, 0, false
 	}
 	selected := func(r entryRef) bool { return sel == nil || sel[r.channel] }
 	bundleOf := func(r entryRef) int32 { return p.channels[r.channel].entries[r.entry].bundle }
@@ -523,7 +527,6 @@ func (q *query) unreachable(p *pkgIndex, sel []bool) ([]string, bool) {
 		}
 	}
 	checks := 0
-	incomplete := false
 	visit := func(name string, v *versionRelease) {
 		for _, r := range p.replacedBy[name] {
 			reach(r)
@@ -563,11 +566,16 @@ func (q *query) unreachable(p *pkgIndex, sel []bool) ([]string, bool) {
 		}
 	}
 	slices.SortStableFunc(out, func(a, b *bundleInfo) int { return a.vr.compare(b.vr) })
-	versions := make([]string, 0, len(out))
+	last := ""
 	for _, b := range out {
-		if n := len(versions); n == 0 || versions[n-1] != b.versionText {
-			versions = append(versions, b.versionText)
+		if total > 0 && b.versionText == last {
+			continue // one version in several bundles
+		}
+		last = b.versionText
+		total++
+		if len(listed) < MaxUnreachableListed {
+			listed = append(listed, b.versionText)
 		}
 	}
-	return versions, incomplete
+	return listed, total, incomplete
 }

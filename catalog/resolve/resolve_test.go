@@ -58,8 +58,8 @@ func checkCase(t *testing.T, tc resolveCase, got *Result, err error) {
 	if tc.inChannels != "" && !slices.Equal(got.Channels, names(tc.inChannels)) {
 		t.Errorf("channels %v, want %v", got.Channels, names(tc.inChannels))
 	}
-	if !slices.Equal(got.Unreachable, names(tc.unreachable)) {
-		t.Errorf("unreachable %v, want %v", got.Unreachable, names(tc.unreachable))
+	if !slices.Equal(got.Unreachable, names(tc.unreachable)) || got.UnreachableTotal != len(got.Unreachable) {
+		t.Errorf("unreachable %v (%d), want %v", got.Unreachable, got.UnreachableTotal, names(tc.unreachable))
 	}
 	if got.UnreachableIncomplete {
 		t.Errorf("unreachable walk incomplete")

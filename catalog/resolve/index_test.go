@@ -202,7 +202,9 @@ func TestResolveReleases(t *testing.T) {
 // when no channel is requested, and no upgrade edge leads to it.
 func TestResolveBundleInNoChannel(t *testing.T) {
 	c := small()
-	c.Bundles = append(c.Bundles, bundle("p", "p.v3", "3.0.0"))
+	// Two bundles of one version: the catalog's order breaks the tie, and
+	// the version is listed once.
+	c.Bundles = append(c.Bundles, bundle("p", "p.v3", "3.0.0"), bundle("p", "p.v3-rebuilt", "3.0.0"))
 	cats := []Catalog{{Name: "c", Index: mustIndex(t, c)}}
 	cases := []resolveCase{
 		{name: "any channel", pkg: "p", want: "p.v3", edge: EdgeInitialInstall},

@@ -159,3 +159,32 @@ func TestResolveAllocationBound(t *testing.T) {
 	}
 	t.Logf("huge: %d bytes", b)
 }
+
+// TestResolveRenamedCopies: in a catalog of renamed copies (the benchmarks'
+// catalog) each copy resolves as the original does.
+func TestResolveRenamedCopies(t *testing.T) {
+	real := allReal(t)
+	parts := []Content{real}
+	for i := range 10 {
+		parts = append(parts, renamed(real, fmt.Sprintf("-%d", i)))
+	}
+	cats := []Catalog{{Name: "c", Index: mustIndex(t, merge(parts...))}}
+	for _, br := range benchRequests {
+		want, err := Resolve(br.req, cats)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := br.req
+		req.PackageName += "-7"
+		if req.Installed != nil {
+			req.Installed = &Installed{Name: req.Installed.Name + "-7", Version: req.Installed.Version}
+		}
+		got, err := Resolve(req, cats)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Bundle != want.Bundle+"-7" || got.Edge != want.Edge || strings.Join(got.Unreachable, ",") != strings.Join(want.Unreachable, ",") {
+			t.Errorf("%s: %s %s %v, want %s-7 %s %v", br.name, got.Bundle, got.Edge, got.Unreachable, want.Bundle, want.Edge, want.Unreachable)
+		}
+	}
+}

@@ -62,3 +62,30 @@ func FuzzResolveRequest(f *testing.F) {
 		}
 	})
 }
+
+// FuzzNewIndex feeds arbitrary versions and skipRanges to the index and
+// resolves against what it accepts: refusals are errors, never panics.
+func FuzzNewIndex(f *testing.F) {
+	f.Add("2.0.0", "<2.0.0", "1.0.0")
+	f.Add("2.0.0+1.2", ">=2.1.x <2.2.1", "2.1.9")
+	f.Add("1.31.0-nightly-2026-08-22", ">=1.0.0 <1.31.0-nightly-2026-08-22 || 0.x", "1.30.3")
+	f.Add("2.0.0", "<=x", "2.0.0+01")
+	f.Fuzz(func(t *testing.T, version, skipRange, installed string) {
+		c := small()
+		c.Bundles[1].Properties = []Property{pkgProp("p", version)}
+		c.Channels[0].Entries[1].SkipRange = skipRange
+		idx, err := NewIndex(c)
+		if err != nil {
+			return
+		}
+		for _, policy := range []Policy{CatalogProvided, SelfCertified} {
+			_, err := Resolve(Request{PackageName: "p", Policy: policy, Installed: &Installed{Name: "p.v1", Version: installed}},
+				[]Catalog{{Name: "c", Index: idx}})
+			var reqErr *RequestError
+			var resErr *ResolutionError
+			if err != nil && !errors.As(err, &reqErr) && !errors.As(err, &resErr) {
+				t.Fatalf("untyped error %T: %v", err, err)
+			}
+		}
+	})
+}

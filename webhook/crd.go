@@ -79,14 +79,16 @@ func (c *CRDCheck) Handle(ctx context.Context, req admission.Request) admission.
 	}
 
 	var warnings []string
-	bd := &rukpakv1alpha1.BundleDeployment{}
-	switch err := c.BundleDeployments.Get(ctx, client.ObjectKey{Name: owner}, bd); {
-	case err == nil && bd.Annotations[rukpakv1alpha1.AnnotationSkipCRDUpgradePreflight] == "true":
-		return admission.Allowed("").WithWarnings(fmt.Sprintf("CRD %s was not checked against its existing objects: BundleDeployment %q has %s=true",
-			newCRD.Name, owner, rukpakv1alpha1.AnnotationSkipCRDUpgradePreflight))
-	case err != nil && !apierrors.IsNotFound(err):
-		// Checked anyway: only the opt-out is unknown.
-		warnings = append(warnings, fmt.Sprintf("could not read BundleDeployment %q for its %s annotation: %v", owner, rukpakv1alpha1.AnnotationSkipCRDUpgradePreflight, err))
+	if owner != "" {
+		bd := &rukpakv1alpha1.BundleDeployment{}
+		switch err := c.BundleDeployments.Get(ctx, client.ObjectKey{Name: owner}, bd); {
+		case err == nil && bd.Annotations[rukpakv1alpha1.AnnotationSkipCRDUpgradePreflight] == "true":
+			return admission.Allowed("").WithWarnings(fmt.Sprintf("CRD %s was not checked against its existing objects: BundleDeployment %q has %s=true",
+				newCRD.Name, owner, rukpakv1alpha1.AnnotationSkipCRDUpgradePreflight))
+		case err != nil && !apierrors.IsNotFound(err):
+			// Checked anyway: only the opt-out is unknown.
+			warnings = append(warnings, fmt.Sprintf("could not read BundleDeployment %q for its %s annotation: %v", owner, rukpakv1alpha1.AnnotationSkipCRDUpgradePreflight, err))
+		}
 	}
 
 	r, err := crdupgrade.Compare(ctx, c.Objects, oldCRD, newCRD, c.Options)
@@ -97,8 +99,8 @@ func (c *CRDCheck) Handle(ctx context.Context, req admission.Request) admission.
 			WithWarnings(append(warnings, c.skipHint(owner))...)
 	case apierrors.IsForbidden(err):
 		return admission.Allowed("").WithWarnings(append(warnings, fmt.Sprintf(
-			"CRD %s was not checked against its existing objects: the webhook may not list them (%v); the provisioner grants it list on the resources of every release-owned CRD in ClusterRole %s, bound to the webhook's ServiceAccount by the ClusterRoleBinding of that name: check that both exist and that a provisioner is running",
-			newCRD.Name, err, c.clusterRole()))...)
+			"CRD %s was not checked against its existing objects: the webhook may not list them. The provisioner grants it list on them in ClusterRole %s, bound to the webhook's ServiceAccount by the ClusterRoleBinding of that name: check that both exist and a provisioner runs (%v)",
+			newCRD.Name, c.clusterRole(), err))...)
 	case err != nil:
 		return admission.Allowed("").WithWarnings(append(warnings, fmt.Sprintf("CRD %s was not checked against its existing objects: %v", newCRD.Name, err))...)
 	}

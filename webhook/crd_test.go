@@ -295,8 +295,8 @@ func TestCRDUpgradeCheck(t *testing.T) {
 		})
 		testenv.MustNotError(t, err, "creating the large object")
 		err = f.update(admin, narrowEnum)
-		if err == nil || !strings.HasPrefix(err.Error(), crdDenied+"CRD upgrade preflight for CRD large."+crdGroup+" could not finish within its bounds: object big") ||
-			!strings.Contains(err.Error(), "--"+crdupgrade.FlagMaxObjectBytes) {
+		if err == nil || !strings.HasPrefix(err.Error(), crdDenied+"CRD upgrade preflight for CRD large."+crdGroup+" could not finish within its bounds: ") ||
+			!strings.Contains(err.Error(), "object big ") || !strings.Contains(err.Error(), "16 KiB (--"+crdupgrade.FlagMaxObjectBytes+")") {
 			t.Fatalf("want a refusal naming the object and the bound, got %v", err)
 		}
 	})
@@ -310,8 +310,9 @@ func TestCRDUpgradeCheck(t *testing.T) {
 	t.Run("never sent", func(t *testing.T) {
 		unowned := newWidgets(t, env, admin, "unowned", "", "blue")
 		owned := newWidgets(t, env, admin, "owned", "owner", "blue")
-		provisioner := newCRDClient(t, impersonated(env, "system:serviceaccount:rukpak-system:rukpak-provisioner", "system:serviceaccounts", "system:serviceaccounts:rukpak-system"))
-		shard := newCRDClient(t, impersonated(env, "system:serviceaccount:rukpak-system:rukpak-provisioner-shard1", "system:serviceaccounts", "system:serviceaccounts:rukpak-system"))
+		// With every right (system:masters), under the provisioners' names.
+		provisioner := newCRDClient(t, impersonated(env, "system:serviceaccount:rukpak-system:rukpak-provisioner", "system:masters"))
+		shard := newCRDClient(t, impersonated(env, "system:serviceaccount:rukpak-system:rukpak-provisioner-shard1", "system:masters"))
 		before := crdRequests(t)
 		testenv.MustNotError(t, unowned.update(admin, narrowEnum), "narrowing the enum of an unowned CRD")
 		testenv.MustNotError(t, owned.update(admin, func(crd *apiextensionsv1.CustomResourceDefinition) {

@@ -57,7 +57,7 @@ func TestCRDCheckDefaultInstall(t *testing.T) {
 		testenv.MustNotError(t, early.update(admin, narrowEnum), "narrowing the enum")
 		w := admin.takeWarnings()
 		wantWarning(t, w, "CRD early."+crdGroup+" was not checked against its existing objects: the webhook may not list them")
-		wantWarning(t, w, "ClusterRole "+webhook.DefaultCRDCheckClusterRole+", bound to the webhook's ServiceAccount")
+		wantWarning(t, w, "in ClusterRole "+webhook.DefaultCRDCheckClusterRole+", bound to the webhook's ServiceAccount")
 	})
 
 	asProvisioner := impersonated(env, "system:serviceaccount:rukpak-system:rukpak-provisioner", "system:serviceaccounts", "system:serviceaccounts:rukpak-system")

@@ -270,9 +270,11 @@ func TestCRDUpgradeCheck(t *testing.T) {
 			t.Fatalf("the preflight's message does not name the change: %s", want)
 		}
 		wantDenied(t, f.update(admin, unserveStored), want)
+		wantWarning(t, admin.takeWarnings(), "To apply it anyway")
 	})
 	t.Run("a harmless edit is admitted", func(t *testing.T) {
 		f := newWidgets(t, env, admin, "harmless", "owner", "red", "blue")
+		admin.takeWarnings()
 		before := crdRequests(t)
 		testenv.MustNotError(t, f.update(admin, addField), "adding an optional field")
 		if got := crdRequests(t) - before; got != 1 {

@@ -16,9 +16,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
+	"github.com/rukpak-dev/rukpak/internal/crdupgrade"
 	"github.com/rukpak-dev/rukpak/provisioner/bundle"
 	"github.com/rukpak-dev/rukpak/provisioner/bundledeployment"
-	"github.com/rukpak-dev/rukpak/provisioner/crdupgrade"
+	"github.com/rukpak-dev/rukpak/provisioner/crdaccess"
 	"github.com/rukpak-dev/rukpak/provisioner/helm"
 	"github.com/rukpak-dev/rukpak/provisioner/helm/install"
 	"github.com/rukpak-dev/rukpak/provisioner/identity"
@@ -73,6 +74,10 @@ type Options struct {
 	KnownShards []string
 	// Preflight bounds the CRD upgrade preflight (zero: its defaults).
 	Preflight crdupgrade.Options
+	// CRDCheckClusterRole, when set, is the ClusterRole kept granting list
+	// on the resources of release-owned CRDs, for the webhook's check of
+	// hand edits of them (package crdaccess).
+	CRDCheckClusterRole string
 }
 
 // Setup registers a Bundle and a BundleDeployment reconciler for every class.
@@ -152,6 +157,11 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 			ContentURL:   contentURL,
 		}).SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("setting up bundle deployment controller for %s: %w", class, err)
+		}
+	}
+	if opts.CRDCheckClusterRole != "" {
+		if err := crdaccess.Setup(mgr, opts.CRDCheckClusterRole); err != nil {
+			return fmt.Errorf("setting up the webhook's access to release-owned CRDs: %w", err)
 		}
 	}
 	if len(opts.KnownShards) > 0 {

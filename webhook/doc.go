@@ -5,6 +5,8 @@
 // of the API server with a SubjectAccessReview), and writes to
 // BundleDeployments by users who may not act as the identity they install
 // as, or who lack the verb a steering annotation takes (serviceaccount.go).
+// A third webhook refuses a hand edit of a release-owned CRD that breaks
+// its stored objects, with the provisioner's CRD upgrade check (crd.go).
 //
 // The shipped configuration (manifests/base/webhook) sends only creates,
 // spec changes and changes of the steering annotations and shard label here

@@ -15,12 +15,14 @@ import (
 const (
 	BundleWebhookName           = "vbundles.core.rukpak.io"
 	BundleDeploymentWebhookName = "vbundledeployments.core.rukpak.io"
+	CRDWebhookName              = "vcustomresourcedefinitions.core.rukpak.io"
 )
 
 // Paths the handlers are served at.
 const (
 	BundlePath           = "/validate-core-rukpak-io-v1alpha1-bundle"
 	BundleDeploymentPath = "/validate-core-rukpak-io-v1alpha1-bundledeployment"
+	CRDPath              = "/validate-apiextensions-k8s-io-v1-customresourcedefinition"
 )
 
 // DefaultConfigurationName is the ValidatingWebhookConfiguration shipped in
@@ -66,4 +68,10 @@ func Register(srv ctrlwebhook.Server, scheme *runtime.Scheme, sources *SourceVal
 		kind: rukpakv1alpha1.GroupVersion.WithKind("BundleDeployment"),
 		next: admission.WithValidator[*rukpakv1alpha1.BundleDeployment](scheme, &BundleDeploymentValidator{Sources: sources, Delegation: delegation}).Handler,
 	}})
+}
+
+// RegisterCRDCheck serves the check of hand edits of release-owned CRDs on
+// srv.
+func RegisterCRDCheck(srv ctrlwebhook.Server, check *CRDCheck) {
+	srv.Register(CRDPath, &admission.Webhook{Handler: kindGuard{kind: crdKind, next: check}})
 }

@@ -7,6 +7,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
+	"github.com/rukpak-dev/rukpak/internal/crdupgrade"
 	"github.com/rukpak-dev/rukpak/webhook/certs"
 )
 
@@ -34,6 +35,13 @@ type Config struct {
 	CertMode   CertMode
 	// Certs configure CertModeSelf; its CertDir is Server.CertDir.
 	Certs certs.Options
+	// CRDCheck bounds the check of hand edits of release-owned CRDs
+	// (crd.go): zero Timeout is DefaultCRDCheckTimeout, nil Budget one of
+	// crdupgrade.DefaultMemoryBytes for this process alone.
+	CRDCheck crdupgrade.Options
+	// CRDCheckClusterRole is named when the webhook may not list a CRD's
+	// objects (empty: DefaultCRDCheckClusterRole).
+	CRDCheckClusterRole string
 }
 
 // SetupWithManager adds the webhook server, its certificates and its health
@@ -62,6 +70,18 @@ func SetupWithManager(ctx context.Context, mgr manager.Manager, cfg Config) erro
 
 	srv := NewServer(cfg.Server)
 	Register(srv, mgr.GetScheme(), &SourceValidator{Reader: mgr.GetAPIReader(), Reviewer: mgr.GetClient(), Namespace: cfg.BundleNamespace}, cfg.Delegation)
+	lister, err := crdupgrade.NewRESTLister(mgr.GetConfig(), mgr.GetHTTPClient())
+	if err != nil {
+		return err
+	}
+	opts := cfg.CRDCheck
+	if opts.Timeout <= 0 {
+		opts.Timeout = DefaultCRDCheckTimeout
+	}
+	if opts.Budget == nil {
+		opts.Budget = crdupgrade.NewBudget(crdupgrade.DefaultMemoryBytes)
+	}
+	RegisterCRDCheck(srv, &CRDCheck{BundleDeployments: mgr.GetAPIReader(), Objects: lister, Options: opts, ClusterRole: cfg.CRDCheckClusterRole})
 	if err := mgr.Add(certs.AfterReady(ready, srv)); err != nil {
 		return fmt.Errorf("adding webhook server: %w", err)
 	}

@@ -29,11 +29,11 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
 	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
+	"github.com/rukpak-dev/rukpak/internal/crdupgrade"
 	"github.com/rukpak-dev/rukpak/internal/memlimit"
 	"github.com/rukpak-dev/rukpak/internal/securemetrics"
 	"github.com/rukpak-dev/rukpak/internal/selfsigned"
 	"github.com/rukpak-dev/rukpak/provisioner"
-	"github.com/rukpak-dev/rukpak/provisioner/crdupgrade"
 	"github.com/rukpak-dev/rukpak/provisioner/helm"
 	"github.com/rukpak-dev/rukpak/provisioner/identity"
 	"github.com/rukpak-dev/rukpak/provisioner/plain"
@@ -82,6 +82,7 @@ type options struct {
 	watchSelector     string
 	knownShards       string
 	preflight         crdupgrade.Options
+	crdCheckRole      string
 }
 
 func main() {
@@ -112,6 +113,7 @@ func main() {
 	decodeLimits := plain.DefaultLimits
 	decodeLimits.BindFlags(flag.CommandLine)
 	o.preflight.BindFlags(flag.CommandLine)
+	flag.StringVar(&o.crdCheckRole, "crd-check-cluster-role", "rukpak-webhook-crd-check", "ClusterRole this process keeps granting list on the resources of every CRD a BundleDeployment owns, which the shipped ClusterRoleBinding of that name binds to the webhook's ServiceAccount: the webhook's check of hand edits of those CRDs reads their objects with it. Empty: not written.")
 	renderLimits, renderLanes := helm.DefaultSandboxLimits, helm.DefaultRenderLanes
 	renderLimits.BindFlags(flag.CommandLine)
 	renderLanes.BindFlags(flag.CommandLine)
@@ -262,6 +264,7 @@ func run(ctx context.Context, o options) error {
 		Shard:                 sh,
 		KnownShards:           known,
 		Preflight:             o.preflight,
+		CRDCheckClusterRole:   o.crdCheckRole,
 	}); err != nil {
 		return err
 	}

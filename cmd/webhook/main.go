@@ -1,6 +1,7 @@
 // Command webhook serves the core.rukpak.io validating admission webhook:
 // Bundle spec immutability and source checks for Bundles and
-// BundleDeployments.
+// BundleDeployments, and the CRD upgrade check of hand edits of
+// release-owned CRDs.
 package main
 
 import (
@@ -9,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -16,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
+	"github.com/rukpak-dev/rukpak/internal/crdupgrade"
 	"github.com/rukpak-dev/rukpak/internal/securemetrics"
 	"github.com/rukpak-dev/rukpak/webhook"
 	"github.com/rukpak-dev/rukpak/webhook/certs"
@@ -36,7 +39,9 @@ func run() error {
 		defaultSA, provisionerSA                      string
 		port                                          int
 		enableHTTP2, leaderElect                      bool
+		crdCheckRole                                  string
 	)
+	crdCheck := crdupgrade.Options{Timeout: webhook.DefaultCRDCheckTimeout}
 	flag.StringVar(&namespace, "namespace", "rukpak-system", "Namespace the webhook runs in; holds the certificate Secret and the leader-election lease.")
 	flag.StringVar(&bundleNamespace, "bundle-namespace", "rukpak-system", "Provisioners' namespace, where the Secrets and ConfigMaps that Bundle sources name live; their creators must be allowed to get them there.")
 	flag.StringVar(&defaultSA, "default-service-account", "", "The provisioner's --default-service-account (NAMESPACE/NAME; keep them equal): BundleDeployments without spec.serviceAccount install as it, so their authors must be allowed to impersonate it.")
@@ -52,10 +57,20 @@ func run() error {
 	flag.StringVar(&metricsCertDir, "metrics-cert-dir", "", "Directory of the metrics endpoint's tls.crt and tls.key, re-read when they change; empty (or no files there): a self-signed certificate generated at start.")
 	flag.BoolVar(&enableHTTP2, "enable-http2", false, "Serve HTTP/2 as well as HTTP/1.1 (off by default: HTTP/2 rapid-reset and stream-exhaustion attacks).")
 	flag.BoolVar(&leaderElect, "leader-elect", false, "Rotate certificates only on the elected leader; enable when running more than one replica.")
+	flag.StringVar(&crdCheckRole, "crd-check-cluster-role", webhook.DefaultCRDCheckClusterRole, "The ClusterRole the provisioner keeps granting this webhook list on the resources of release-owned CRDs (its --crd-check-cluster-role), named in the warning when a hand edit of such a CRD could not be checked.")
+	// The same bounds as the provisioner's preflight, with this process's
+	// own memory budget and a timeout under the webhook configuration's
+	// timeoutSeconds (5).
+	crdCheck.BindFlags(flag.CommandLine)
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	crdCheck.Resolve()
+	if crdCheck.Timeout <= 0 || crdCheck.Timeout >= 30*time.Second {
+		// The API server waits at most 30 s for a webhook.
+		return fmt.Errorf("--%s=%s: want more than 0 and less than the webhook configuration's timeoutSeconds (at most 30s)", crdupgrade.FlagTimeout, crdCheck.Timeout)
+	}
 
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
@@ -95,10 +110,12 @@ func run() error {
 	}
 	svcDNS := fmt.Sprintf("%s.%s.svc", serviceName, namespace)
 	if err := webhook.SetupWithManager(ctx, mgr, webhook.Config{
-		Server:          webhook.ServerOptions{Port: port, CertDir: certDir, EnableHTTP2: enableHTTP2},
-		BundleNamespace: bundleNamespace,
-		Delegation:      delegation,
-		CertMode:        webhook.CertMode(certMode),
+		Server:              webhook.ServerOptions{Port: port, CertDir: certDir, EnableHTTP2: enableHTTP2},
+		BundleNamespace:     bundleNamespace,
+		Delegation:          delegation,
+		CertMode:            webhook.CertMode(certMode),
+		CRDCheck:            crdCheck,
+		CRDCheckClusterRole: crdCheckRole,
 		Certs: certs.Options{
 			Namespace:             namespace,
 			DNSName:               svcDNS,

@@ -9,8 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
+	"github.com/rukpak-dev/rukpak/internal/crdupgrade"
 	"github.com/rukpak-dev/rukpak/provisioner/conditions"
-	"github.com/rukpak-dev/rukpak/provisioner/crdupgrade"
 )
 
 // maxOffenderEvents bounds the events naming offending objects one failed

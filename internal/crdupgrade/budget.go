@@ -1,6 +1,7 @@
 package crdupgrade
 
 import (
+	"cmp"
 	"errors"
 	"flag"
 	"fmt"
@@ -40,13 +41,15 @@ const (
 
 // BindFlags registers the flags of the preflight's bounds into o (and a
 // process-wide Budget of the memory flag's size once parsed: call Resolve
-// after parsing).
+// after parsing). The values already set in o are the flags' defaults
+// (the webhook's check has a shorter timeout); unset ones take the
+// package's.
 func (o *Options) BindFlags(fs *flag.FlagSet) {
-	fs.Int64Var(&o.PageBytes, FlagPageBytes, DefaultPageBytes, "CRD upgrade preflight: bytes of custom resources one list request asks for (the number of objects per page is this divided by the largest object seen so far, at most 500); objects are decoded one at a time, never a page at once.")
-	fs.Int64Var(&o.MaxObjectBytes, FlagMaxObjectBytes, DefaultMaxObjectBytes, "CRD upgrade preflight: largest custom resource (JSON) it reads; a larger object fails the preflight.")
-	fs.Int64Var(&o.MaxBytes, FlagMaxBytes, DefaultMaxBytes, "CRD upgrade preflight: most bytes of custom resources read to check one CRD; more fails the preflight.")
-	fs.Int64Var(&o.memoryBytes, FlagMemoryBytes, DefaultMemoryBytes, "CRD upgrade preflight: memory (estimated) that the custom resources being decoded and validated may take at once, shared by all preflights of the process; an object that alone needs more fails the preflight.")
-	fs.DurationVar(&o.Timeout, FlagTimeout, DefaultTimeout, "CRD upgrade preflight: longest check of one CRD's objects.")
+	fs.Int64Var(&o.PageBytes, FlagPageBytes, cmp.Or(o.PageBytes, DefaultPageBytes), "CRD upgrade preflight: bytes of custom resources one list request asks for (the number of objects per page is this divided by the largest object seen so far, at most 500); objects are decoded one at a time, never a page at once.")
+	fs.Int64Var(&o.MaxObjectBytes, FlagMaxObjectBytes, cmp.Or(o.MaxObjectBytes, DefaultMaxObjectBytes), "CRD upgrade preflight: largest custom resource (JSON) it reads; a larger object fails the preflight.")
+	fs.Int64Var(&o.MaxBytes, FlagMaxBytes, cmp.Or(o.MaxBytes, DefaultMaxBytes), "CRD upgrade preflight: most bytes of custom resources read to check one CRD; more fails the preflight.")
+	fs.Int64Var(&o.memoryBytes, FlagMemoryBytes, cmp.Or(o.memoryBytes, DefaultMemoryBytes), "CRD upgrade preflight: memory (estimated) that the custom resources being decoded and validated may take at once, shared by all preflights of the process; an object that alone needs more fails the preflight.")
+	fs.DurationVar(&o.Timeout, FlagTimeout, cmp.Or(o.Timeout, DefaultTimeout), "CRD upgrade preflight: longest check of one CRD's objects.")
 }
 
 // Resolve creates the process-wide Budget of the size BindFlags parsed.

@@ -1,0 +1,159 @@
+// Package crdaccess keeps one ClusterRole granting list on exactly the
+// resources of the CRDs that releases own (labelled
+// core.rukpak.io/owner-kind=BundleDeployment), for the webhook's check of
+// hand edits of those CRDs: it validates their stored objects, which
+// takes list on them, and the webhook is otherwise granted no custom
+// resource at all. The shipped ClusterRoleBinding of the same name binds
+// it to the webhook's ServiceAccount.
+//
+// The provisioner writes it because it is already admin-equivalent and
+// sees every CRD a release installs; granting the webhook list on every
+// kind instead would let it read every custom resource of the cluster.
+// Every instance of a sharded install keeps the same role: each computes
+// it from all release-owned CRDs, whichever shard installed them, so they
+// write the same rules.
+package crdaccess
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/selection"
+	rbacv1ac "k8s.io/client-go/applyconfigurations/rbac/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
+)
+
+// FieldManager owns the ClusterRole's rules.
+const FieldManager = "rukpak-provisioner-crd-check"
+
+var crdGVK = schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"}
+
+// Setup keeps ClusterRole name current: a cache of its own holds the
+// metadata of release-owned CRDs (a CRD's name is its plural and group)
+// and the ClusterRole itself, so a deleted or edited role is written
+// again.
+func Setup(mgr ctrl.Manager, name string) error {
+	owned, err := labels.NewRequirement(rukpakv1alpha1.LabelOwnerKind, selection.Equals, []string{"BundleDeployment"})
+	if err != nil {
+		return err
+	}
+	crds := &metav1.PartialObjectMetadata{}
+	crds.SetGroupVersionKind(crdGVK)
+	c, err := cache.New(mgr.GetConfig(), cache.Options{
+		Scheme:     mgr.GetScheme(),
+		Mapper:     mgr.GetRESTMapper(),
+		HTTPClient: mgr.GetHTTPClient(),
+		ByObject: map[client.Object]cache.ByObject{
+			crds:                  {Label: labels.NewSelector().Add(*owned)},
+			&rbacv1.ClusterRole{}: {Field: fields.OneTermEqualSelector("metadata.name", name)},
+		},
+		// Names are all it reads of the CRDs.
+		DefaultTransform: func(in any) (any, error) {
+			if m, ok := in.(*metav1.PartialObjectMetadata); ok {
+				out := &metav1.PartialObjectMetadata{TypeMeta: m.TypeMeta}
+				out.Name, out.ResourceVersion = m.Name, m.ResourceVersion
+				return out, nil
+			}
+			return in, nil
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("creating the cache of release-owned CRDs: %w", err)
+	}
+	if err := mgr.Add(c); err != nil {
+		return err
+	}
+	one := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
+		return []reconcile.Request{{NamespacedName: client.ObjectKey{Name: name}}}
+	})
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("crd-check-access").
+		WatchesRawSource(source.Kind(c, client.Object(crds), one)).
+		WatchesRawSource(source.Kind(c, client.Object(&rbacv1.ClusterRole{}), one)).
+		Complete(&Reconciler{Cache: c, Writer: mgr.GetClient(), Name: name})
+}
+
+// Reconciler writes the ClusterRole when its rules differ from those the
+// release-owned CRDs call for.
+type Reconciler struct {
+	Cache  client.Reader
+	Writer client.Writer
+	Name   string
+}
+
+func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
+	list := &metav1.PartialObjectMetadataList{}
+	list.SetGroupVersionKind(crdGVK.GroupVersion().WithKind("CustomResourceDefinitionList"))
+	if err := r.Cache.List(ctx, list); err != nil {
+		return reconcile.Result{}, fmt.Errorf("listing release-owned CRDs: %w", err)
+	}
+	names := make([]string, 0, len(list.Items))
+	for _, crd := range list.Items {
+		names = append(names, crd.Name)
+	}
+	want := Rules(names)
+	live := &rbacv1.ClusterRole{}
+	err := r.Cache.Get(ctx, client.ObjectKey{Name: r.Name}, live)
+	if err == nil && live.AggregationRule == nil && equality.Semantic.DeepEqual(live.Rules, want) {
+		return reconcile.Result{}, nil
+	}
+	if err != nil && !apierrors.IsNotFound(err) {
+		return reconcile.Result{}, err
+	}
+	role := rbacv1ac.ClusterRole(r.Name).
+		WithLabels(map[string]string{"app.kubernetes.io/part-of": "rukpak"}).
+		WithAnnotations(map[string]string{"kubernetes.io/description": "Written by the rukpak provisioner: list on the resources of every CRD a BundleDeployment owns, for the webhook's check of hand edits of those CRDs."})
+	// Always the field, empty or not: the apply owns the whole list.
+	role.Rules = []rbacv1ac.PolicyRuleApplyConfiguration{}
+	for _, rule := range want {
+		role.WithRules(rbacv1ac.PolicyRule().WithAPIGroups(rule.APIGroups...).WithResources(rule.Resources...).WithVerbs(rule.Verbs...))
+	}
+	if err := r.Writer.Apply(ctx, role, client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
+		return reconcile.Result{}, fmt.Errorf("writing ClusterRole %s: %w", r.Name, err)
+	}
+	return reconcile.Result{}, nil
+}
+
+// Rules grant list on the resources of the named CRDs (PLURAL.GROUP, as
+// the API server requires a CRD's name to be), one rule per group, in a
+// stable order.
+func Rules(crdNames []string) []rbacv1.PolicyRule {
+	byGroup := map[string][]string{}
+	for _, n := range crdNames {
+		plural, group, ok := strings.Cut(n, ".")
+		if !ok || plural == "" || group == "" {
+			continue
+		}
+		if !slices.Contains(byGroup[group], plural) {
+			byGroup[group] = append(byGroup[group], plural)
+		}
+	}
+	groups := make([]string, 0, len(byGroup))
+	for g := range byGroup {
+		groups = append(groups, g)
+	}
+	slices.Sort(groups)
+	var rules []rbacv1.PolicyRule
+	for _, g := range groups {
+		resources := byGroup[g]
+		slices.Sort(resources)
+		rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{g}, Resources: resources, Verbs: []string{"list"}})
+	}
+	return rules
+}

@@ -264,7 +264,9 @@ func (r *Reconciler) unpack(ctx context.Context, b *rukpakv1alpha1.Bundle) (ctrl
 	b.Status.ObservedGeneration = b.Generation
 	// No event: the Unpacked condition says it, and an event is one more
 	// API write per install (issue 15); failures have theirs.
-	setPhase(b, rukpakv1alpha1.PhaseUnpacked, metav1.ConditionTrue, rukpakv1alpha1.ReasonUnpackSuccessful, "Successfully unpacked the bundle")
+	// RukPak's words, naming the source type.
+	setPhase(b, rukpakv1alpha1.PhaseUnpacked, metav1.ConditionTrue, rukpakv1alpha1.ReasonUnpackSuccessful,
+		fmt.Sprintf("Successfully unpacked the %s Bundle", b.Spec.Source.Type))
 	return ctrl.Result{}, nil
 }
 

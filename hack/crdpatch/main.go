@@ -32,10 +32,13 @@ import (
 
 // sourceMembers are the members of a Bundle source, one per source type
 // (each is named as its type). A new source type adds its member here.
-var sourceMembers = []string{"image", "git", "configMaps", "http"}
+// The order is RukPak's: with no member set, the API server also reports
+// the first alternative's failure ("spec.source.git: Required value").
+// RukPak's own list had upload between configMaps and http.
+var sourceMembers = []string{"git", "image", "configMaps", "http"}
 
-// gitRefMembers are the members of a git ref.
-var gitRefMembers = []string{"branch", "tag", "commit"}
+// gitRefMembers are the members of a git ref, in RukPak's order.
+var gitRefMembers = []string{"branch", "commit", "tag"}
 
 // rule is what one kind's CRD gets.
 type rule struct {

@@ -105,14 +105,14 @@ func TestPatch(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if got := requiredOf(src["oneOf"]); got != "image|git|configMaps|http" {
+				if got := requiredOf(src["oneOf"]); got != "git|image|configMaps|http" {
 					t.Errorf("%s oneOf = %s", p, got)
 				}
 				ref, err := schemaAt(src, "git.ref")
 				if err != nil {
 					t.Fatal(err)
 				}
-				if got := requiredOf(ref["oneOf"]); got != "branch|tag|commit" {
+				if got := requiredOf(ref["oneOf"]); got != "branch|commit|tag" {
 					t.Errorf("%s.git.ref oneOf = %s", p, got)
 				}
 			}

@@ -152,6 +152,9 @@ bench: ## Benchmarks (Go benchmarks, then the end-to-end harness in test/bench);
 generate: ## Regenerate deepcopy code and CRDs.
 	$(CONTROLLER_GEN) object paths=./api/...
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:dir=manifests/base/crd
+	@# What controller-gen's markers cannot say: metadata.name's maxLength
+	@# and the oneOf of source members (hack/crdpatch says why).
+	$(GO) run ./hack/crdpatch manifests/base/crd/core.rukpak.io_*.yaml
 
 .PHONY: verify
 verify: generate vet ## Fail when generated files are stale or code is not gofmt'ed.

@@ -139,7 +139,7 @@ func TestIntegrationActiveBundleKeptWhileNewOneUnresolved(t *testing.T) {
 		h.waitBD("keep", rukpakv1alpha1.TypeHasValidBundle, metav1.ConditionFalse, rukpakv1alpha1.ReasonUnpackFailed, "keep-missing")
 		b := h.bundle(failed)
 		h.waitBDExact("keep", rukpakv1alpha1.TypeHasValidBundle, metav1.ConditionFalse, rukpakv1alpha1.ReasonUnpackFailed,
-			fmt.Sprintf("Failed to unpack bundle %q: %s", failed, conditions.Get(b.Status.Conditions, rukpakv1alpha1.TypeUnpacked).Message))
+			fmt.Sprintf("Failed to unpack the %s Bundle: %s", failed, conditions.Get(b.Status.Conditions, rukpakv1alpha1.TypeUnpacked).Message))
 
 		replaceDeployment()
 		h.waitBDExact("keep", rukpakv1alpha1.TypeHealthy, metav1.ConditionFalse, rukpakv1alpha1.ReasonUnhealthy, unrolled)
@@ -158,7 +158,7 @@ func TestIntegrationActiveBundleKeptWhileNewOneUnresolved(t *testing.T) {
 		})
 		pending = generatedName()
 		h.waitBDExact("keep", rukpakv1alpha1.TypeHasValidBundle, metav1.ConditionFalse, rukpakv1alpha1.ReasonUnpackFailed,
-			fmt.Sprintf("Failed to unpack bundle %q: source bundle content: get configmap %s/keep-v2: ConfigMap \"keep-v2\" not found", pending, namespace))
+			fmt.Sprintf("Failed to unpack the %s Bundle: source bundle content: get configmap %s/keep-v2: ConfigMap \"keep-v2\" not found", pending, namespace))
 
 		cm, err := h.getCM("keep-config")
 		if err != nil {
@@ -201,7 +201,7 @@ func TestIntegrationActiveBundleKeptWhileNewOneUnresolved(t *testing.T) {
 			t.Errorf("activeBundle %q, want %q", bd.Status.ActiveBundle, pending)
 		}
 		h.waitBDExact("keep", rukpakv1alpha1.TypeHasValidBundle, metav1.ConditionTrue, rukpakv1alpha1.ReasonUnpackSuccessful,
-			fmt.Sprintf("Successfully unpacked bundle %q", pending))
+			fmt.Sprintf("Successfully unpacked the %s Bundle", pending))
 		h.waitBDExact("keep", rukpakv1alpha1.TypeHealthy, metav1.ConditionTrue, rukpakv1alpha1.ReasonHealthy, "All installed objects are healthy")
 		eventually(t, "the Deployment removed and the superseded bundles deleted", func() error {
 			if err := h.c.Get(ctx, types.NamespacedName{Namespace: "default", Name: "keep-web"}, &appsv1.Deployment{}); !apierrors.IsNotFound(err) {

@@ -137,7 +137,8 @@ func testAccess(t *testing.T, env *testenv.Env) {
 		{"every denied reference is named", alice, cms("team-a-content", "other", "team-a-content", "other"),
 			`source.configMaps[1].configMap.name: user "alice" may not get ConfigMap rukpak-system/other; ` +
 				`spec.source.configMaps[3].configMap.name: user "alice" may not get ConfigMap rukpak-system/other`},
-		{"readable but mutable configMap is invalid", alice, cms("team-a-mutable"), "invalid"},
+		// RukPak's refusal, in its words (checkRukPakDenial).
+		{"readable but mutable configMap", alice, cms("team-a-mutable"), mutableRukPak},
 	}
 	for i, tc := range cases {
 		b := &rukpakv1alpha1.Bundle{ObjectMeta: metav1.ObjectMeta{Name: "access-" + strconv.Itoa(i)},
@@ -146,9 +147,17 @@ func testAccess(t *testing.T, env *testenv.Env) {
 			Spec: rukpakv1alpha1.BundleDeploymentSpec{ProvisionerClassName: rukpakv1alpha1.ProvisionerClassPlain,
 				Template: rukpakv1alpha1.BundleTemplate{Spec: b.Spec}}}
 		t.Run("Bundle/"+tc.name, func(t *testing.T) {
+			if tc.want == mutableRukPak {
+				checkRukPakDenial(t, tc.client.Create(ctx, b), webhook.BundleWebhookName, tc.want)
+				return
+			}
 			checkAccessDenial(t, tc.client.Create(ctx, b), webhook.BundleWebhookName, "spec.", tc.want)
 		})
 		t.Run("BundleDeployment/"+tc.name, func(t *testing.T) {
+			if tc.want == mutableRukPak {
+				checkRukPakDenial(t, tc.client.Create(ctx, bd), webhook.BundleDeploymentWebhookName, tc.want)
+				return
+			}
 			want := tc.want
 			if want != "" && want != "invalid" {
 				// Every field of the message moves under the template.
@@ -186,6 +195,8 @@ func testAccess(t *testing.T, env *testenv.Env) {
 // checkAccessDenial asserts err is the exact Forbidden denial prefix+want of
 // webhookName, an Invalid denial when want is "invalid", or nil when want
 // is "".
+const mutableRukPak = `bundle.spec.source.configmaps[0].configmap.name is invalid: configmap "team-a-mutable" is not immutable`
+
 func checkAccessDenial(t *testing.T, err error, webhookName, prefix, want string) {
 	t.Helper()
 	switch want {

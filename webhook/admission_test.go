@@ -288,29 +288,42 @@ func testSources(t *testing.T, c client.Client) {
 			{ConfigMap: rukpakv1alpha1.LocalObjectReference{Name: name}, Path: path},
 		}}
 	}
+	// RukPak's refusals are its words exactly (the BundleDeployment's
+	// template too: they are the words its Bundles would be refused with);
+	// the others are this project's field errors.
+	const rukpakDir = `bundle.spec.source.git.directory begins with "../": directory must define path within the repository`
 	cases := []struct {
 		name    string
 		source  rukpakv1alpha1.BundleSource
 		wantErr string // field path and problem, relative to the source
+		rukpak  string // or RukPak's whole message
 	}{
-		{"git directory inside", git("manifests/../bundle"), ""},
-		{"git directory dot-dot", git("bundle/../../etc"), `source.git.directory: Invalid value: "bundle/../../etc": must be a relative path inside the repository`},
-		{"git directory absolute", git("/etc"), `source.git.directory: Invalid value: "/etc": must be a relative path inside the repository`},
-		{"configMaps path inside", cms("frozen", "manifests"), ""},
-		{"configMaps path escaping", cms("frozen", "../x"), `source.configMaps[0].path: Invalid value: "../x": must be a relative path inside the bundle root`},
-		{"configMap mutable", cms("mutable", ""), `source.configMaps[0].configMap.name: Invalid value: "mutable": ConfigMap rukpak-system/mutable must be immutable (set immutable: true)`},
-		{"configMap missing", cms("not-yet", ""), ""},
+		{"git directory inside", git("manifests/../bundle"), "", ""},
+		{"git directory dot-dot", git("bundle/../../etc"), "", rukpakDir},
+		{"git directory absolute", git("/etc"), `source.git.directory: Invalid value: "/etc": must be a relative path inside the repository`, ""},
+		{"configMaps path inside", cms("frozen", "manifests"), "", ""},
+		{"configMaps path escaping", cms("frozen", "../x"), "", `bundle.spec.source.configmaps[0].path is invalid: "../x" is outside bundle root`},
+		{"configMap mutable", cms("mutable", ""), "", `bundle.spec.source.configmaps[0].configmap.name is invalid: configmap "mutable" is not immutable`},
+		{"configMap missing", cms("not-yet", ""), "", ""},
 	}
 	for i, tc := range cases {
 		t.Run("Bundle/"+tc.name, func(t *testing.T) {
 			b := &rukpakv1alpha1.Bundle{ObjectMeta: metav1.ObjectMeta{Name: "src-" + strconv.Itoa(i)},
 				Spec: rukpakv1alpha1.BundleSpec{ProvisionerClassName: rukpakv1alpha1.ProvisionerClassPlain, Source: tc.source}}
+			if tc.rukpak != "" {
+				checkRukPakDenial(t, c.Create(ctx, b), webhook.BundleWebhookName, tc.rukpak)
+				return
+			}
 			checkDenial(t, c.Create(ctx, b), webhook.BundleWebhookName, "spec."+tc.wantErr)
 		})
 		t.Run("BundleDeployment/"+tc.name, func(t *testing.T) {
 			bd := &rukpakv1alpha1.BundleDeployment{ObjectMeta: metav1.ObjectMeta{Name: "src-" + strconv.Itoa(i)},
 				Spec: rukpakv1alpha1.BundleDeploymentSpec{ProvisionerClassName: rukpakv1alpha1.ProvisionerClassPlain,
 					Template: rukpakv1alpha1.BundleTemplate{Spec: rukpakv1alpha1.BundleSpec{ProvisionerClassName: rukpakv1alpha1.ProvisionerClassPlain, Source: tc.source}}}}
+			if tc.rukpak != "" {
+				checkRukPakDenial(t, c.Create(ctx, bd), webhook.BundleDeploymentWebhookName, tc.rukpak)
+				return
+			}
 			checkDenial(t, c.Create(ctx, bd), webhook.BundleDeploymentWebhookName, "spec.template.spec."+tc.wantErr)
 		})
 	}
@@ -319,8 +332,7 @@ func testSources(t *testing.T, c client.Client) {
 		var bd rukpakv1alpha1.BundleDeployment
 		testenv.MustNotError(t, c.Get(ctx, types.NamespacedName{Name: "src-0"}, &bd), "getting BundleDeployment")
 		bd.Spec.Template.Spec.Source = git("../up")
-		checkDenial(t, c.Update(ctx, &bd), webhook.BundleDeploymentWebhookName,
-			`spec.template.spec.source.git.directory: Invalid value: "../up": must be a relative path inside the repository`)
+		checkRukPakDenial(t, c.Update(ctx, &bd), webhook.BundleDeploymentWebhookName, rukpakDir)
 	})
 	t.Run("BundleDeployment metadata update with a since-mutated ConfigMap", func(t *testing.T) {
 		// src-6 references the ConfigMap "not-yet"; create it mutable now.
@@ -352,6 +364,21 @@ func checkDenial(t *testing.T, err error, webhookName, want string) {
 	}
 	if !apierrors.IsInvalid(err) {
 		t.Fatalf("reason = %q, want Invalid", apierrors.ReasonForError(err))
+	}
+}
+
+// checkRukPakDenial asserts err is webhookName's denial with RukPak's
+// message exactly, rendered as RukPak's clients saw it: the message as the
+// status reason, so kubectl prints
+// Error from server (<message>): admission webhook "..." denied the request: <message>
+func checkRukPakDenial(t *testing.T, err error, webhookName, message string) {
+	t.Helper()
+	want := `admission webhook "` + webhookName + `" denied the request: ` + message
+	if err == nil || err.Error() != want {
+		t.Fatalf("error %v\nwant %s", err, want)
+	}
+	if reason := apierrors.ReasonForError(err); string(reason) != message {
+		t.Fatalf("reason = %q, want the message %q", reason, message)
 	}
 }
 

@@ -238,7 +238,7 @@ func TestWebhookServiceAccount(t *testing.T) {
 	})
 	t.Run("it admits with those rights", func(t *testing.T) {
 		mustCreate(t, c, imageBD("admitted", nil))
-		checkAccessDenial(t, mergePatch(c, "admitted", `{"spec":{"template":{"spec":{"source":{"git":{"directory":"../x"}}}}}}`), bdWebhook, "", "invalid")
+		checkAccessDenial(t, mergePatch(c, "admitted", `{"spec":{"template":{"spec":{"source":{"git":{"directory":"/x"}}}}}}`), bdWebhook, "", "invalid")
 	})
 
 	mustCreate(t, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-m"}})

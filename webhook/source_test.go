@@ -2,6 +2,8 @@ package webhook
 
 import (
 	"context"
+	"errors"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -150,5 +152,68 @@ func TestDenialStatus(t *testing.T) {
 	})
 	if !apierrors.IsForbidden(err) || err.Error() != `spec.source.git.auth.secret.name: user "bob" may not get Secret ns/s` {
 		t.Fatalf("got %v (reason %s), want the Forbidden field message only", err, apierrors.ReasonForError(err))
+	}
+}
+
+// TestRukPakWords: where RukPak v0.16's webhook refused the same source,
+// the denial is its message word for word (the status reason, as kubectl
+// shows it), RukPak's first and this project's own problems after them.
+func TestRukPakWords(t *testing.T) {
+	git := func(dir string) rukpakv1alpha1.BundleSource {
+		return rukpakv1alpha1.BundleSource{Type: rukpakv1alpha1.SourceTypeGit, Git: &rukpakv1alpha1.GitSource{Directory: dir}}
+	}
+	cms := func(paths ...string) rukpakv1alpha1.BundleSource {
+		src := rukpakv1alpha1.BundleSource{Type: rukpakv1alpha1.SourceTypeConfigMaps}
+		for _, p := range paths {
+			src.ConfigMaps = append(src.ConfigMaps, rukpakv1alpha1.ConfigMapSource{Path: p})
+		}
+		return src
+	}
+	cases := []struct {
+		name string
+		src  rukpakv1alpha1.BundleSource
+		want string // the denial's reason; "" for this project's own Invalid status
+	}{
+		{"git directory", git("../x"), `bundle.spec.source.git.directory begins with "../": directory must define path within the repository`},
+		{"git directory escaping after clean", git("a/../../x"), `bundle.spec.source.git.directory begins with "../": directory must define path within the repository`},
+		{"git directory dot-dot alone (RukPak admitted it)", git(".."), ""},
+		{"git directory absolute (RukPak admitted it)", git("/x"), ""},
+		{"configMaps path", cms("../x"), `bundle.spec.source.configmaps[0].path is invalid: "../x" is outside bundle root`},
+		{"two configMaps paths", cms("ok", "../x", "../../y"),
+			`[bundle.spec.source.configmaps[1].path is invalid: "../x" is outside bundle root, bundle.spec.source.configmaps[2].path is invalid: "../../y" is outside bundle root]`},
+		{"RukPak's refusal, then this project's", cms("/abs", "../x"),
+			`[bundle.spec.source.configmaps[1].path is invalid: "../x" is outside bundle root, spec.source.configMaps[0].path: Invalid value: "/abs": must be a relative path inside the bundle root]`},
+		{"image type without image", rukpakv1alpha1.BundleSource{Type: rukpakv1alpha1.SourceTypeImage, Git: &rukpakv1alpha1.GitSource{}},
+			`bundle.spec.source.image must be set for source type "image"`},
+		{"git type without git", rukpakv1alpha1.BundleSource{Type: rukpakv1alpha1.SourceTypeGit},
+			`bundle.spec.source.git must be set for source type "git"`},
+		{"configMaps type without configMaps", rukpakv1alpha1.BundleSource{Type: rukpakv1alpha1.SourceTypeConfigMaps},
+			`bundle.spec.source.configmaps must be set for source type "configmaps"`},
+		{"http type without http", rukpakv1alpha1.BundleSource{Type: rukpakv1alpha1.SourceTypeHTTP},
+			`bundle.spec.source.http must be set for source type "http"`},
+	}
+	gk := rukpakv1alpha1.GroupVersion.WithKind("Bundle").GroupKind()
+	v := &SourceValidator{Namespace: "rukpak-system"}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := invalid(gk, "b", v.Validate(context.Background(), field.NewPath("spec", "source"), tc.src))
+			if err == nil {
+				t.Fatal("admitted")
+			}
+			if tc.want == "" {
+				if !apierrors.IsInvalid(err) {
+					t.Fatalf("got %v (reason %q), want this project's Invalid status", err, apierrors.ReasonForError(err))
+				}
+				return
+			}
+			var status apierrors.APIStatus
+			if !errors.As(err, &status) {
+				t.Fatalf("got %T", err)
+			}
+			s := status.Status()
+			if string(s.Reason) != tc.want || s.Message != "" || s.Code != http.StatusForbidden {
+				t.Fatalf("got code %d reason %q message %q\nwant code 403 reason %q and no message", s.Code, s.Reason, s.Message, tc.want)
+			}
+		})
 	}
 }

@@ -31,11 +31,14 @@ type BundleSpec struct {
 }
 
 // BundleSource is the location of a Bundle's content. Exactly one member,
-// the one named by type, is set.
-// +kubebuilder:validation:XValidation:rule="self.type == 'image' ? has(self.image) : !has(self.image)",message="source.image must be set if and only if source.type is image"
-// +kubebuilder:validation:XValidation:rule="self.type == 'git' ? has(self.git) : !has(self.git)",message="source.git must be set if and only if source.type is git"
-// +kubebuilder:validation:XValidation:rule="self.type == 'configMaps' ? has(self.configMaps) : !has(self.configMaps)",message="source.configMaps must be set if and only if source.type is configMaps"
-// +kubebuilder:validation:XValidation:rule="self.type == 'http' ? has(self.http) : !has(self.http)",message="source.http must be set if and only if source.type is http"
+// the one named by type, is set. The CRD requires exactly one member with
+// the API server's oneOf (hack/crdpatch adds it: controller-gen cannot),
+// and these rules that it is the one type names, in the words of RukPak's
+// webhook.
+// +kubebuilder:validation:XValidation:rule="self.type != 'image' || has(self.image)",message="bundle.spec.source.image must be set for source type \"image\""
+// +kubebuilder:validation:XValidation:rule="self.type != 'git' || has(self.git)",message="bundle.spec.source.git must be set for source type \"git\""
+// +kubebuilder:validation:XValidation:rule="self.type != 'configMaps' || has(self.configMaps)",message="bundle.spec.source.configmaps must be set for source type \"configmaps\""
+// +kubebuilder:validation:XValidation:rule="self.type != 'http' || has(self.http)",message="bundle.spec.source.http must be set for source type \"http\""
 type BundleSource struct {
 	// type is the kind of source: image, git, configMaps or http.
 	// +required
@@ -98,8 +101,8 @@ type GitSource struct {
 	Auth *Authorization `json:"auth,omitempty"`
 }
 
-// GitRef names exactly one of a branch, a tag or a commit.
-// +kubebuilder:validation:XValidation:rule="[has(self.branch), has(self.tag), has(self.commit)].filter(x, x).size() == 1",message="exactly one of ref.branch, ref.tag or ref.commit must be set"
+// GitRef names exactly one of a branch, a tag or a commit (the CRD's oneOf,
+// added by hack/crdpatch).
 type GitRef struct {
 	// branch is a branch name; the Bundle unpacks the branch's head at the
 	// time of the first unpack and keeps that commit afterwards.
@@ -214,7 +217,8 @@ type BundleStatus struct {
 }
 
 // Bundle is a piece of content to be unpacked by a provisioner. Its spec is
-// immutable.
+// immutable. Its name is at most 52 characters (the CRD's maxLength, added
+// by hack/crdpatch).
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:scope=Cluster
 // +kubebuilder:subresource:status
@@ -223,7 +227,6 @@ type BundleStatus struct {
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:printcolumn:name="Provisioner",type=string,JSONPath=`.spec.provisionerClassName`,priority=1
 // +kubebuilder:printcolumn:name="Resolved Source",type=string,JSONPath=`.status.resolvedSource`,priority=1
-// +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 52",message="metadata.name must be at most 52 characters"
 type Bundle struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

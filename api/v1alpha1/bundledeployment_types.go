@@ -228,7 +228,9 @@ type GeneratedBundle struct {
 }
 
 // BundleDeployment installs the content of a Bundle generated from its
-// template, and pivots to a new Bundle when the template changes.
+// template, and pivots to a new Bundle when the template changes. Its name
+// is at most 45 characters, so that its Bundles' (7 more) fit in 52 (the
+// CRD's maxLength, added by hack/crdpatch).
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:scope=Cluster,shortName={bd,bds}
 // +kubebuilder:subresource:status
@@ -239,7 +241,6 @@ type GeneratedBundle struct {
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:printcolumn:name="Provisioner",type=string,JSONPath=`.spec.provisionerClassName`,priority=1
 // +kubebuilder:printcolumn:name="Upgrade Approval",type=string,JSONPath=`.spec.upgradeApproval`,priority=1
-// +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 45",message="metadata.name must be at most 45 characters"
 type BundleDeployment struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

@@ -290,7 +290,7 @@ func TestIntegrationFetchDeadline(t *testing.T) {
 				if b.Status.Phase != rukpakv1alpha1.PhaseFailing || c == nil || c.Reason != rukpakv1alpha1.ReasonUnpackFailed {
 					return fmt.Errorf("phase %q, condition %+v", b.Status.Phase, c)
 				}
-				const want = "fetching the source did not finish within 2s: "
+				const want = "source bundle content: fetching the source did not finish within 2s: "
 				if !strings.HasPrefix(c.Message, want) {
 					return fmt.Errorf("message %q, want it to start with %q", c.Message, want)
 				}

@@ -209,7 +209,9 @@ func (r *Reconciler) unpack(ctx context.Context, b *rukpakv1alpha1.Bundle) (ctrl
 		return ctrl.Result{}, nil
 	}
 	if err != nil {
-		r.setFailing(b, err)
+		// RukPak's words for a source that could not be fetched; a format
+		// error (below) says what is wrong with the content itself.
+		r.setFailing(b, fmt.Errorf("%s%w", sourceFailed, err))
 		return ctrl.Result{}, fmt.Errorf("unpacking bundle %q: %w", b.Name, err)
 	}
 	defer func() { _ = res.Close() }()
@@ -220,11 +222,12 @@ func (r *Reconciler) unpack(ctx context.Context, b *rukpakv1alpha1.Bundle) (ctrl
 		// misspelt) fails as RukPak reported it, so a typo is seen; it is
 		// looked at again, and a watch unpacks it once it appears. The
 		// event goes out when the failure is new, not at every retry.
-		if c := conditions.Get(b.Status.Conditions, rukpakv1alpha1.TypeUnpacked); c == nil || c.Reason != rukpakv1alpha1.ReasonUnpackFailed || c.Message != res.Message {
-			r.event(b, "Warning", rukpakv1alpha1.ReasonUnpackFailed, res.Message)
+		msg := sourceFailed + res.Message
+		if c := conditions.Get(b.Status.Conditions, rukpakv1alpha1.TypeUnpacked); c == nil || c.Reason != rukpakv1alpha1.ReasonUnpackFailed || c.Message != msg {
+			r.event(b, "Warning", rukpakv1alpha1.ReasonUnpackFailed, msg)
 		}
 		b.Status.ObservedGeneration = b.Generation
-		setPhase(b, rukpakv1alpha1.PhaseFailing, metav1.ConditionFalse, rukpakv1alpha1.ReasonUnpackFailed, res.Message)
+		setPhase(b, rukpakv1alpha1.PhaseFailing, metav1.ConditionFalse, rukpakv1alpha1.ReasonUnpackFailed, msg)
 		return ctrl.Result{RequeueAfter: pendingRequeue}, nil
 	case unpack.StateUnpacking:
 		setPhase(b, rukpakv1alpha1.PhaseUnpacking, metav1.ConditionFalse, rukpakv1alpha1.ReasonUnpacking, res.Message)
@@ -261,9 +264,15 @@ func (r *Reconciler) unpack(ctx context.Context, b *rukpakv1alpha1.Bundle) (ctrl
 	b.Status.ObservedGeneration = b.Generation
 	// No event: the Unpacked condition says it, and an event is one more
 	// API write per install (issue 15); failures have theirs.
-	setPhase(b, rukpakv1alpha1.PhaseUnpacked, metav1.ConditionTrue, rukpakv1alpha1.ReasonUnpackSuccessful, "Successfully unpacked the bundle")
+	// RukPak's words, naming the source type.
+	setPhase(b, rukpakv1alpha1.PhaseUnpacked, metav1.ConditionTrue, rukpakv1alpha1.ReasonUnpackSuccessful,
+		fmt.Sprintf("Successfully unpacked the %s Bundle", b.Spec.Source.Type))
 	return ctrl.Result{}, nil
 }
+
+// sourceFailed begins the Unpacked message of a source that could not be
+// fetched (a ConfigMap not found, an http 404), as RukPak's did.
+const sourceFailed = "source bundle content: "
 
 func (r *Reconciler) setFailing(b *rukpakv1alpha1.Bundle, err error) {
 	b.Status.ObservedGeneration = b.Generation

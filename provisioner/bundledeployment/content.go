@@ -26,7 +26,8 @@ func (r *Reconciler) content(ctx context.Context, bd *rukpakv1alpha1.BundleDeplo
 		return nil, nil, false, nil
 	case b.Status.ObservedGeneration != b.Generation || unpacked == nil || unpacked.Status == metav1.ConditionUnknown ||
 		(unpacked.Status == metav1.ConditionFalse && unpacked.Reason != rukpakv1alpha1.ReasonUnpackFailed):
-		msg := fmt.Sprintf("Waiting for bundle %q to unpack", b.Name)
+		// RukPak's words, then what the Bundle says it is doing.
+		msg := fmt.Sprintf("Waiting for the %s Bundle to be unpacked", b.Name)
 		if unpacked != nil && unpacked.Message != "" {
 			msg += ": " + unpacked.Message
 		}
@@ -35,7 +36,7 @@ func (r *Reconciler) content(ctx context.Context, bd *rukpakv1alpha1.BundleDeplo
 		return nil, nil, false, nil
 	case unpacked.Status == metav1.ConditionFalse:
 		r.set(bd, rukpakv1alpha1.TypeHasValidBundle, metav1.ConditionFalse, rukpakv1alpha1.ReasonUnpackFailed,
-			fmt.Sprintf("Failed to unpack bundle %q: %s", b.Name, unpacked.Message))
+			fmt.Sprintf("Failed to unpack the %s Bundle: %s", b.Name, unpacked.Message))
 		return nil, nil, false, nil
 	}
 
@@ -67,7 +68,7 @@ func (r *Reconciler) content(ctx context.Context, bd *rukpakv1alpha1.BundleDeplo
 		return nil, nil, false, nil
 	}
 	r.set(bd, rukpakv1alpha1.TypeHasValidBundle, metav1.ConditionTrue, rukpakv1alpha1.ReasonUnpackSuccessful,
-		fmt.Sprintf("Successfully unpacked bundle %q", b.Name))
+		fmt.Sprintf("Successfully unpacked the %s Bundle", b.Name))
 	return fsys, objs, true, nil
 }
 

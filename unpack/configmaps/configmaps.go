@@ -106,8 +106,9 @@ func (u *Unpacker) add(ctx context.Context, tree *unpack.Tree, seen *collisions,
 	cm := &corev1.ConfigMap{}
 	if err := u.cfg.Reader.Get(ctx, key, cm); err != nil {
 		if apierrors.IsNotFound(err) {
-			// RukPak v0.16's words, which users' checks match.
-			return unpack.Pending(fmt.Sprintf("source bundle content: get configmap %s: ConfigMap %q not found", key, key.Name)), "", nil
+			// RukPak v0.16's words, which users' checks match (the Bundle
+			// reconciler begins them with "source bundle content: ", as RukPak's did).
+			return unpack.Pending(fmt.Sprintf("get configmap %s: ConfigMap %q not found", key, key.Name)), "", nil
 		}
 		return nil, "", fmt.Errorf("getting ConfigMap %s: %w", key, err)
 	}

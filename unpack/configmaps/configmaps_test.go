@@ -155,7 +155,7 @@ func TestMissingConfigMapIsPending(t *testing.T) {
 	if res.State != unpack.StatePending || res.FS != nil {
 		t.Fatalf("state = %s with FS %v, want %s without content", res.State, res.FS, unpack.StatePending)
 	}
-	if want := "source bundle content: get configmap " + namespace + "/absent: ConfigMap \"absent\" not found"; res.Message != want {
+	if want := "get configmap " + namespace + "/absent: ConfigMap \"absent\" not found"; res.Message != want {
 		t.Fatalf("message = %q, want %q", res.Message, want)
 	}
 	if left, _ := os.ReadDir(base); len(left) != 0 {

@@ -9,6 +9,7 @@
 package httpsrc
 
 import (
+	"compress/gzip"
 	"context"
 	"crypto/sha256"
 	"crypto/tls"
@@ -84,8 +85,10 @@ func (u *Unpacker) Unpack(ctx context.Context, bundle *rukpakv1alpha1.Bundle) (*
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		// The status code only: the URL may be any endpoint the
-		// provisioner reaches, and its body is nobody's to read.
-		err := fmt.Errorf("GET %s: unexpected status %s", shown, unpack.StatusText(resp.StatusCode))
+		// provisioner reaches, and its body is nobody's to read (nor its
+		// reason phrase: Go's text for the code is shown). Quoted, as
+		// RukPak's message was.
+		err := fmt.Errorf("GET %s: unexpected status %q", shown, unpack.StatusText(resp.StatusCode))
 		if permanent(resp.StatusCode) {
 			return nil, unpack.Terminal(err)
 		}
@@ -99,7 +102,8 @@ func (u *Unpacker) Unpack(ctx context.Context, bundle *rukpakv1alpha1.Bundle) (*
 	tree, sum, err := u.extract(ctx, bundle.Name, &limitedReader{r: resp.Body, left: limit, limit: limit})
 	if err != nil {
 		if errors.Is(err, archive.ErrNotGzip) {
-			return nil, unpack.Terminal(fmt.Errorf("GET %s: response body is not a gzip-compressed tar archive", shown))
+			// RukPak's words (gzip's own error), then what they mean.
+			return nil, unpack.Terminal(fmt.Errorf("%w: the response body of GET %s is not a gzip-compressed tar archive", gzip.ErrHeader, shown))
 		}
 		return nil, u.classify(parent, shown, err)
 	}

@@ -199,13 +199,13 @@ func TestUnpackErrors(t *testing.T) {
 		wantErr           string
 		terminal          bool
 	}{
-		{name: "404", url: srv.URL + "/missing.tgz", wantErr: "GET " + srv.URL + "/missing.tgz: unexpected status 404 Not Found", terminal: true},
-		{name: "503", url: srv.URL + "/unavailable", wantErr: "GET " + srv.URL + "/unavailable: unexpected status 503 Service Unavailable"},
-		{name: "no credentials", url: srv.URL + "/private/bundle.tgz", wantErr: "unexpected status 401 Unauthorized", terminal: true},
-		{name: "wrong credentials", url: srv.URL + "/private/bundle.tgz", secret: "wrong", wantErr: "GET " + srv.URL + "/private/bundle.tgz: unexpected status 401 Unauthorized", terminal: true},
+		{name: "404", url: srv.URL + "/missing.tgz", wantErr: "GET " + srv.URL + "/missing.tgz: unexpected status \"404 Not Found\"", terminal: true},
+		{name: "503", url: srv.URL + "/unavailable", wantErr: "GET " + srv.URL + "/unavailable: unexpected status \"503 Service Unavailable\""},
+		{name: "no credentials", url: srv.URL + "/private/bundle.tgz", wantErr: "unexpected status \"401 Unauthorized\"", terminal: true},
+		{name: "wrong credentials", url: srv.URL + "/private/bundle.tgz", secret: "wrong", wantErr: "GET " + srv.URL + "/private/bundle.tgz: unexpected status \"401 Unauthorized\"", terminal: true},
 		{name: "missing secret", url: srv.URL + "/private/bundle.tgz", secret: "absent", wantErr: `auth secret "absent" not found in namespace "rukpak-system"`},
 		{name: "secret without keys", url: srv.URL + "/private/bundle.tgz", secret: "nokeys", wantErr: "auth secret rukpak-system/nokeys must have username and password keys", terminal: true},
-		{name: "not gzip", url: srv.URL + "/plain.tar", wantErr: "GET " + srv.URL + "/plain.tar: response body is not a gzip-compressed tar archive", terminal: true},
+		{name: "not gzip", url: srv.URL + "/plain.tar", wantErr: "gzip: invalid header: the response body of GET " + srv.URL + "/plain.tar is not a gzip-compressed tar archive", terminal: true},
 		{name: "decompression bomb", url: srv.URL + "/bomb.tgz", limits: unpack.Limits{MaxBytes: 1 << 20}, wantErr: "bundle content exceeds the limit of 1048576 bytes (at manifests/bomb.yaml)", terminal: true},
 		{name: "escaping path", url: srv.URL + "/evil.tgz", wantErr: `path "../x" escapes the bundle root`, terminal: true},
 		{name: "untrusted certificate", url: secure.URL + "/bundle.tgz", wantErr: "server certificate is not trusted", terminal: true},

@@ -68,7 +68,7 @@ func TestUnpackBoundsResponses(t *testing.T) {
 		},
 		{
 			name: "error page", path: "/page",
-			wantErr: "GET " + srv.URL + "/page: unexpected status 404 Not Found",
+			wantErr: "GET " + srv.URL + "/page: unexpected status \"404 Not Found\"",
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -48,7 +49,7 @@ func TestErrorAnswersShowOnlyTheStatusCode(t *testing.T) {
 	} {
 		t.Run(tc.path, func(t *testing.T) {
 			_, err := newUnpacker(t, unpack.Limits{}).Unpack(t.Context(), bundleFor(srv.URL+tc.path, "", false))
-			want := "GET " + srv.URL + tc.path + ": unexpected status " + tc.status
+			want := "GET " + srv.URL + tc.path + ": unexpected status " + strconv.Quote(tc.status)
 			if err == nil || err.Error() != want {
 				t.Fatalf("error = %v, want %q", err, want)
 			}

@@ -186,10 +186,13 @@ type objectKey uint64
 var keySeed = maphash.MakeSeed()
 
 func keyOf(o *unstructured.Unstructured) objectKey {
+	return keyOfParts(o.GroupVersionKind(), o.GetNamespace(), o.GetName())
+}
+
+func keyOfParts(gvk schema.GroupVersionKind, namespace, name string) objectKey {
 	var h maphash.Hash
 	h.SetSeed(keySeed)
-	gvk := o.GroupVersionKind()
-	for _, s := range []string{gvk.Group, gvk.Version, gvk.Kind, o.GetNamespace(), o.GetName()} {
+	for _, s := range []string{gvk.Group, gvk.Version, gvk.Kind, namespace, name} {
 		_, _ = h.WriteString(s)
 		_ = h.WriteByte(0)
 	}
@@ -216,7 +219,7 @@ func (t *Tracker) Watch(objs []*unstructured.Unstructured) error {
 		if t.watched[gvk] {
 			continue
 		}
-		src := source.Kind[client.Object](t.cache, metadataOf(gvk), handler.EnqueueRequestsFromMapFunc(ownerRequest), notInitialList)
+		src := source.Kind[client.Object](t.cache, metadataOf(gvk), handler.EnqueueRequestsFromMapFunc(ownerRequest), notInitialList, t.notOwnWrite())
 		if err := t.controller.Watch(src); err != nil {
 			return fmt.Errorf("watching %s: %w", gvk, err)
 		}
@@ -232,6 +235,40 @@ func (t *Tracker) Watch(objs []*unstructured.Unstructured) error {
 // the kind once more (after a restart: once more per kind, reading each
 // release's history again).
 var notInitialList = predicate.Funcs{CreateFunc: func(e event.CreateEvent) bool { return !e.IsInInitialList }}
+
+// notOwnWrite drops the creates and updates that this process's own
+// applies answered (Applied, restored): the object is as applied, which
+// its owner's verdict already says, so they would only reconcile the
+// owner once more (reading its release history again). Deletions always
+// pass.
+func (t *Tracker) notOwnWrite() predicate.Funcs {
+	return predicate.Funcs{
+		CreateFunc: func(e event.CreateEvent) bool { return !t.ownWrite(e.Object) },
+		UpdateFunc: func(e event.UpdateEvent) bool { return !t.ownWrite(e.ObjectNew) },
+	}
+}
+
+// ownWrite reports whether o (cached metadata) is at the resourceVersion
+// an apply of its owner's release answered for it.
+func (t *Tracker) ownWrite(o client.Object) bool {
+	if o == nil || !o.GetDeletionTimestamp().IsZero() {
+		return false
+	}
+	l := o.GetLabels()
+	owner := l[rukpakv1alpha1.LabelOwnerName]
+	if l[rukpakv1alpha1.LabelOwnerKind] != "BundleDeployment" || owner == "" {
+		return false
+	}
+	gvk := o.GetObjectKind().GroupVersionKind()
+	if gvk.Kind == "" {
+		return false
+	}
+	key := keyOfParts(gvk, o.GetNamespace(), o.GetName())
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	v, ok := t.observed[owner][key]
+	return ok && v.applied && v.resourceVersion == o.GetResourceVersion()
+}
 
 func metadataOf(gvk schema.GroupVersionKind) *metav1.PartialObjectMetadata {
 	m := &metav1.PartialObjectMetadata{}
@@ -333,6 +370,15 @@ func (t *Tracker) Applied(owner string, res *release.Result) {
 		}
 		t.observed[owner][keyOf(want)] = observation{resourceVersion: rv, health: health.Result{Ready: true}, applied: true}
 	}
+}
+
+// restored records the verdict the apply restoring want answered, for a
+// kind without a status (as Applied).
+func (t *Tracker) restored(owner string, want *unstructured.Unstructured, rv string) {
+	if rv == "" || !health.StatusLess(want.GroupVersionKind().GroupKind()) {
+		return
+	}
+	t.remember(owner, keyOf(want), observation{resourceVersion: rv, health: health.Result{Ready: true}, applied: true})
 }
 
 // Forget drops owner's verdicts: its release changed, and with it what

@@ -9,6 +9,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
@@ -274,5 +275,84 @@ func TestRetriesCRDSettles(t *testing.T) {
 	}
 	if in, _ := r.failed(bd, []string{"widgets.example.com"}); in != 4*time.Minute {
 		t.Fatalf("the next plain failure waits %s, want 4m", in)
+	}
+}
+
+func TestUnchangedSinceRecorded(t *testing.T) {
+	want := func(apiVersion, kind string) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{}
+		u.SetAPIVersion(apiVersion)
+		u.SetKind(kind)
+		u.SetNamespace("ns")
+		u.SetName("x")
+		return u
+	}
+	md := func(rv string, deleting bool) *metav1.PartialObjectMetadata {
+		m := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{ResourceVersion: rv}}
+		if deleting {
+			now := metav1.Now()
+			m.DeletionTimestamp = &now
+		}
+		return m
+	}
+	recorded := func(rv uint64, ok bool) func(string) (uint64, bool) {
+		return func(string) (uint64, bool) { return rv, ok }
+	}
+	for _, tc := range []struct {
+		name     string
+		obj      *unstructured.Unstructured
+		m        *metav1.PartialObjectMetadata
+		recorded func(string) (uint64, bool)
+		want     bool
+	}{
+		{"older ConfigMap", want("v1", "ConfigMap"), md("100", false), recorded(200, true), true},
+		{"written since", want("v1", "ConfigMap"), md("300", false), recorded(200, true), false},
+		{"same version", want("v1", "ConfigMap"), md("200", false), recorded(200, true), false},
+		{"records unknown", want("v1", "ConfigMap"), md("100", false), recorded(0, false), false},
+		{"being deleted", want("v1", "ConfigMap"), md("100", true), recorded(200, true), false},
+		{"not a number", want("v1", "ConfigMap"), md("abc", false), recorded(200, true), false},
+		{"kind with a status", want("apps/v1", "Deployment"), md("100", false), recorded(200, true), false},
+		{"no index", want("v1", "ConfigMap"), md("100", false), nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := &Tracker{recordedAt: tc.recorded, observed: map[string]map[objectKey]observation{}}
+			if got := tr.unchangedSinceRecorded("owner", tc.obj, tc.m); got != tc.want {
+				t.Errorf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestOwnWrite(t *testing.T) {
+	tr := &Tracker{observed: map[string]map[objectKey]observation{}}
+	cm := &unstructured.Unstructured{}
+	cm.SetAPIVersion("v1")
+	cm.SetKind("ConfigMap")
+	cm.SetNamespace("ns")
+	cm.SetName("x")
+	tr.restored("owner", cm, "42")
+	event := func(rv, owner string) *metav1.PartialObjectMetadata {
+		m := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "x", ResourceVersion: rv,
+			Labels: map[string]string{rukpakv1alpha1.LabelOwnerKind: "BundleDeployment", rukpakv1alpha1.LabelOwnerName: owner}}}
+		m.SetGroupVersionKind(cm.GroupVersionKind())
+		return m
+	}
+	if !tr.ownWrite(event("42", "owner")) {
+		t.Error("the restore's own version was not recognised")
+	}
+	if tr.ownWrite(event("43", "owner")) {
+		t.Error("a later write was taken for the restore's")
+	}
+	if tr.ownWrite(event("42", "other")) {
+		t.Error("another owner's object was taken for this one's")
+	}
+	dep := cm.DeepCopy()
+	dep.SetAPIVersion("apps/v1")
+	dep.SetKind("Deployment")
+	tr.restored("owner", dep, "50")
+	d := event("50", "owner")
+	d.SetGroupVersionKind(dep.GroupVersionKind())
+	if tr.ownWrite(d) {
+		t.Error("a kind with a status was judged from the apply's answer: its status must still be read")
 	}
 }

@@ -54,6 +54,10 @@ type announcement struct {
 	at time.Time
 }
 
+func (a announcement) String() string {
+	return fmt.Sprintf("in %s at %s", a.in, a.at.Format(time.RFC3339))
+}
+
 // announced returns the next attempt bd's Installed condition announces;
 // false unless it is a failed install's.
 func (h *harness) announced(name string) (announcement, bool) {

@@ -16,7 +16,7 @@ import (
 func (h *harness) waitBDExact(name, typ string, status metav1.ConditionStatus, reason, msg string) *rukpakv1alpha1.BundleDeployment {
 	h.t.Helper()
 	bd := h.waitBD(name, typ, status, reason, msg)
-	if c := conditions.Get(bd.Status.Conditions, typ); c.Message != msg {
+	if c := conditions.Get(bd.Status.Conditions, typ); withoutRetry(c.Message) != msg {
 		h.t.Fatalf("%s message = %q, want %q", typ, c.Message, msg)
 	}
 	return bd

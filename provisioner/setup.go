@@ -78,6 +78,10 @@ type Options struct {
 	// on the resources of release-owned CRDs, for the webhook's check of
 	// hand edits of them (package crdaccess).
 	CRDCheckClusterRole string
+	// RetryBase and RetryMax shape the backoff of failing installs: the
+	// first retry after RetryBase, each next one after twice as long, up
+	// to RetryMax (zero: bundledeployment's defaults).
+	RetryBase, RetryMax time.Duration
 }
 
 // Setup registers a Bundle and a BundleDeployment reconciler for every class.
@@ -155,6 +159,9 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 			Shard:        opts.Shard,
 			BundleReader: mgr.GetAPIReader(),
 			ContentURL:   contentURL,
+
+			RetryBase: opts.RetryBase,
+			RetryMax:  opts.RetryMax,
 		}).SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("setting up bundle deployment controller for %s: %w", class, err)
 		}

@@ -34,6 +34,7 @@ import (
 	"github.com/rukpak-dev/rukpak/internal/securemetrics"
 	"github.com/rukpak-dev/rukpak/internal/selfsigned"
 	"github.com/rukpak-dev/rukpak/provisioner"
+	"github.com/rukpak-dev/rukpak/provisioner/bundledeployment"
 	"github.com/rukpak-dev/rukpak/provisioner/helm"
 	"github.com/rukpak-dev/rukpak/provisioner/identity"
 	"github.com/rukpak-dev/rukpak/provisioner/plain"
@@ -83,6 +84,8 @@ type options struct {
 	knownShards       string
 	preflight         crdupgrade.Options
 	crdCheckRole      string
+	retryBase         time.Duration
+	retryMax          time.Duration
 }
 
 func main() {
@@ -119,6 +122,8 @@ func main() {
 	renderLanes.BindFlags(flag.CommandLine)
 	flag.DurationVar(&o.certValidity, "webhook-cert-validity", servingcert.DefaultValidity, "Validity of the serving certificates (and their CAs) issued for the webhooks installed bundles declare.")
 	flag.DurationVar(&o.certRenewBefore, "webhook-cert-renew-before", servingcert.DefaultRenewBefore, "How long before expiry those certificates are renewed; shorter than --webhook-cert-validity.")
+	flag.DurationVar(&o.retryBase, "install-retry-base", bundledeployment.DefaultRetryBase, "Wait before the first retry of a failing install; each next retry waits twice as long, up to --install-retry-max. A change of the BundleDeployment, its Bundle, the values it reads or a new CRD of a kind it misses retries at once.")
+	flag.DurationVar(&o.retryMax, "install-retry-max", bundledeployment.DefaultRetryMax, "Longest wait between retries of a failing install.")
 	flag.Int64Var(&o.maxReleaseBytes, "max-release-bytes", release.DefaultMaxRecordBytes, "Largest release record (JSON, about the size of the installed manifests) of one BundleDeployment revision; records over 1 MiB are split across Secrets.")
 	flag.StringVar(&o.defaultSA, "default-service-account", "", "NAMESPACE/NAME of the ServiceAccount that BundleDeployments without spec.serviceAccount install as (impersonated, after a permission check), as Flux's --default-service-account; empty: they install as the provisioner, unless --require-service-account.")
 	flag.BoolVar(&o.requireSA, "require-service-account", false, "Refuse BundleDeployments that name no spec.serviceAccount when there is no --default-service-account, instead of installing them with the provisioner's own rights.")
@@ -265,6 +270,8 @@ func run(ctx context.Context, o options) error {
 		KnownShards:           known,
 		Preflight:             o.preflight,
 		CRDCheckClusterRole:   o.crdCheckRole,
+		RetryBase:             o.retryBase,
+		RetryMax:              o.retryMax,
 	}); err != nil {
 		return err
 	}

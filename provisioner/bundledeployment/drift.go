@@ -66,9 +66,11 @@ func (r *Reconciler) correctDrift(ctx context.Context, as client.Client, owner s
 		case err != nil:
 			return taken, fmt.Errorf("reading %s: %w", describe(want), err)
 		}
-		if err := release.ApplyObject(ctx, as, want); err != nil {
+		rv, err := release.ApplyObjectVersion(ctx, as, want)
+		if err != nil {
 			return taken, fmt.Errorf("restoring %s: %w", describe(want), err)
 		}
+		r.tracker.restored(owner, want, rv)
 		restored = append(restored, describe(want))
 	}
 	if len(restored) > 0 {

@@ -132,9 +132,14 @@ type Reconciler struct {
 	// (storage.Storage's URLFor): content a Bundle's status says is
 	// elsewhere, and that does not load, is waited for rather than failed.
 	ContentURL func(ctx context.Context, b *rukpakv1alpha1.Bundle) (string, error)
+	// RetryBase and RetryMax shape the backoff of failing installs (zero:
+	// DefaultRetryBase, DefaultRetryMax; see backoff.go).
+	RetryBase, RetryMax time.Duration
 
 	tracker *Tracker
 	records records
+	// retries is set up by SetupWithManager.
+	retries *retries
 }
 
 // Reconcile brings one BundleDeployment's installed content in line with its
@@ -144,11 +149,21 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.Client.Get(ctx, req.NamespacedName, bd); err != nil {
 		if apierrors.IsNotFound(err) {
 			metrics.Forget(kind, req.Name)
+			r.retries.forget(req.Name)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if bd.Spec.ProvisionerClassName != r.Class {
 		return ctrl.Result{}, nil
+	}
+	if bd.DeletionTimestamp.IsZero() {
+		// A failing install waits for its next attempt: events of its
+		// installed objects and rechecks change nothing it could fix.
+		if d := r.retries.wait(bd); d > 0 {
+			return ctrl.Result{RequeueAfter: d}, nil
+		}
+	} else {
+		r.retries.forget(bd.Name)
 	}
 	defer metrics.ObserveReconcile(metrics.ControllerBundleDeployment, r.Class, time.Now())
 	if !bd.DeletionTimestamp.IsZero() {
@@ -285,6 +300,9 @@ func (r *Reconciler) reconcile(ctx context.Context, bd *rukpakv1alpha1.BundleDep
 	// Also after a failed install: it may have applied part of it.
 	r.recordInstalled(bd)
 	if p, ok := pending(err); ok {
+		// The attempt goes on in the background: its outcome is taken at
+		// once, however long a failure before it backs off.
+		r.retries.wake(bd.Name)
 		r.setPending(bd, p)
 		return ctrl.Result{RequeueAfter: pendingRecheck}, nil
 	}
@@ -302,10 +320,14 @@ func (r *Reconciler) reconcile(ctx context.Context, bd *rukpakv1alpha1.BundleDep
 				}
 			}
 		}
-		r.set(bd, rukpakv1alpha1.TypeInstalled, metav1.ConditionFalse, reason, msg)
+		in, at := r.retries.failed(bd, missingGroups(err))
+		r.set(bd, rukpakv1alpha1.TypeInstalled, metav1.ConditionFalse, reason, retryMessage(cutForRetry(msg), in, at))
+		// Without the announcement: repeated failures stay one event series.
 		r.event(bd, "Warning", reason, msg)
-		return ctrl.Result{}, fmt.Errorf("applying bundle %q: %w", b.Name, err)
+		log.FromContext(ctx).Error(err, "applying bundle", "bundle", b.Name, "nextAttemptIn", in)
+		return ctrl.Result{RequeueAfter: in}, nil
 	}
+	r.retries.succeeded(bd.Name)
 	stamped := result.Objects
 	var taken []takenObject
 	if result.Changed {
@@ -572,7 +594,11 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if err := indexBundles(mgr); err != nil {
 		return err
 	}
+	if r.Releases != nil {
+		tracker.recordedAt = r.Releases.RecordedAt
+	}
 	r.tracker = tracker
+	r.retries = newRetries(r.RetryBase, r.RetryMax)
 	c, err := ctrl.NewControllerManagedBy(mgr).
 		Named("bundledeployment-"+r.Class).
 		For(&rukpakv1alpha1.BundleDeployment{}, builder.WithPredicates(r.forgetOnMove(), predicate.NewPredicateFuncs(func(o client.Object) bool {
@@ -584,7 +610,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			// A full reconcile of a 1,000-object bundle costs ~0.2 s of CPU.
 			predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, skipPreflightChanged, reconcileRequested, approvalChanged))).
 		Watches(&rukpakv1alpha1.Bundle{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
-			return ownerRequest(context.TODO(), o)
+			// A change of its Bundle may fix a failing install.
+			return r.wokenRequests(ownerRequest(context.TODO(), o))
 		})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
 		Build(r)
@@ -592,8 +619,13 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return err
 	}
 	tracker.controller = c
+	if err := r.watchCRDs(mgr, c); err != nil {
+		return err
+	}
 	if w, ok := r.Installer.(WatchingInstaller); ok {
-		if err := w.SetupWatches(mgr, c); err != nil {
+		// What its watches report (values sources, the ends of background
+		// jobs) may fix a failing install.
+		if err := w.SetupWatches(mgr, wakingController{c, r.retries.wake}); err != nil {
 			return fmt.Errorf("watching what %s installs read: %w", r.Class, err)
 		}
 	}

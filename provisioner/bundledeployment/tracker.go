@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"hash/maphash"
+	"strconv"
 	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -15,7 +16,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
@@ -39,6 +42,10 @@ type Tracker struct {
 	cache      cache.Cache
 	reader     client.Reader
 	controller controller.Controller
+	// recordedAt, when set, is release.Manager.RecordedAt: objects of
+	// kinds without a status not changed since their release's records
+	// were last written are judged from their cached metadata.
+	recordedAt func(release string) (uint64, bool)
 
 	mu       sync.Mutex
 	watched  map[schema.GroupVersionKind]bool
@@ -179,10 +186,13 @@ type objectKey uint64
 var keySeed = maphash.MakeSeed()
 
 func keyOf(o *unstructured.Unstructured) objectKey {
+	return keyOfParts(o.GroupVersionKind(), o.GetNamespace(), o.GetName())
+}
+
+func keyOfParts(gvk schema.GroupVersionKind, namespace, name string) objectKey {
 	var h maphash.Hash
 	h.SetSeed(keySeed)
-	gvk := o.GroupVersionKind()
-	for _, s := range []string{gvk.Group, gvk.Version, gvk.Kind, o.GetNamespace(), o.GetName()} {
+	for _, s := range []string{gvk.Group, gvk.Version, gvk.Kind, namespace, name} {
 		_, _ = h.WriteString(s)
 		_ = h.WriteByte(0)
 	}
@@ -209,13 +219,55 @@ func (t *Tracker) Watch(objs []*unstructured.Unstructured) error {
 		if t.watched[gvk] {
 			continue
 		}
-		src := source.Kind[client.Object](t.cache, metadataOf(gvk), handler.EnqueueRequestsFromMapFunc(ownerRequest))
+		src := source.Kind[client.Object](t.cache, metadataOf(gvk), handler.EnqueueRequestsFromMapFunc(ownerRequest), notInitialList, t.notOwnWrite())
 		if err := t.controller.Watch(src); err != nil {
 			return fmt.Errorf("watching %s: %w", gvk, err)
 		}
 		t.watched[gvk] = true
 	}
 	return nil
+}
+
+// notInitialList drops the creates of a new watch's initial list: a kind is
+// watched before the reconcile that needs it reads its objects from the
+// synced cache, and every owner is reconciled anyway (at start, from its
+// own initial list), so those events would only reconcile every owner of
+// the kind once more (after a restart: once more per kind, reading each
+// release's history again).
+var notInitialList = predicate.Funcs{CreateFunc: func(e event.CreateEvent) bool { return !e.IsInInitialList }}
+
+// notOwnWrite drops the creates and updates that this process's own
+// applies answered (Applied, restored): the object is as applied, which
+// its owner's verdict already says, so they would only reconcile the
+// owner once more (reading its release history again). Deletions always
+// pass.
+func (t *Tracker) notOwnWrite() predicate.Funcs {
+	return predicate.Funcs{
+		CreateFunc: func(e event.CreateEvent) bool { return !t.ownWrite(e.Object) },
+		UpdateFunc: func(e event.UpdateEvent) bool { return !t.ownWrite(e.ObjectNew) },
+	}
+}
+
+// ownWrite reports whether o (cached metadata) is at the resourceVersion
+// an apply of its owner's release answered for it.
+func (t *Tracker) ownWrite(o client.Object) bool {
+	if o == nil || !o.GetDeletionTimestamp().IsZero() {
+		return false
+	}
+	l := o.GetLabels()
+	owner := l[rukpakv1alpha1.LabelOwnerName]
+	if l[rukpakv1alpha1.LabelOwnerKind] != "BundleDeployment" || owner == "" {
+		return false
+	}
+	gvk := o.GetObjectKind().GroupVersionKind()
+	if gvk.Kind == "" {
+		return false
+	}
+	key := keyOfParts(gvk, o.GetNamespace(), o.GetName())
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	v, ok := t.observed[owner][key]
+	return ok && v.applied && v.resourceVersion == o.GetResourceVersion()
 }
 
 func metadataOf(gvk schema.GroupVersionKind) *metav1.PartialObjectMetadata {
@@ -250,6 +302,13 @@ func (t *Tracker) Observe(ctx context.Context, owner string, want *unstructured.
 	if ok && (m != nil && o.resourceVersion == m.ResourceVersion || m == nil && o.applied) {
 		return o, nil
 	}
+	if m != nil && t.unchangedSinceRecorded(owner, want, m) {
+		// As the apply before that write left it: no read (after a
+		// restart, one GET per installed object otherwise).
+		o = observation{resourceVersion: m.ResourceVersion, health: health.Result{Ready: true}}
+		t.remember(owner, key, o)
+		return o, nil
+	}
 	live := &unstructured.Unstructured{}
 	live.SetGroupVersionKind(want.GroupVersionKind())
 	if err := t.reader.Get(ctx, client.ObjectKeyFromObject(want), live); err != nil {
@@ -261,13 +320,35 @@ func (t *Tracker) Observe(ctx context.Context, owner string, want *unstructured.
 		// strings would be kept for nothing, once per installed object.
 		o.health = health.Result{Ready: true}
 	}
+	t.remember(owner, key, o)
+	return o, nil
+}
+
+func (t *Tracker) remember(owner string, key objectKey, o observation) {
 	t.mu.Lock()
+	defer t.mu.Unlock()
 	if t.observed[owner] == nil {
 		t.observed[owner] = map[objectKey]observation{}
 	}
 	t.observed[owner][key] = o
-	t.mu.Unlock()
-	return o, nil
+}
+
+// unchangedSinceRecorded reports whether want's live object, of a kind
+// without a status, has not been written since owner's release records
+// were: the records are written after the release's objects are applied
+// (release.Manager.Apply), so such an object is as applied, present and
+// ready. Its cached metadata may lag, which errs towards an older
+// version; the event of the newer one brings the owner back.
+func (t *Tracker) unchangedSinceRecorded(owner string, want *unstructured.Unstructured, m *metav1.PartialObjectMetadata) bool {
+	if t.recordedAt == nil || !health.StatusLess(want.GroupVersionKind().GroupKind()) || !m.DeletionTimestamp.IsZero() {
+		return false
+	}
+	rv, err := strconv.ParseUint(m.ResourceVersion, 10, 64)
+	if err != nil {
+		return false
+	}
+	recorded, ok := t.recordedAt(owner)
+	return ok && rv < recorded
 }
 
 // Applied records the verdicts res's applies answered for owner's objects
@@ -289,6 +370,15 @@ func (t *Tracker) Applied(owner string, res *release.Result) {
 		}
 		t.observed[owner][keyOf(want)] = observation{resourceVersion: rv, health: health.Result{Ready: true}, applied: true}
 	}
+}
+
+// restored records the verdict the apply restoring want answered, for a
+// kind without a status (as Applied).
+func (t *Tracker) restored(owner string, want *unstructured.Unstructured, rv string) {
+	if rv == "" || !health.StatusLess(want.GroupVersionKind().GroupKind()) {
+		return
+	}
+	t.remember(owner, keyOf(want), observation{resourceVersion: rv, health: health.Result{Ready: true}, applied: true})
 }
 
 // Forget drops owner's verdicts: its release changed, and with it what

@@ -48,6 +48,12 @@ func ApplyObject(ctx context.Context, c client.Client, o *unstructured.Unstructu
 	return err
 }
 
+// ApplyObjectVersion is ApplyObject, returning the resourceVersion the
+// apply left the object at.
+func ApplyObjectVersion(ctx context.Context, c client.Client, o *unstructured.Unstructured) (string, error) {
+	return applyObject(ctx, c, o)
+}
+
 // applyObject is ApplyObject, returning the resourceVersion the apply left
 // the object at.
 func applyObject(ctx context.Context, c client.Client, o *unstructured.Unstructured) (string, error) {

@@ -3,6 +3,7 @@ package release
 import (
 	"context"
 	"sort"
+	"strconv"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -127,4 +128,36 @@ func (x *recordIndex) gone(name, key string) {
 	if len(x.created[name]) == 0 {
 		delete(x.created, name)
 	}
+}
+
+// recordedAt is the highest resourceVersion among release name's records
+// (its last record write), as the index has them; ok is false while the
+// informer has not synced, while a record this process wrote has not
+// shown in it yet, or when a resourceVersion is not a number.
+func (x *recordIndex) recordedAt(name string) (rv uint64, ok bool) {
+	if !x.informer.HasSynced() {
+		return 0, false
+	}
+	x.mu.Lock()
+	pending := len(x.created[name]) > 0
+	x.mu.Unlock()
+	if pending {
+		return 0, false
+	}
+	objs, err := x.informer.GetIndexer().ByIndex(byReleaseName, name)
+	if err != nil || len(objs) == 0 {
+		return 0, false
+	}
+	for _, o := range objs {
+		m, isMeta := o.(*metav1.PartialObjectMetadata)
+		if !isMeta {
+			return 0, false
+		}
+		v, err := strconv.ParseUint(m.ResourceVersion, 10, 64)
+		if err != nil {
+			return 0, false
+		}
+		rv = max(rv, v)
+	}
+	return rv, true
 }

@@ -134,6 +134,20 @@ func (m *Manager) Start(ctx context.Context) error {
 // replica is elected.
 func (m *Manager) NeedLeaderElection() bool { return false }
 
+// RecordedAt is the resourceVersion of the last write of release name's
+// records, from the index of records (no request): an installed object
+// whose resourceVersion is older has not changed since that write, which
+// came after the release's objects were applied. ok is false when the
+// index cannot tell (not synced yet, a write of this process not shown in
+// it yet, no records); resourceVersions are compared as the numbers the
+// API server issues (etcd revisions).
+func (m *Manager) RecordedAt(name string) (rv uint64, ok bool) {
+	if m.records.index == nil {
+		return 0, false
+	}
+	return m.records.index.recordedAt(name)
+}
+
 // Namespace holds the release records; no release installs objects there.
 func (m *Manager) Namespace() string { return m.namespace }
 

@@ -10,9 +10,9 @@ import (
 // realCatalogs is the shared test data: four packages' FBC from the
 // community catalog.
 var realCatalogs = []struct {
-	name                string
-	channels, bundles   int
-	defaultChannel      string
+	name              string
+	channels, bundles int
+	defaultChannel    string
 }{
 	{"cat-facts-operator", 1, 4, ""},
 	{"infinispan", 4, 49, ""},

@@ -21,6 +21,7 @@ const (
 const (
 	BundlePath           = "/validate-core-rukpak-io-v1alpha1-bundle"
 	BundleDeploymentPath = "/validate-core-rukpak-io-v1alpha1-bundledeployment"
+	CatalogPath          = "/validate-core-rukpak-io-v1alpha1-catalog"
 )
 
 // DefaultConfigurationName is the ValidatingWebhookConfiguration shipped in
@@ -61,6 +62,10 @@ func Register(srv ctrlwebhook.Server, scheme *runtime.Scheme, sources *SourceVal
 	srv.Register(BundlePath, &admission.Webhook{Handler: kindGuard{
 		kind: rukpakv1alpha1.GroupVersion.WithKind("Bundle"),
 		next: admission.WithValidator[*rukpakv1alpha1.Bundle](scheme, &BundleValidator{Sources: sources}).Handler,
+	}})
+	srv.Register(CatalogPath, &admission.Webhook{Handler: kindGuard{
+		kind: rukpakv1alpha1.GroupVersion.WithKind("Catalog"),
+		next: admission.WithValidator[*rukpakv1alpha1.Catalog](scheme, &CatalogValidator{Sources: sources}).Handler,
 	}})
 	srv.Register(BundleDeploymentPath, &admission.Webhook{Handler: kindGuard{
 		kind: rukpakv1alpha1.GroupVersion.WithKind("BundleDeployment"),

@@ -16,8 +16,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
+	"github.com/rukpak-dev/rukpak/catalog/fbc"
 	"github.com/rukpak-dev/rukpak/provisioner/bundle"
 	"github.com/rukpak-dev/rukpak/provisioner/bundledeployment"
+	"github.com/rukpak-dev/rukpak/provisioner/catalog"
 	"github.com/rukpak-dev/rukpak/provisioner/crdupgrade"
 	"github.com/rukpak-dev/rukpak/provisioner/helm"
 	"github.com/rukpak-dev/rukpak/provisioner/helm/install"
@@ -73,6 +75,11 @@ type Options struct {
 	KnownShards []string
 	// Preflight bounds the CRD upgrade preflight (zero: its defaults).
 	Preflight crdupgrade.Options
+	// Catalogs, when set, stores and serves Catalogs: this process runs the
+	// Catalog reconciler (one process per cluster should).
+	Catalogs *storage.CatalogStore
+	// CatalogLimits bound reading one catalog (zero: fbc's defaults).
+	CatalogLimits fbc.Limits
 }
 
 // Setup registers a Bundle and a BundleDeployment reconciler for every class.
@@ -152,6 +159,17 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 			ContentURL:   contentURL,
 		}).SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("setting up bundle deployment controller for %s: %w", class, err)
+		}
+	}
+	if opts.Catalogs != nil {
+		if err := (&catalog.Reconciler{
+			Client:       mgr.GetClient(),
+			Unpacker:     opts.Unpacker,
+			Store:        opts.Catalogs,
+			Limits:       opts.CatalogLimits,
+			FetchTimeout: opts.FetchTimeout,
+		}).SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("setting up catalog controller: %w", err)
 		}
 	}
 	if len(opts.KnownShards) > 0 {

@@ -20,7 +20,6 @@ type CatalogValidator struct {
 
 var _ admission.Validator[*rukpakv1alpha1.Catalog] = &CatalogValidator{}
 
-
 // ValidateCreate checks the source of a new Catalog.
 func (v *CatalogValidator) ValidateCreate(ctx context.Context, c *rukpakv1alpha1.Catalog) (admission.Warnings, error) {
 	errs := v.Sources.ValidateMovable(ctx, field.NewPath("spec", "source"), c.Spec.Source)

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
@@ -25,6 +26,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
+	"github.com/rukpak-dev/rukpak/internal/heapwatch"
+	"github.com/rukpak-dev/rukpak/internal/testcatalog"
 	"github.com/rukpak-dev/rukpak/internal/testenv"
 	"github.com/rukpak-dev/rukpak/internal/testregistry"
 	"github.com/rukpak-dev/rukpak/provisioner"
@@ -35,10 +38,7 @@ import (
 // realCatalog is one package's catalog.yaml of the shared test data.
 func realCatalog(t *testing.T, pkg string) string {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "..", "..", "shared", "testdata", "catalogs", pkg, "catalog.yaml"))
-	if errors.Is(err, fs.ErrNotExist) {
-		data, err = os.ReadFile(filepath.Join("/work/shared/testdata/catalogs", pkg, "catalog.yaml"))
-	}
+	data, err := os.ReadFile(filepath.Join(testcatalog.Dir(), pkg, "catalog.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,4 +228,53 @@ func TestIntegrationCatalogs(t *testing.T) {
 			t.Fatalf("stored content left: %v", err)
 		}
 	})
+}
+
+// TestIntegrationHeapOfLargeCatalog unpacks, validates, stores and serves
+// a catalog of ~20 MB (the community catalog's size, renamed copies of the
+// four real packages) from a registry image and holds the provisioner's
+// live heap growth to 64 MiB.
+func TestIntegrationHeapOfLargeCatalog(t *testing.T) {
+	// Not parallel: it measures the heap of this process, changes its GC percent and waits for every controller in it to go idle, which parallel tests would disturb and be disturbed by.
+	h, store := catalogHarness(t)
+	ctx := context.Background()
+	data := testcatalog.Large(t, 20<<20)
+	size := len(data)
+	ref := h.reg.Ref("catalogs/large:v1")
+	h.reg.MustPush(t, ref, testregistry.Image(t, testregistry.Layer(t, map[string]string{"configs/catalog.json": string(data)})))
+	data = nil
+	_ = data
+
+	busy0 := busy(t)
+	waitIdle(t, busy0)
+	gcPercent := debug.SetGCPercent(peakGCPercent)
+	defer debug.SetGCPercent(gcPercent)
+	before := liveHeap()
+	stop := heapwatch.Start()
+	c := &rukpakv1alpha1.Catalog{ObjectMeta: metav1.ObjectMeta{Name: "large"}, Spec: rukpakv1alpha1.CatalogSpec{
+		Source: rukpakv1alpha1.BundleSource{Type: rukpakv1alpha1.SourceTypeImage, Image: &rukpakv1alpha1.ImageSource{Ref: ref, CertificateData: string(h.reg.CAPEM)}},
+	}}
+	testenv.MustNotError(t, h.c.Create(ctx, c), "creating catalog large")
+	got := h.waitCatalog("large", rukpakv1alpha1.TypeServing, metav1.ConditionTrue, rukpakv1alpha1.ReasonServing, "")
+	// Served whole and by package.
+	srv := httptest.NewServer(storage.NewCatalogHandler(store))
+	defer srv.Close()
+	resp, err := http.Get(srv.URL + "/catalogs/large/all.jsonl")
+	testenv.MustNotError(t, err, "GET all.jsonl")
+	n, err := io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	testenv.MustNotError(t, err, "reading all.jsonl")
+	p, err := store.ReadPackage("large", "infinispan-c5")
+	testenv.MustNotError(t, err, "ReadPackage")
+	peak := stop()
+	waitIdle(t, busy0)
+	after := liveHeap()
+	t.Logf("%.1f MB of catalog (%d packages, %d bundles; %d bytes served, %d bundles read back): live heap +%.1f MiB peak, +%.1f MiB retained",
+		float64(size)/1e6, got.Status.Packages, got.Status.Bundles, n, len(p.Bundles), float64(peak)/(1<<20), (float64(after)-float64(before))/(1<<20))
+	if got.Status.Packages != 48 || len(p.Bundles) != 49 {
+		t.Fatalf("status %+v", got.Status)
+	}
+	if peak > 64<<20 {
+		t.Fatalf("live heap grew %.1f MiB, want ≤ 64 MiB", float64(peak)/(1<<20))
+	}
 }

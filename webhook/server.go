@@ -15,6 +15,7 @@ import (
 const (
 	BundleWebhookName           = "vbundles.core.rukpak.io"
 	BundleDeploymentWebhookName = "vbundledeployments.core.rukpak.io"
+	CatalogWebhookName          = "vcatalogs.core.rukpak.io"
 )
 
 // Paths the handlers are served at.

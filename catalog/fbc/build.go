@@ -2,6 +2,7 @@ package fbc
 
 import (
 	"bufio"
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -386,25 +387,30 @@ func (b *builder) takeChannel(o origin, pkg string, m *meta) error {
 		b.fail("%s (%s): needs a name and a package", o, what)
 		return nil
 	}
+	// Decoded one entry at a time, counted against the catalog's limit
+	// before each is kept.
 	var entries []entry
-	if len(m.Entries) > 0 {
-		// The count is bounded before decoding: the blob's text is.
-		if err := json.Unmarshal(m.Entries, &entries); err != nil {
+	if len(m.Entries) > 0 && string(m.Entries) != "null" {
+		dec := json.NewDecoder(bytes.NewReader(m.Entries))
+		if _, err := dec.Token(); err != nil {
 			return fmt.Errorf("%s (%s): entries: %w", o, what, err)
 		}
-	}
-	b.entries += len(entries)
-	for _, e := range entries {
-		b.entries += len(e.Skips)
-		if err := b.names(o, e.Name, e.Replaces, e.SkipRange); err != nil {
-			return err
+		for dec.More() {
+			var e entry
+			if err := dec.Decode(&e); err != nil {
+				return fmt.Errorf("%s (%s): entries: %w", o, what, err)
+			}
+			if b.entries += 1 + len(e.Skips); b.entries > b.l.MaxEntries {
+				return fmt.Errorf("%s (%s): the catalog has more than %d channel entries and skips", o, what, b.l.MaxEntries)
+			}
+			if err := b.names(o, e.Name, e.Replaces, e.SkipRange); err != nil {
+				return err
+			}
+			if err := b.names(o, e.Skips...); err != nil {
+				return err
+			}
+			entries = append(entries, e)
 		}
-		if err := b.names(o, e.Skips...); err != nil {
-			return err
-		}
-	}
-	if b.entries > b.l.MaxEntries {
-		return fmt.Errorf("%s (%s): the catalog has more than %d channel entries and skips", o, what, b.l.MaxEntries)
 	}
 	p := b.pkg(pkg)
 	for _, c := range p.channels {

@@ -43,7 +43,7 @@ var DefaultLimits = Limits{
 	MaxTotalBytes: 128 << 20,
 	MaxBlobBytes:  8 << 20,
 	MaxBlobs:      100_000,
-	MaxEntries:    200_000,
+	MaxEntries:    100_000,
 	MaxDepth:      64,
 	MaxNodes:      256 << 10,
 	MaxNameBytes:  1024,

@@ -238,12 +238,12 @@ func TestIntegrationHeapOfLargeCatalog(t *testing.T) {
 	// Not parallel: it measures the heap of this process, changes its GC percent and waits for every controller in it to go idle, which parallel tests would disturb and be disturbed by.
 	h, store := catalogHarness(t)
 	ctx := context.Background()
-	data := testcatalog.Large(t, 20<<20)
-	size := len(data)
 	ref := h.reg.Ref("catalogs/large:v1")
-	h.reg.MustPush(t, ref, testregistry.Image(t, testregistry.Layer(t, map[string]string{"configs/catalog.json": string(data)})))
-	data = nil
-	_ = data
+	size := func() int {
+		data := testcatalog.Large(t, 20<<20)
+		h.reg.MustPush(t, ref, testregistry.Image(t, testregistry.Layer(t, map[string]string{"configs/catalog.json": string(data)})))
+		return len(data)
+	}()
 
 	busy0 := busy(t)
 	waitIdle(t, busy0)

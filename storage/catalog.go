@@ -247,6 +247,9 @@ func (h *catalogHandler) serve(w http.ResponseWriter, r *http.Request, name, fil
 		w.Header().Set("Content-Type", "application/jsonl")
 	default:
 		p, ok := strings.CutPrefix(file, "packages/")
+		if !ok {
+			return fs.ErrNotExist
+		}
 		if pkg, ok = strings.CutSuffix(p, ".jsonl"); !ok || pkg == "" {
 			return fs.ErrNotExist
 		}

@@ -18,12 +18,13 @@ func TestBuildLargeCatalog(t *testing.T) {
 	// Not parallel: it measures the heap of this process.
 	// On disk, as an unpacked source is.
 	src := t.TempDir()
-	data := testcatalog.Large(t, 20<<20)
-	size := len(data)
-	if err := os.WriteFile(filepath.Join(src, "catalog.json"), data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	data = nil
+	size := func() int {
+		data := testcatalog.Large(t, 20<<20)
+		if err := os.WriteFile(filepath.Join(src, "catalog.json"), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return len(data)
+	}()
 	fsys := os.DirFS(src)
 	dir := t.TempDir()
 	var x *fbc.Index

@@ -96,7 +96,7 @@ func ReadPackage(dir string, x *Index, name string) (*Package, error) {
 	sc := bufio.NewScanner(io.NewSectionReader(f, pi.Offset, pi.Length))
 	// Lines were written within the blob limit in force then; allow the
 	// largest a document can hold.
-	sc.Buffer(make([]byte, 0, 64<<10), int(min(pi.Length+1, int64(DefaultLimits.MaxBlobBytes)*4)))
+	sc.Buffer(make([]byte, 0, 64<<10), int(min(pi.Length+1, DefaultLimits.MaxBlobBytes*4)))
 	for sc.Scan() {
 		if err := p.add(sc.Bytes()); err != nil {
 			return nil, fmt.Errorf("package %q of the stored catalog: %w", name, err)

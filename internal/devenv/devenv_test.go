@@ -27,8 +27,8 @@ func TestLocalWebhookConfiguration(t *testing.T) {
 	if err := yaml.UnmarshalStrict(data, &vwc); err != nil {
 		t.Fatal(err)
 	}
-	if len(vwc.Webhooks) != 2 {
-		t.Fatalf("%d webhooks, want 2", len(vwc.Webhooks))
+	if len(vwc.Webhooks) != 3 {
+		t.Fatalf("%d webhooks, want 3 (Bundles, Catalogs, BundleDeployments)", len(vwc.Webhooks))
 	}
 	for _, w := range vwc.Webhooks {
 		if w.ClientConfig.URL == nil || w.ClientConfig.Service != nil {

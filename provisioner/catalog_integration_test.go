@@ -222,7 +222,7 @@ func TestIntegrationCatalogs(t *testing.T) {
 			if apierrors.IsNotFound(err) {
 				return nil
 			}
-			return fmt.Errorf("still there: %v", err)
+			return fmt.Errorf("still there: %w", err)
 		})
 		if _, err := store.Dir("from-configmap"); !errors.Is(err, fs.ErrNotExist) {
 			t.Fatalf("stored content left: %v", err)

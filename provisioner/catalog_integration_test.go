@@ -22,6 +22,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -77,7 +78,7 @@ func TestIntegrationCatalogs(t *testing.T) {
 	ctx := context.Background()
 
 	// A ConfigMap source: kube-green's real catalog.
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "kube-green-catalog", Namespace: namespace}, Data: map[string]string{"catalog.yaml": realCatalog(t, "kube-green")}}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "kube-green-catalog", Namespace: namespace}, Data: map[string]string{"catalog.yaml": realCatalog(t, "kube-green")}, Immutable: ptr.To(true)}
 	testenv.MustNotError(t, h.c.Create(ctx, cm), "creating the catalog ConfigMap")
 	fromCM := &rukpakv1alpha1.Catalog{ObjectMeta: metav1.ObjectMeta{Name: "from-configmap"}, Spec: rukpakv1alpha1.CatalogSpec{
 		Source: rukpakv1alpha1.BundleSource{Type: rukpakv1alpha1.SourceTypeConfigMaps, ConfigMaps: []rukpakv1alpha1.ConfigMapSource{{ConfigMap: rukpakv1alpha1.LocalObjectReference{Name: cm.Name}}}},

@@ -11,9 +11,10 @@ import (
 )
 
 // CatalogValidator admits Catalogs. A Catalog's source follows a Bundle
-// source's rules, except that its ConfigMaps may change (the Catalog is
-// fetched again); its spec may change, and every change of the source is
-// reviewed for the requesting user as a creation is.
+// source's rules (its ConfigMaps are immutable: new content is a new
+// ConfigMap, or one deleted and created again, which the Catalog fetches);
+// its spec may change, and every change of the source is reviewed for the
+// requesting user as a creation is.
 type CatalogValidator struct {
 	Sources *SourceValidator
 }
@@ -22,7 +23,7 @@ var _ admission.Validator[*rukpakv1alpha1.Catalog] = &CatalogValidator{}
 
 // ValidateCreate checks the source of a new Catalog.
 func (v *CatalogValidator) ValidateCreate(ctx context.Context, c *rukpakv1alpha1.Catalog) (admission.Warnings, error) {
-	errs := v.Sources.ValidateMovable(ctx, field.NewPath("spec", "source"), c.Spec.Source)
+	errs := v.Sources.Validate(ctx, field.NewPath("spec", "source"), c.Spec.Source)
 	return nil, invalid(rukpakv1alpha1.GroupVersion.WithKind("Catalog").GroupKind(), c.Name, errs)
 }
 

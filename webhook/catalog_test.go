@@ -10,6 +10,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
@@ -19,14 +20,14 @@ import (
 
 // testCatalogs: a Catalog's source follows a Bundle source's rules and
 // may name only Secrets and ConfigMaps its author may get, on creation and
-// on every source change; its ConfigMaps may be mutable, and changes that
-// leave the source alone pass.
+// on every source change; changes that leave the source alone pass.
 func testCatalogs(t *testing.T, env *testenv.Env) {
 	ctx := context.Background()
 	c := env.Client
 	for _, obj := range []client.Object{
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: bundleNamespace, Name: "catalog-creds"}},
-		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: bundleNamespace, Name: "catalog-content"}},
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: bundleNamespace, Name: "catalog-content"}, Immutable: ptr.To(true)},
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: bundleNamespace, Name: "catalog-mutable"}},
 		&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "test-catalog-author"}, Rules: []rbacv1.PolicyRule{{
 			APIGroups: []string{rukpakv1alpha1.GroupVersion.Group}, Resources: []string{"catalogs"}, Verbs: []string{"get", "create", "update", "patch"},
 		}}},
@@ -40,7 +41,7 @@ func testCatalogs(t *testing.T, env *testenv.Env) {
 		},
 		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: bundleNamespace, Name: "catalog-sources"}, Rules: []rbacv1.PolicyRule{
 			{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{"catalog-creds"}, Verbs: []string{"get"}},
-			{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{"catalog-content"}, Verbs: []string{"get"}},
+			{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{"catalog-content", "catalog-mutable"}, Verbs: []string{"get"}},
 		}},
 		&rbacv1.RoleBinding{
 			ObjectMeta: metav1.ObjectMeta{Namespace: bundleNamespace, Name: "catalog-sources"},
@@ -56,6 +57,7 @@ func testCatalogs(t *testing.T, env *testenv.Env) {
 		return rukpakv1alpha1.BundleSource{Type: rukpakv1alpha1.SourceTypeImage, Image: &rukpakv1alpha1.ImageSource{Ref: "registry.example.com/catalog:latest", ImagePullSecretName: secret}}
 	}
 	cm := rukpakv1alpha1.BundleSource{Type: rukpakv1alpha1.SourceTypeConfigMaps, ConfigMaps: []rukpakv1alpha1.ConfigMapSource{{ConfigMap: rukpakv1alpha1.LocalObjectReference{Name: "catalog-content"}}}}
+	mutable := rukpakv1alpha1.BundleSource{Type: rukpakv1alpha1.SourceTypeConfigMaps, ConfigMaps: []rukpakv1alpha1.ConfigMapSource{{ConfigMap: rukpakv1alpha1.LocalObjectReference{Name: "catalog-mutable"}}}}
 	git := rukpakv1alpha1.BundleSource{Type: rukpakv1alpha1.SourceTypeGit, Git: &rukpakv1alpha1.GitSource{Repository: "https://git.example.com/c.git", Directory: "../up", Ref: rukpakv1alpha1.GitRef{Branch: "main"}}}
 	catalog := func(name string, src rukpakv1alpha1.BundleSource) *rukpakv1alpha1.Catalog {
 		return &rukpakv1alpha1.Catalog{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: rukpakv1alpha1.CatalogSpec{Source: src}}
@@ -69,7 +71,8 @@ func testCatalogs(t *testing.T, env *testenv.Env) {
 	}{
 		{"pull secret the author may read", carol, catalog("carol-image", pull("catalog-creds")), ""},
 		{"pull secret the author may not read", dave, catalog("dave-image", pull("catalog-creds")), `user "dave" may not get Secret rukpak-system/catalog-creds`},
-		{"a mutable ConfigMap is allowed", carol, catalog("carol-cm", cm), ""},
+		{"an immutable ConfigMap", carol, catalog("carol-cm", cm), ""},
+		{"a mutable ConfigMap is invalid, as for a Bundle", carol, catalog("carol-mutable", mutable), "invalid"},
 		{"git directory escaping", carol, catalog("carol-git", git), "invalid"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

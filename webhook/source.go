@@ -35,17 +35,6 @@ type SourceValidator struct {
 // provisioner read it on the user's behalf, so naming another team's
 // credentials or content would hand them over.
 func (v *SourceValidator) Validate(ctx context.Context, fldPath *field.Path, src rukpakv1alpha1.BundleSource) field.ErrorList {
-	return v.validate(ctx, fldPath, src, true)
-}
-
-// ValidateMovable is Validate for a source whose content may change under
-// its object (a Catalog's, which is fetched again): its ConfigMaps need not
-// be immutable.
-func (v *SourceValidator) ValidateMovable(ctx context.Context, fldPath *field.Path, src rukpakv1alpha1.BundleSource) field.ErrorList {
-	return v.validate(ctx, fldPath, src, false)
-}
-
-func (v *SourceValidator) validate(ctx context.Context, fldPath *field.Path, src rukpakv1alpha1.BundleSource, immutable bool) field.ErrorList {
 	errs, denied := v.checkAccess(ctx, references(fldPath, src))
 	if src.Git != nil && src.Git.Directory != "" {
 		p := fldPath.Child("git", "directory")
@@ -62,7 +51,7 @@ func (v *SourceValidator) validate(ctx context.Context, fldPath *field.Path, src
 		}
 		// Only a user who may read a ConfigMap learns whether it exists
 		// and is immutable.
-		if np := p.Child("configMap", "name"); immutable && cm.ConfigMap.Name != "" && !denied[np.String()] {
+		if np := p.Child("configMap", "name"); cm.ConfigMap.Name != "" && !denied[np.String()] {
 			errs = append(errs, v.validateConfigMap(ctx, np, cm.ConfigMap.Name)...)
 		}
 	}

@@ -174,13 +174,13 @@ func TestRoles(t *testing.T) {
 		rules  []rbacv1.PolicyRule
 	}{
 		{"rukpak-installer", nil, []rbacv1.PolicyRule{
-			{APIGroups: []string{"core.rukpak.io"}, Resources: []string{"bundledeployments", "bundles"},
+			{APIGroups: []string{"core.rukpak.io"}, Resources: []string{"bundledeployments", "bundles", "catalogs"},
 				Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"}},
 			{APIGroups: []string{"core.rukpak.io"}, Resources: []string{"bundledeployments"},
 				Verbs: []string{"skip-crd-upgrade-preflight", "shard"}},
 			{APIGroups: []string{""}, Resources: []string{"serviceaccounts"}, ResourceNames: []string{"rukpak-provisioner"},
 				Verbs: []string{"impersonate"}},
-			{APIGroups: []string{"core.rukpak.io"}, Resources: []string{"bundledeployments/status", "bundles/status"},
+			{APIGroups: []string{"core.rukpak.io"}, Resources: []string{"bundledeployments/status", "bundles/status", "catalogs/status"},
 				Verbs: []string{"get", "update", "patch"}},
 		}},
 		// Approving is a duty of its own: nothing else grants the verb.
@@ -189,10 +189,11 @@ func TestRoles(t *testing.T) {
 				Verbs: []string{"get", "list", "watch", "approve"}},
 		}},
 		{"rukpak-viewer", map[string]string{"rbac.authorization.k8s.io/aggregate-to-view": "true"}, []rbacv1.PolicyRule{
-			{APIGroups: []string{"core.rukpak.io"}, Resources: []string{"bundledeployments", "bundles", "bundledeployments/status", "bundles/status"},
+			{APIGroups: []string{"core.rukpak.io"}, Resources: []string{"bundledeployments", "bundles", "catalogs", "bundledeployments/status", "bundles/status", "catalogs/status"},
 				Verbs: []string{"get", "list", "watch"}},
 		}},
 		{"bundle-reader", nil, []rbacv1.PolicyRule{{NonResourceURLs: []string{"/bundles/*"}, Verbs: []string{"get"}}}},
+		{"catalog-reader", nil, []rbacv1.PolicyRule{{NonResourceURLs: []string{"/catalogs/*"}, Verbs: []string{"get"}}}},
 		{"rukpak-metrics-reader", nil, []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}}},
 	}
 	for _, tc := range cases {

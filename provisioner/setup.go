@@ -16,9 +16,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
+	"github.com/rukpak-dev/rukpak/catalog/fbc"
 	"github.com/rukpak-dev/rukpak/internal/crdupgrade"
 	"github.com/rukpak-dev/rukpak/provisioner/bundle"
 	"github.com/rukpak-dev/rukpak/provisioner/bundledeployment"
+	"github.com/rukpak-dev/rukpak/provisioner/catalog"
 	"github.com/rukpak-dev/rukpak/provisioner/crdaccess"
 	"github.com/rukpak-dev/rukpak/provisioner/helm"
 	"github.com/rukpak-dev/rukpak/provisioner/helm/install"
@@ -82,6 +84,11 @@ type Options struct {
 	// first retry after RetryBase, each next one after twice as long, up
 	// to RetryMax (zero: bundledeployment's defaults).
 	RetryBase, RetryMax time.Duration
+	// Catalogs, when set, stores and serves Catalogs: this process runs the
+	// Catalog reconciler (one process per cluster should).
+	Catalogs *storage.CatalogStore
+	// CatalogLimits bound reading one catalog (zero: fbc's defaults).
+	CatalogLimits fbc.Limits
 }
 
 // Setup registers a Bundle and a BundleDeployment reconciler for every class.
@@ -169,6 +176,17 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	if opts.CRDCheckClusterRole != "" {
 		if err := crdaccess.Setup(mgr, opts.CRDCheckClusterRole); err != nil {
 			return fmt.Errorf("setting up the webhook's access to release-owned CRDs: %w", err)
+		}
+	}
+	if opts.Catalogs != nil {
+		if err := (&catalog.Reconciler{
+			Client:       mgr.GetClient(),
+			Unpacker:     opts.Unpacker,
+			Store:        opts.Catalogs,
+			Limits:       opts.CatalogLimits,
+			FetchTimeout: opts.FetchTimeout,
+		}).SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("setting up catalog controller: %w", err)
 		}
 	}
 	if len(opts.KnownShards) > 0 {

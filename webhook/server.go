@@ -16,6 +16,7 @@ const (
 	BundleWebhookName           = "vbundles.core.rukpak.io"
 	BundleDeploymentWebhookName = "vbundledeployments.core.rukpak.io"
 	CRDWebhookName              = "vcustomresourcedefinitions.core.rukpak.io"
+	CatalogWebhookName          = "vcatalogs.core.rukpak.io"
 )
 
 // Paths the handlers are served at.
@@ -23,6 +24,7 @@ const (
 	BundlePath           = "/validate-core-rukpak-io-v1alpha1-bundle"
 	BundleDeploymentPath = "/validate-core-rukpak-io-v1alpha1-bundledeployment"
 	CRDPath              = "/validate-apiextensions-k8s-io-v1-customresourcedefinition"
+	CatalogPath          = "/validate-core-rukpak-io-v1alpha1-catalog"
 )
 
 // DefaultConfigurationName is the ValidatingWebhookConfiguration shipped in
@@ -63,6 +65,10 @@ func Register(srv ctrlwebhook.Server, scheme *runtime.Scheme, sources *SourceVal
 	srv.Register(BundlePath, &admission.Webhook{Handler: kindGuard{
 		kind: rukpakv1alpha1.GroupVersion.WithKind("Bundle"),
 		next: admission.WithValidator[*rukpakv1alpha1.Bundle](scheme, &BundleValidator{Sources: sources}).Handler,
+	}})
+	srv.Register(CatalogPath, &admission.Webhook{Handler: kindGuard{
+		kind: rukpakv1alpha1.GroupVersion.WithKind("Catalog"),
+		next: admission.WithValidator[*rukpakv1alpha1.Catalog](scheme, &CatalogValidator{Sources: sources}).Handler,
 	}})
 	srv.Register(BundleDeploymentPath, &admission.Webhook{Handler: kindGuard{
 		kind: rukpakv1alpha1.GroupVersion.WithKind("BundleDeployment"),

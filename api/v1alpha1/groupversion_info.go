@@ -22,7 +22,7 @@ var (
 )
 
 func addKnownTypes(s *runtime.Scheme) error {
-	s.AddKnownTypes(GroupVersion, &Bundle{}, &BundleList{}, &BundleDeployment{}, &BundleDeploymentList{})
+	s.AddKnownTypes(GroupVersion, &Bundle{}, &BundleList{}, &BundleDeployment{}, &BundleDeploymentList{}, &Catalog{}, &CatalogList{})
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil
 }

@@ -30,6 +30,7 @@ import (
 
 	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
 	"github.com/rukpak-dev/rukpak/internal/crdupgrade"
+	"github.com/rukpak-dev/rukpak/catalog/fbc"
 	"github.com/rukpak-dev/rukpak/internal/memlimit"
 	"github.com/rukpak-dev/rukpak/internal/securemetrics"
 	"github.com/rukpak-dev/rukpak/internal/selfsigned"
@@ -75,6 +76,7 @@ type options struct {
 	leaderElectionID  string
 	pprofAddr         string
 	limits            unpack.Limits
+	catalogLimits     fbc.Limits
 	maxReleaseBytes   int64
 	certValidity      time.Duration
 	certRenewBefore   time.Duration
@@ -113,6 +115,7 @@ func main() {
 	flag.StringVar(&o.pprofAddr, "pprof-bind-address", "", "Address of the pprof endpoints (e.g. 127.0.0.1:6060); empty disables them.")
 	flag.StringVar(&o.leaderElectionID, "leader-election-id", "provisioner.core.rukpak.io", "Name of the leader election Lease.")
 	o.limits.BindFlags(flag.CommandLine)
+	o.catalogLimits.BindFlags(flag.CommandLine)
 	decodeLimits := plain.DefaultLimits
 	decodeLimits.BindFlags(flag.CommandLine)
 	o.preflight.BindFlags(flag.CommandLine)
@@ -245,6 +248,16 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 
+	// Catalogs are one per cluster, not sharded: the instance that is not
+	// a shard of several (no selector, or the main instance) serves them.
+	var catalogs *storage.CatalogStore
+	if sh == nil || len(known) > 0 {
+		catalogs = &storage.CatalogStore{RootDirectory: o.storageDir, BaseURL: strings.TrimSuffix(o.contentURL, "/")}
+		if err := catalogs.RemoveStaleStaging(time.Minute); err != nil {
+			log.Error(err, "removing stale catalog staging directories")
+		}
+	}
+
 	classes := strings.Split(o.classes, ",")
 	if err := provisioner.Setup(mgr, provisioner.Options{
 		Classes:   classes,
@@ -272,14 +285,22 @@ func run(ctx context.Context, o options) error {
 		CRDCheckClusterRole:   o.crdCheckRole,
 		RetryBase:             o.retryBase,
 		RetryMax:              o.retryMax,
+		Catalogs:              catalogs,
+		CatalogLimits:         o.catalogLimits,
 	}); err != nil {
 		return err
 	}
 
-	content, err := storage.NewHandler(mgr.GetConfig(), o.storageDir, []string{o.contentAudience}, log.WithName("content"))
+	authn, authz, err := storage.NewDelegatingAuth(mgr.GetConfig(), []string{o.contentAudience})
 	if err != nil {
 		return fmt.Errorf("creating content handler: %w", err)
 	}
+	mux := http.NewServeMux()
+	mux.Handle(storage.BundlesPath, storage.WithAuth(storage.NewFileHandler(o.storageDir), authn, authz, log.WithName("content")))
+	// Served by every instance that has a storage directory: a catalog
+	// another instance serves is a 404 here.
+	mux.Handle(storage.CatalogsPath, storage.WithAuth(storage.NewCatalogHandler(&storage.CatalogStore{RootDirectory: o.storageDir}), authn, authz, log.WithName("content")))
+	var content http.Handler = mux
 	// certsReady is closed once the content server's certificate files are
 	// there; the server and readiness wait for it.
 	certsReady := closedChan()
@@ -377,11 +398,9 @@ func contentServer(ctx context.Context, o options, h http.Handler) (*http.Server
 	} else {
 		tlsCfg.Certificates = []tls.Certificate{*o.selfSignedCert}
 	}
-	mux := http.NewServeMux()
-	mux.Handle(storage.BundlesPath, h)
 	return &http.Server{
 		Addr:              o.contentAddr,
-		Handler:           mux,
+		Handler:           h,
 		TLSConfig:         tlsCfg,
 		ReadHeaderTimeout: 10 * time.Second,
 	}, nil

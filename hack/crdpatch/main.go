@@ -53,6 +53,7 @@ type rule struct {
 var rules = map[string]rule{
 	"Bundle":           {maxNameLength: 52, sources: []string{"spec.source", "status.resolvedSource"}},
 	"BundleDeployment": {maxNameLength: 45, sources: []string{"spec.template.spec.source"}},
+	"Catalog":          {sources: []string{"spec.source", "status.resolvedSource"}},
 }
 
 func main() {

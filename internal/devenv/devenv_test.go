@@ -31,7 +31,7 @@ func TestLocalWebhookConfiguration(t *testing.T) {
 	for _, w := range vwc.Webhooks {
 		names = append(names, w.Name)
 	}
-	for _, want := range []string{"vbundles.core.rukpak.io", "vbundledeployments.core.rukpak.io", "vcustomresourcedefinitions.core.rukpak.io"} {
+	for _, want := range []string{"vbundles.core.rukpak.io", "vbundledeployments.core.rukpak.io", "vcustomresourcedefinitions.core.rukpak.io", "vcatalogs.core.rukpak.io"} {
 		if !slices.Contains(names, want) {
 			t.Errorf("webhooks %v: %s missing", names, want)
 		}

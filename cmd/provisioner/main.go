@@ -29,8 +29,8 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
 	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
-	"github.com/rukpak-dev/rukpak/internal/crdupgrade"
 	"github.com/rukpak-dev/rukpak/catalog/fbc"
+	"github.com/rukpak-dev/rukpak/internal/crdupgrade"
 	"github.com/rukpak-dev/rukpak/internal/memlimit"
 	"github.com/rukpak-dev/rukpak/internal/securemetrics"
 	"github.com/rukpak-dev/rukpak/internal/selfsigned"

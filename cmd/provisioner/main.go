@@ -36,6 +36,7 @@ import (
 	"github.com/rukpak-dev/rukpak/provisioner/crdupgrade"
 	"github.com/rukpak-dev/rukpak/provisioner/helm"
 	"github.com/rukpak-dev/rukpak/provisioner/identity"
+	"github.com/rukpak-dev/rukpak/provisioner/memo"
 	"github.com/rukpak-dev/rukpak/provisioner/plain"
 	"github.com/rukpak-dev/rukpak/provisioner/release"
 	"github.com/rukpak-dev/rukpak/provisioner/servingcert"
@@ -75,6 +76,7 @@ type options struct {
 	pprofAddr         string
 	limits            unpack.Limits
 	maxReleaseBytes   int64
+	objectCacheBytes  int64
 	certValidity      time.Duration
 	certRenewBefore   time.Duration
 	defaultSA         string
@@ -118,6 +120,7 @@ func main() {
 	flag.DurationVar(&o.certValidity, "webhook-cert-validity", servingcert.DefaultValidity, "Validity of the serving certificates (and their CAs) issued for the webhooks installed bundles declare.")
 	flag.DurationVar(&o.certRenewBefore, "webhook-cert-renew-before", servingcert.DefaultRenewBefore, "How long before expiry those certificates are renewed; shorter than --webhook-cert-validity.")
 	flag.Int64Var(&o.maxReleaseBytes, "max-release-bytes", release.DefaultMaxRecordBytes, "Largest release record (JSON, about the size of the installed manifests) of one BundleDeployment revision; records over 1 MiB are split across Secrets.")
+	flag.Int64Var(&o.objectCacheBytes, "object-cache-bytes", memo.DefaultMaxBytes, "Bytes of decoded objects kept for the next reconcile of the same Bundle content, class and spec.config (so an unchanged BundleDeployment is not loaded and decoded again); an entry over a quarter of this is used once and not kept; 0 keeps none.")
 	flag.StringVar(&o.defaultSA, "default-service-account", "", "NAMESPACE/NAME of the ServiceAccount that BundleDeployments without spec.serviceAccount install as (impersonated, after a permission check), as Flux's --default-service-account; empty: they install as the provisioner, unless --require-service-account.")
 	flag.BoolVar(&o.requireSA, "require-service-account", false, "Refuse BundleDeployments that name no spec.serviceAccount when there is no --default-service-account, instead of installing them with the provisioner's own rights.")
 	flag.StringVar(&o.watchSelector, "watch-label-selector", "", "Reconcile only the Bundles and BundleDeployments this label selector matches (e.g. '"+shard.Label+" in (shard1)', or '!"+shard.Label+"' for the main instance), as Flux's flag of this name: several provisioner Deployments, each with its own selector, --leader-election-id, --content-url and --content-cert-secret, split the cluster between them. Bundles a BundleDeployment generates get its values of the selector's label keys. Empty: everything.")
@@ -262,6 +265,7 @@ func run(ctx context.Context, o options) error {
 		Shard:                 sh,
 		KnownShards:           known,
 		Preflight:             o.preflight,
+		ObjectCacheBytes:      objectCacheBytes(o.objectCacheBytes),
 	}); err != nil {
 		return err
 	}
@@ -438,4 +442,13 @@ func envOr(key, def string) string {
 		return v
 	}
 	return def
+}
+
+// objectCacheBytes is --object-cache-bytes as provisioner.Options takes it,
+// where 0 means the default: a flag of 0 keeps nothing.
+func objectCacheBytes(flagValue int64) int64 {
+	if flagValue <= 0 {
+		return -1
+	}
+	return flagValue
 }

@@ -3,6 +3,7 @@ package release
 import (
 	"context"
 	"sort"
+	"strings"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -127,4 +128,34 @@ func (x *recordIndex) gone(name, key string) {
 	if len(x.created[name]) == 0 {
 		delete(x.created, name)
 	}
+}
+
+// fingerprint names the records of release name as the informer has them,
+// with their resourceVersions: any write of one (by this process or
+// another) changes it. ok is false while the informer has not synced or
+// has not shown a record this process created.
+func (x *recordIndex) fingerprint(name string) (string, bool) {
+	if !x.informer.HasSynced() {
+		return "", false
+	}
+	x.mu.Lock()
+	pending := len(x.created[name]) > 0
+	x.mu.Unlock()
+	if pending {
+		return "", false
+	}
+	objs, err := x.informer.GetIndexer().ByIndex(byReleaseName, name)
+	if err != nil {
+		return "", false
+	}
+	parts := make([]string, 0, len(objs))
+	for _, o := range objs {
+		m, ok := o.(*metav1.PartialObjectMetadata)
+		if !ok {
+			return "", false
+		}
+		parts = append(parts, m.Name+"@"+string(m.UID)+"@"+m.ResourceVersion)
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ","), true
 }

@@ -75,3 +75,32 @@ func TestRenderEqualsDecodedConversion(t *testing.T) {
 		t.Errorf("no bundle installable in some mode was compared: %v", compared)
 	}
 }
+
+// TestDecodedForm pins the types Objects gives values a generator might
+// build in Go: those JSON decoding gives.
+func TestDecodedForm(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		in, want any
+	}{
+		{"int", 3, int64(3)},
+		{"int32", int32(3), int64(3)},
+		{"integral float", 2.0, int64(2)},
+		{"fraction", 2.5, 2.5},
+		{"huge float", 1e21, 1e21},
+		{"typed list", []string{"a"}, []any{"a"}},
+		{"typed map", map[string]string{"a": "b"}, map[string]any{"a": "b"}},
+		{"nested", map[string]any{"l": []any{int32(1), map[string]any{"n": 1}}}, map[string]any{"l": []any{int64(1), map[string]any{"n": int64(1)}}}},
+		{"kept", map[string]any{"s": "x", "b": true, "n": nil, "i": int64(7)}, map[string]any{"s": "x", "b": true, "n": nil, "i": int64(7)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := decodedForm(tc.in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("decodedForm(%#v) = %#v, want %#v", tc.in, got, tc.want)
+			}
+		})
+	}
+}

@@ -69,7 +69,12 @@ func BenchmarkUnchangedReconcile(b *testing.B) {
 	mctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(mctx) }()
-	b.Cleanup(func() { cancel(); <-done })
+	b.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			b.Logf("manager stopped: %v", err)
+		}
+	})
 
 	reg.MustPush(b, reg.Ref("prometheus:0.47.0"), testregistry.Image(b, testregistry.LayerFromDir(b, dir, "")))
 	bd := newBD("bench-prom", rukpakv1alpha1.BundleSource{

@@ -25,6 +25,8 @@ import (
 	"github.com/rukpak-dev/rukpak/provisioner/helm"
 	"github.com/rukpak-dev/rukpak/provisioner/helm/install"
 	"github.com/rukpak-dev/rukpak/provisioner/identity"
+	"github.com/rukpak-dev/rukpak/provisioner/memo"
+	"github.com/rukpak-dev/rukpak/provisioner/metrics"
 	"github.com/rukpak-dev/rukpak/provisioner/plain"
 	"github.com/rukpak-dev/rukpak/provisioner/registry"
 	"github.com/rukpak-dev/rukpak/provisioner/release"
@@ -89,6 +91,10 @@ type Options struct {
 	Catalogs *storage.CatalogStore
 	// CatalogLimits bound reading one catalog (zero: fbc's defaults).
 	CatalogLimits fbc.Limits
+	// ObjectCacheBytes bounds the objects decoded from Bundles' content
+	// kept for the next reconcile of the same content and config (package
+	// memo); 0 means memo.DefaultMaxBytes, less than 0 keeps none.
+	ObjectCacheBytes int64
 }
 
 // Setup registers a Bundle and a BundleDeployment reconciler for every class.
@@ -112,8 +118,20 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	if err != nil {
 		return err
 	}
-	preflight := &crdupgrade.Preflight{CRDs: mgr.GetAPIReader(), Objects: lister, Options: opts.Preflight}
+	preflight := &crdupgrade.Preflight{
+		CRDs: mgr.GetAPIReader(), Objects: lister, Options: opts.Preflight,
+		Digest: func(crd *unstructured.Unstructured) [32]byte {
+			return memo.Digest([]*unstructured.Unstructured{crd})
+		},
+		Compared: func() { metrics.Step(metrics.StepPreflight) },
+	}
 	prepare := prepareObjects(&servingcert.Issuer{Reader: mgr.GetAPIReader(), Validity: opts.CertValidity, RenewBefore: opts.CertRenewBefore}, opts.Namespace)
+	cacheBytes := opts.ObjectCacheBytes
+	if cacheBytes == 0 {
+		cacheBytes = memo.DefaultMaxBytes
+	}
+	// One cache for every class: its bound is the process's.
+	objectCache := memo.New(cacheBytes)
 	var contentURL func(context.Context, *rukpakv1alpha1.Bundle) (string, error)
 	if opts.Storage != nil {
 		contentURL = opts.Storage.URLFor
@@ -140,28 +158,31 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		if err := (&bundle.ReplicaCache{Reconciler: br}).SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("setting up bundle replica cache for %s: %w", class, err)
 		}
-		var objs bundledeployment.ObjectsFunc = (&objects{reader: mgr.GetAPIReader()}).forDeployment
+		var objs bundledeployment.ObjectsFunc = decodeObjects
+		settle := (&objects{reader: mgr.GetAPIReader()}).settle
 		var installer bundledeployment.Installer
 		if class == rukpakv1alpha1.ProvisionerClassHelm {
 			// Helm's action library renders and installs charts.
-			objs = nil
+			objs, settle = nil, nil
 			installer = &install.Installer{Releases: releases, Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Class: class}
 		}
 		if err := (&bundledeployment.Reconciler{
 			// This process unpacks the Bundles of its classes.
 			BundleClasses: opts.Classes,
 
-			Client:    mgr.GetClient(),
-			Class:     class,
-			Loader:    opts.Loader,
-			Objects:   objs,
-			Releases:  releases,
-			Installer: installer,
-			Explain:   explainDependencies,
-			Preflight: preflight,
-			PodReader: mgr.GetAPIReader(),
-			Identity:  ident,
-			Prepare:   prepare,
+			Client:      mgr.GetClient(),
+			Class:       class,
+			Loader:      opts.Loader,
+			Objects:     objs,
+			Settle:      settle,
+			ObjectCache: objectCache,
+			Releases:    releases,
+			Installer:   installer,
+			Explain:     explainDependencies,
+			Preflight:   preflight,
+			PodReader:   mgr.GetAPIReader(),
+			Identity:    ident,
+			Prepare:     prepare,
 
 			Shard:        opts.Shard,
 			BundleReader: mgr.GetAPIReader(),
@@ -232,15 +253,26 @@ type objects struct {
 	reader client.Reader
 }
 
-// forDeployment is Objects, minus install namespaces the conversion
-// synthesised that already exist and belong to someone else: those are used,
-// not taken over, so uninstalling never deletes a namespace (and its
-// workloads) this install did not create.
+// forDeployment is Objects, settled.
 func (o *objects) forDeployment(ctx context.Context, fsys fs.FS, bd *rukpakv1alpha1.BundleDeployment) ([]*unstructured.Unstructured, error) {
 	objs, err := Objects(fsys, bd)
 	if err != nil {
 		return nil, err
 	}
+	return o.settle(ctx, bd, objs)
+}
+
+// decodeObjects is Objects as a bundledeployment.ObjectsFunc: a function of
+// the content and spec.config only, so its results may be cached.
+func decodeObjects(_ context.Context, fsys fs.FS, bd *rukpakv1alpha1.BundleDeployment) ([]*unstructured.Unstructured, error) {
+	return Objects(fsys, bd)
+}
+
+// settle drops from objs the install namespaces the conversion synthesised
+// that already exist and belong to someone else: those are used, not taken
+// over, so uninstalling never deletes a namespace (and its workloads) this
+// install did not create.
+func (o *objects) settle(ctx context.Context, bd *rukpakv1alpha1.BundleDeployment, objs []*unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
 	kept := objs[:0]
 	for _, obj := range objs {
 		if obj.GetKind() == "Namespace" && obj.GetAPIVersion() == "v1" && obj.GetAnnotations()[registry.AnnotationCreatedNamespace] == "true" {
@@ -271,11 +303,10 @@ func Objects(fsys fs.FS, bd *rukpakv1alpha1.BundleDeployment) ([]*unstructured.U
 		if err != nil {
 			return nil, err
 		}
-		converted, err := registry.Convert(src, opts)
-		if err != nil {
-			return nil, err
-		}
-		fsys = converted
+		// Rendered straight to objects: the same objects as decoding
+		// Convert's manifests (TestRenderEqualsDecodedConversion), without
+		// writing YAML to parse it back.
+		return registry.Objects(src, opts)
 	}
 	return plain.Objects(fsys)
 }

@@ -69,6 +69,9 @@ type LocalDirectory struct {
 	// wrote or read through whole; a file with another stamp is checked
 	// again.
 	checked sync.Map // string -> stamp
+	// hashes holds, per archive name, the SHA-256 LoadHashed computed and
+	// the file it read (hash.go).
+	hashes sync.Map // string -> hashedFile
 }
 
 // stamp identifies one version of an archive file.
@@ -226,6 +229,7 @@ func (s *LocalDirectory) Delete(_ context.Context, bundle *rukpakv1alpha1.Bundle
 		return err
 	}
 	s.checked.Delete(name)
+	s.hashes.Delete(name)
 	if err := os.Remove(filepath.Join(s.RootDirectory, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("deleting content of bundle %q: %w", bundle.Name, err)
 	}

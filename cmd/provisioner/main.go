@@ -38,6 +38,7 @@ import (
 	"github.com/rukpak-dev/rukpak/provisioner/bundledeployment"
 	"github.com/rukpak-dev/rukpak/provisioner/helm"
 	"github.com/rukpak-dev/rukpak/provisioner/identity"
+	"github.com/rukpak-dev/rukpak/provisioner/memo"
 	"github.com/rukpak-dev/rukpak/provisioner/plain"
 	"github.com/rukpak-dev/rukpak/provisioner/release"
 	"github.com/rukpak-dev/rukpak/provisioner/servingcert"
@@ -78,6 +79,7 @@ type options struct {
 	limits            unpack.Limits
 	catalogLimits     fbc.Limits
 	maxReleaseBytes   int64
+	objectCacheBytes  int64
 	certValidity      time.Duration
 	certRenewBefore   time.Duration
 	defaultSA         string
@@ -128,6 +130,7 @@ func main() {
 	flag.DurationVar(&o.retryBase, "install-retry-base", bundledeployment.DefaultRetryBase, "Wait before the first retry of a failing install; each next retry waits twice as long, up to --install-retry-max. A change of the BundleDeployment, its Bundle, the values it reads or a new CRD of a kind it misses retries at once.")
 	flag.DurationVar(&o.retryMax, "install-retry-max", bundledeployment.DefaultRetryMax, "Longest wait between retries of a failing install.")
 	flag.Int64Var(&o.maxReleaseBytes, "max-release-bytes", release.DefaultMaxRecordBytes, "Largest release record (JSON, about the size of the installed manifests) of one BundleDeployment revision; records over 1 MiB are split across Secrets.")
+	flag.Int64Var(&o.objectCacheBytes, "object-cache-bytes", memo.DefaultMaxBytes, "Bytes of decoded objects kept for the next reconcile of the same Bundle content, class and spec.config (so an unchanged BundleDeployment is not loaded and decoded again); an entry over a quarter of this is used once and not kept; 0 keeps none.")
 	flag.StringVar(&o.defaultSA, "default-service-account", "", "NAMESPACE/NAME of the ServiceAccount that BundleDeployments without spec.serviceAccount install as (impersonated, after a permission check), as Flux's --default-service-account; empty: they install as the provisioner, unless --require-service-account.")
 	flag.BoolVar(&o.requireSA, "require-service-account", false, "Refuse BundleDeployments that name no spec.serviceAccount when there is no --default-service-account, instead of installing them with the provisioner's own rights.")
 	flag.StringVar(&o.watchSelector, "watch-label-selector", "", "Reconcile only the Bundles and BundleDeployments this label selector matches (e.g. '"+shard.Label+" in (shard1)', or '!"+shard.Label+"' for the main instance), as Flux's flag of this name: several provisioner Deployments, each with its own selector, --leader-election-id, --content-url and --content-cert-secret, split the cluster between them. Bundles a BundleDeployment generates get its values of the selector's label keys. Empty: everything.")
@@ -287,6 +290,7 @@ func run(ctx context.Context, o options) error {
 		RetryMax:              o.retryMax,
 		Catalogs:              catalogs,
 		CatalogLimits:         o.catalogLimits,
+		ObjectCacheBytes:      objectCacheBytes(o.objectCacheBytes),
 	}); err != nil {
 		return err
 	}
@@ -467,4 +471,13 @@ func envOr(key, def string) string {
 		return v
 	}
 	return def
+}
+
+// objectCacheBytes is --object-cache-bytes as provisioner.Options takes it,
+// where 0 means the default: a flag of 0 keeps nothing.
+func objectCacheBytes(flagValue int64) int64 {
+	if flagValue <= 0 {
+		return -1
+	}
+	return flagValue
 }

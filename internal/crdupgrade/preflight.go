@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"path"
+	"sync"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -13,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -28,6 +30,26 @@ type Preflight struct {
 	// Objects lists custom resources (the dynamic client).
 	Objects Lister
 	Options Options
+	// Digest, when set, digests a bundle's CRD so that a CRD which passed
+	// against the same bundle CRD at the same live version is not compared
+	// again; nil compares every time. The caller's, so that this package
+	// (shared with the webhook) imports nothing of the provisioner's.
+	Digest func(*unstructured.Unstructured) [32]byte
+	// Compared, when set, is called once per comparison made (a metric).
+	Compared func()
+
+	// passed remembers, by CRD name, the live CRD (UID and
+	// resourceVersion) and the bundle's CRD (digest) of the last
+	// comparison that found nothing: with no change to compare, no custom
+	// resource is read either, so the same pair passes again.
+	mu     sync.Mutex
+	passed map[string]passedCRD
+}
+
+type passedCRD struct {
+	uid             types.UID
+	resourceVersion string
+	next            [32]byte
 }
 
 // Run compares every CRD in objs that is already on the cluster and
@@ -38,9 +60,27 @@ func (p *Preflight) Run(ctx context.Context, objs []*unstructured.Unstructured) 
 		if o.GroupVersionKind() != apiextensionsv1.SchemeGroupVersion.WithKind("CustomResourceDefinition") {
 			continue
 		}
-		// The live CRD first: a new one has nothing to compare with, and
-		// converting its schema to the typed form costs several times its
-		// size.
+		// The live CRD's metadata first: a new one has nothing to compare
+		// with, and one that passed against the same bundle CRD at this
+		// very version passes again without reading its schemas.
+		meta := &metav1.PartialObjectMetadata{}
+		meta.SetGroupVersionKind(apiextensionsv1.SchemeGroupVersion.WithKind("CustomResourceDefinition"))
+		if err := p.CRDs.Get(ctx, client.ObjectKey{Name: o.GetName()}, meta); err != nil {
+			if apierrors.IsNotFound(err) {
+				p.remember(o.GetName(), nil)
+				continue
+			}
+			return nil, fmt.Errorf("reading CRD %s: %w", o.GetName(), err)
+		}
+		var digest [32]byte
+		if p.Digest != nil {
+			digest = p.Digest(o)
+		}
+		if p.Digest != nil && p.passedBefore(o.GetName(), passedCRD{uid: meta.UID, resourceVersion: meta.ResourceVersion, next: digest}) {
+			continue
+		}
+		// Converting its schema to the typed form costs several times its
+		// size: only for a CRD that is compared.
 		live := &apiextensionsv1.CustomResourceDefinition{}
 		if err := p.CRDs.Get(ctx, client.ObjectKey{Name: o.GetName()}, live); err != nil {
 			if apierrors.IsNotFound(err) {
@@ -54,15 +94,46 @@ func (p *Preflight) Run(ctx context.Context, objs []*unstructured.Unstructured) 
 		}
 		// As the API server stores it, so only real changes show.
 		apiextensionsv1.SetObjectDefaults_CustomResourceDefinition(next)
+		if p.Compared != nil {
+			p.Compared()
+		}
 		r, err := Compare(ctx, p.Objects, live, next, p.Options)
 		if err != nil {
 			return nil, err
 		}
 		if len(r.Findings) > 0 {
 			reports = append(reports, r)
+			p.remember(o.GetName(), nil)
+			continue
+		}
+		if p.Digest != nil {
+			p.remember(o.GetName(), &passedCRD{uid: live.UID, resourceVersion: live.ResourceVersion, next: digest})
 		}
 	}
 	return reports, nil
+}
+
+// passedBefore says whether the CRD named name last passed at c.
+func (p *Preflight) passedBefore(name string, c passedCRD) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	last, ok := p.passed[name]
+	return ok && last == c
+}
+
+// remember notes the CRD's last pass (nil: it did not pass, or is gone).
+// One entry per CRD on the cluster at most.
+func (p *Preflight) remember(name string, c *passedCRD) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if c == nil {
+		delete(p.passed, name)
+		return
+	}
+	if p.passed == nil {
+		p.passed = map[string]passedCRD{}
+	}
+	p.passed[name] = *c
 }
 
 // RESTLister lists custom resources across all namespaces as JSON, for

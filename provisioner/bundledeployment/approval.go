@@ -165,15 +165,15 @@ func (r *Reconciler) loadActive(ctx context.Context, bd *rukpakv1alpha1.BundleDe
 	if !created(bd, b) {
 		return nil, fmt.Errorf("active bundle %q was not created by this bundle deployment", name)
 	}
-	fsys, err := r.Loader.Load(ctx, b)
+	fsys, objs, err, objErr := r.decode(ctx, bd, b)
 	if err != nil {
 		return nil, fmt.Errorf("loading active bundle %q: %w", name, err)
 	}
-	var objs []*unstructured.Unstructured
-	if r.Objects != nil {
-		if objs, err = r.Objects(ctx, fsys, bd); err != nil {
-			return nil, fmt.Errorf("loading objects of active bundle %q: %w", name, err)
-		}
+	if objErr == nil && r.Settle != nil {
+		objs, objErr = r.Settle(ctx, bd, objs)
+	}
+	if objErr != nil {
+		return nil, fmt.Errorf("loading objects of active bundle %q: %w", name, objErr)
 	}
 	if err := placeObjects(objs, bd); err != nil {
 		return nil, err

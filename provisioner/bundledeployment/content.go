@@ -40,7 +40,7 @@ func (r *Reconciler) content(ctx context.Context, bd *rukpakv1alpha1.BundleDeplo
 		return nil, nil, false, nil
 	}
 
-	fsys, err = r.Loader.Load(ctx, b)
+	fsys, objs, err, objErr := r.decode(ctx, bd, b)
 	if err != nil {
 		if at, ok := r.storedElsewhere(ctx, b); ok {
 			// Moved here from another shard, whose copy is no longer
@@ -54,8 +54,9 @@ func (r *Reconciler) content(ctx context.Context, bd *rukpakv1alpha1.BundleDeplo
 			fmt.Sprintf("Failed to load content of bundle %q: %v", b.Name, err))
 		return nil, nil, false, fmt.Errorf("loading bundle %q: %w", b.Name, err)
 	}
-	if r.Objects != nil {
-		objs, err = r.Objects(ctx, fsys, bd)
+	err = objErr
+	if err == nil && r.Settle != nil {
+		objs, err = r.Settle(ctx, bd, objs)
 	}
 	if err == nil {
 		err = placeObjects(objs, bd)

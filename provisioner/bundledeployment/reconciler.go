@@ -34,6 +34,7 @@ import (
 	"github.com/rukpak-dev/rukpak/internal/crdupgrade"
 	"github.com/rukpak-dev/rukpak/provisioner/conditions"
 	"github.com/rukpak-dev/rukpak/provisioner/finalizer"
+	"github.com/rukpak-dev/rukpak/provisioner/memo"
 	"github.com/rukpak-dev/rukpak/provisioner/metrics"
 	"github.com/rukpak-dev/rukpak/provisioner/release"
 	"github.com/rukpak-dev/rukpak/provisioner/shard"
@@ -89,8 +90,17 @@ type Reconciler struct {
 	Class  string
 	Loader storage.Loader
 	// Objects, when set, lists the objects of a Bundle's content before
-	// they are installed (the CRD preflight checks them).
+	// they are installed (the CRD preflight checks them): a function of
+	// the content and spec.config only, whose results ObjectCache keeps.
 	Objects ObjectsFunc
+	// Settle, when set, adjusts what Objects found to the cluster (it may
+	// read it) before the objects are placed and installed; never cached.
+	Settle func(ctx context.Context, bd *rukpakv1alpha1.BundleDeployment, objs []*unstructured.Unstructured) ([]*unstructured.Unstructured, error)
+	// ObjectCache, when set, keeps what Objects found, keyed by the SHA-256
+	// of the content's archive as Loader (a storage.HashingLoader) read it,
+	// the class and spec.config's bytes: a reconcile of unchanged inputs
+	// neither loads nor decodes the content again.
+	ObjectCache *memo.Cache
 	// Releases reads installed objects' ownership; it is also the
 	// Installer unless one is set.
 	Releases   *release.Manager
@@ -357,7 +367,7 @@ func (r *Reconciler) reconcile(ctx context.Context, bd *rukpakv1alpha1.BundleDep
 			fmt.Sprintf("Instantiated bundle %q successfully", b.Name))
 	}
 	bd.Status.ActiveBundle = b.Name
-	metrics.Release(bd.Name, len(result.Release.Manifest), len(result.Objects))
+	metrics.Release(bd.Name, result.ManifestSize(), len(result.Objects))
 	if result.Changed {
 		metrics.ObjectsApplied(r.Class, len(result.Objects))
 	}

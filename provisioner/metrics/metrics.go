@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 )
@@ -23,6 +24,23 @@ const (
 	NameDriftCorrections  = "rukpak_drift_corrections_total"
 	NameReleaseSize       = "rukpak_release_size_bytes"
 	NameReleaseObjects    = "rukpak_release_objects"
+	NameReconcileSteps    = "rukpak_reconcile_steps_total"
+)
+
+// Steps of a BundleDeployment reconcile that an unchanged reconcile skips,
+// for the reconcile steps counter's step label.
+const (
+	// StepLoad reads a Bundle's stored content.
+	StepLoad = "load"
+	// StepDecode decodes (and for registry+v1 with a config, converts) the
+	// content's objects.
+	StepDecode = "decode"
+	// StepRender renders a release manifest.
+	StepRender = "render"
+	// StepHistory reads a release's records.
+	StepHistory = "history"
+	// StepPreflight compares a CRD with the one on the cluster.
+	StepPreflight = "preflight"
 )
 
 // Controller names for the reconcile duration's controller label.
@@ -68,11 +86,35 @@ var (
 		Name: NameReleaseObjects,
 		Help: "Objects in a BundleDeployment's installed release revision.",
 	}, []string{"name"})
+	reconcileSteps = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: NameReconcileSteps,
+		Help: "Runs of the steps a BundleDeployment reconcile skips when its inputs did not change (load, decode, render, history, preflight), by step.",
+	}, []string{"step"})
 )
 
 func init() {
 	ctrlmetrics.Registry.MustRegister(conditions, reconcileDuration, unpackDuration, unpackedBytes,
-		objectsApplied, driftCorrections, releaseSize, releaseObjects)
+		objectsApplied, driftCorrections, releaseSize, releaseObjects, reconcileSteps)
+	for _, s := range []string{StepLoad, StepDecode, StepRender, StepHistory, StepPreflight} {
+		reconcileSteps.WithLabelValues(s)
+	}
+}
+
+// Step counts one run of a reconcile step (StepLoad and the others).
+func Step(step string) {
+	reconcileSteps.WithLabelValues(step).Inc()
+}
+
+// Steps returns how many times each step has run in this process.
+func Steps() map[string]float64 {
+	out := map[string]float64{}
+	for _, s := range []string{StepLoad, StepDecode, StepRender, StepHistory, StepPreflight} {
+		m := &dto.Metric{}
+		if err := reconcileSteps.WithLabelValues(s).Write(m); err == nil {
+			out[s] = m.GetCounter().GetValue()
+		}
+	}
+	return out
 }
 
 // statuses are the values of a condition's status label.

@@ -149,6 +149,15 @@ func newChunkedSecrets(secrets corev1client.SecretInterface, meta metadata.Resou
 // Name is the driver's name in Helm's logs.
 func (d *chunkedSecrets) Name() string { return "ChunkedSecret" }
 
+// fingerprint names release name's records with their resourceVersions,
+// from the index; ok is false without a synced index.
+func (d *chunkedSecrets) fingerprint(name string) (string, bool) {
+	if d.index == nil {
+		return "", false
+	}
+	return d.index.fingerprint(name)
+}
+
 func (d *chunkedSecrets) ctx() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), d.timeout)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -160,4 +161,34 @@ func (x *recordIndex) recordedAt(name string) (rv uint64, ok bool) {
 		rv = max(rv, v)
 	}
 	return rv, true
+}
+
+// fingerprint names the records of release name as the informer has them,
+// with their resourceVersions: any write of one (by this process or
+// another) changes it. ok is false while the informer has not synced or
+// has not shown a record this process created.
+func (x *recordIndex) fingerprint(name string) (string, bool) {
+	if !x.informer.HasSynced() {
+		return "", false
+	}
+	x.mu.Lock()
+	pending := len(x.created[name]) > 0
+	x.mu.Unlock()
+	if pending {
+		return "", false
+	}
+	objs, err := x.informer.GetIndexer().ByIndex(byReleaseName, name)
+	if err != nil {
+		return "", false
+	}
+	parts := make([]string, 0, len(objs))
+	for _, o := range objs {
+		m, ok := o.(*metav1.PartialObjectMetadata)
+		if !ok {
+			return "", false
+		}
+		parts = append(parts, m.Name+"@"+string(m.UID)+"@"+m.ResourceVersion)
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ","), true
 }

@@ -31,6 +31,9 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/rukpak-dev/rukpak/provisioner/memo"
+	"github.com/rukpak-dev/rukpak/provisioner/metrics"
 )
 
 // maxHistory bounds the release revisions kept per BundleDeployment.
@@ -53,6 +56,9 @@ type Manager struct {
 	// crowded remembers where the ownership check's LIST does not pay
 	// (apply.go); shared with the views As returns.
 	crowded *crowdedKinds
+	// applied remembers, per release, what its last unchanged Apply found
+	// (applied.go); shared with the views As returns.
+	applied *appliedReleases
 }
 
 type releaseLocks struct {
@@ -116,6 +122,7 @@ func NewManager(cfg *rest.Config, namespace string, opts ...Option) (*Manager, e
 		kube:      kc,
 		locks:     &releaseLocks{byName: map[string]*sync.Mutex{}},
 		crowded:   &crowdedKinds{seen: map[kindInNamespace]crowding{}},
+		applied:   &appliedReleases{byName: map[string]appliedRelease{}},
 		client:    c,
 	}, nil
 }
@@ -195,6 +202,20 @@ type Result struct {
 	// versions are the resourceVersions the applies of Objects answered
 	// with, by key; empty unless this Apply applied them.
 	versions map[string]string
+	// manifestSize is the size of Release's manifest when Release, kept
+	// from an earlier Apply, was kept without it.
+	manifestSize int
+}
+
+// ManifestSize is the size of the release's manifest.
+func (r *Result) ManifestSize() int {
+	switch {
+	case r == nil || r.Release == nil:
+		return 0
+	case r.manifestSize > 0:
+		return r.manifestSize
+	}
+	return len(r.Release.Manifest)
 }
 
 // AppliedVersion is the resourceVersion at which this Apply left o (one of
@@ -233,6 +254,17 @@ func (m *Manager) Apply(ctx context.Context, name string, objs []*unstructured.U
 	if err != nil {
 		return nil, err
 	}
+	// Objects and records as they were when the release last held exactly
+	// these objects: nothing to render, read or write.
+	digest := memo.Digest(stamped)
+	records, indexed := m.records.fingerprint(name)
+	if indexed {
+		if e, ok := m.applied.unchanged(name, digest, records); ok {
+			return &Result{Release: e.release, Upgraded: true, Objects: carryRecorded(stamped, e.drops), manifestSize: e.manifestSize}, nil
+		}
+	}
+	m.applied.forget(name)
+	metrics.Step(metrics.StepRender)
 	manifest, err := Manifest(stamped, nil)
 	if err != nil {
 		return nil, err
@@ -243,11 +275,14 @@ func (m *Manager) Apply(ctx context.Context, name string, objs []*unstructured.U
 	}
 	deployed := hist.deployed
 	if deployed != nil && hist.last == deployed {
-		same, err := unchanged(deployed.Manifest, manifest, stamped)
+		same, drops, err := unchanged(deployed.Manifest, manifest, stamped)
 		if err != nil {
 			return nil, err
 		}
 		if same != nil {
+			if indexed {
+				m.applied.remember(name, digest, records, deployed, drops)
+			}
 			return &Result{Release: deployed, Upgraded: true, Objects: same}, nil
 		}
 	}
@@ -292,6 +327,7 @@ func (m *Manager) Apply(ctx context.Context, name string, objs []*unstructured.U
 	if applyErr == nil && len(res.Dropped) > 0 {
 		// The record holds what was applied, which drift correction and the
 		// next Apply compare with.
+		metrics.Step(metrics.StepRender)
 		if rel.Manifest, err = Manifest(stamped, nil); err != nil {
 			applyErr = err
 		}
@@ -370,24 +406,26 @@ func (m *Manager) ownershipMetadata(o *unstructured.Unstructured, name string) {
 // unchanged returns the objects a deployed release holds if applying
 // stamped (rendered as manifest) would change nothing, else nil: the
 // manifests are the same, or they are once the fields the deployed objects
-// were applied without are left out of stamped too.
-func unchanged(deployed, manifest string, stamped []*unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
+// were applied without (drops, by object) are left out of stamped too.
+func unchanged(deployed, manifest string, stamped []*unstructured.Unstructured) (same []*unstructured.Unstructured, drops map[string]string, err error) {
 	if deployed == manifest {
-		return stamped, nil
+		return stamped, nil, nil
 	}
 	if !strings.Contains(deployed, AnnotationDroppedFields) {
-		return nil, nil
+		return nil, nil, nil
 	}
 	applied, err := decodeManifest(deployed)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	carried := carryDrops(stamped, applied)
+	drops = recordedDrops(applied)
+	carried := carryRecorded(stamped, drops)
+	metrics.Step(metrics.StepRender)
 	again, err := Manifest(carried, nil)
 	if err != nil || again != deployed {
-		return nil, err
+		return nil, nil, err
 	}
-	return carried, nil
+	return carried, drops, nil
 }
 
 type history struct {
@@ -401,6 +439,7 @@ type history struct {
 // failed: since actions on one release are serialised in this process, a
 // pending record seen here can only be such a leftover.
 func (m *Manager) history(ctx context.Context, name string) (history, error) {
+	metrics.Step(metrics.StepHistory)
 	var h history
 	all, err := m.store.History(name)
 	if errors.Is(err, driver.ErrReleaseNotFound) {
@@ -457,6 +496,7 @@ func (m *Manager) pruneHistory(ctx context.Context, name string, all []*helmrele
 // last, so an uninstall interrupted half way is finished by the next one.
 func (m *Manager) Uninstall(ctx context.Context, name string) ([]string, error) {
 	defer m.lock(name)()
+	m.applied.forget(name)
 	hist, err := m.history(ctx, name)
 	if err != nil {
 		return nil, err

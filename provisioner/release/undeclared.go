@@ -250,31 +250,46 @@ func droppedFields(o *unstructured.Unstructured) []string {
 // changed. Objects without dropped fields are returned as they are, and so
 // is an object that no longer has all of them (its record would be stale).
 func carryDrops(objs, applied []*unstructured.Unstructured) []*unstructured.Unstructured {
-	drops := map[string]*unstructured.Unstructured{}
+	return carryRecorded(objs, recordedDrops(applied))
+}
+
+// recordedDrops maps the key of each object in applied that was applied
+// without some fields to its record of them (AnnotationDroppedFields).
+func recordedDrops(applied []*unstructured.Unstructured) map[string]string {
+	drops := map[string]string{}
 	for _, o := range applied {
 		if droppedFields(o) != nil {
-			drops[key(o)] = o
+			drops[key(o)] = o.GetAnnotations()[AnnotationDroppedFields]
 		}
 	}
+	return drops
+}
+
+// carryRecorded is carryDrops from the records recordedDrops returned.
+func carryRecorded(objs []*unstructured.Unstructured, drops map[string]string) []*unstructured.Unstructured {
 	if len(drops) == 0 {
 		return objs
 	}
 	carried := make([]*unstructured.Unstructured, len(objs))
 	for i, o := range objs {
 		carried[i] = o
-		prev, ok := drops[key(o)]
+		record, ok := drops[key(o)]
 		if !ok {
 			continue
 		}
+		var fields []string
+		if err := json.Unmarshal([]byte(record), &fields); err != nil {
+			continue
+		}
 		o = o.DeepCopy()
-		if !dropAll(o.Object, droppedFields(prev)) {
+		if !dropAll(o.Object, fields) {
 			continue
 		}
 		ann := o.GetAnnotations()
 		if ann == nil {
 			ann = map[string]string{}
 		}
-		ann[AnnotationDroppedFields] = prev.GetAnnotations()[AnnotationDroppedFields]
+		ann[AnnotationDroppedFields] = record
 		o.SetAnnotations(ann)
 		carried[i] = o
 	}

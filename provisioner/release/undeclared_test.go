@@ -138,7 +138,7 @@ spec: {group: example.com}
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := unchanged(deployed, manifest, tc.objs)
+			got, _, err := unchanged(deployed, manifest, tc.objs)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -4,7 +4,11 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -12,7 +16,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/rukpak-dev/rukpak/internal/devenv"
 	"github.com/rukpak-dev/rukpak/internal/localcluster"
+	"github.com/rukpak-dev/rukpak/internal/testenv"
+	"github.com/rukpak-dev/rukpak/internal/testnet"
 )
 
 // fleetServices is more Services than kube-apiserver's default range
@@ -81,5 +88,56 @@ func TestLocalClusterHoldsAFleet(t *testing.T) {
 		if err := <-errs; err != nil {
 			t.Error(err)
 		}
+	}
+}
+
+// fleetSample is two small operators of the shared fleet test data.
+var fleetSample = []string{"deployment-validation-operator-0.7.12", "application-services-metering-operator-0.6.1"}
+
+// make fleet's path (rukpak-dev fleet DIR is devenv.InstallFleet): bundles
+// pushed to make run's kind of registry (plain HTTP on loopback, here on a
+// free port), one BundleDeployment each, waited for until all are
+// Installed and Healthy.
+func TestFleetInstall(t *testing.T) {
+	if suite.local == nil {
+		t.Skip("needs the local environment, whose provisioner reaches the example registry on this host's loopback")
+	}
+	shared(t)
+	src := filepath.Join(testenv.RepoRoot(), "..", "shared", "testdata", "fleet")
+	if _, err := os.Stat(src); err != nil {
+		src = "/work/shared/testdata/fleet"
+	}
+	dir := t.TempDir()
+	for _, b := range fleetSample {
+		if err := os.CopyFS(filepath.Join(dir, b), os.DirFS(filepath.Join(src, b))); err != nil {
+			t.Skipf("the shared fleet test data: %v", err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), patient(5*time.Minute))
+	defer cancel()
+	regAddr := testnet.FreeAddr(t)
+	ex, err := devenv.ServeExamples(ctx, testenv.RepoRoot(), t.TempDir(), regAddr, testnet.FreeAddr(t))
+	if err != nil {
+		t.Fatalf("serving the examples: %v", err)
+	}
+	defer ex.Close()
+	t.Cleanup(func() {
+		_, _, _ = kubectl(t, "", "delete", "bd", "-l", devenv.FleetLabel+"=true", "--wait", "--timeout=5m")
+	})
+	var out strings.Builder
+	if err := devenv.InstallFleet(ctx, devenv.FleetOptions{Dir: dir, Kubeconfig: suite.kubeconfig, RegistryAddr: regAddr, Timeout: patient(5 * time.Minute), Out: &out}); err != nil {
+		t.Fatalf("installing the fleet: %v\n%s", err, out.String())
+	}
+	for _, name := range []string{"deployment-validation-operator", "application-services-metering-operator"} {
+		if got := jsonpath(t, "bd/"+name, `{.status.conditions[?(@.type=="Healthy")].status}`); got != "True" {
+			t.Errorf("bd/%s Healthy=%q, want True", name, got)
+		}
+	}
+	if !strings.Contains(out.String(), "2 BundleDeployments: 2 Installed, 2 Healthy") {
+		t.Errorf("progress lacks the final count:\n%s", out.String())
+	}
+	// A second run leaves what exists as it is.
+	if err := devenv.InstallFleet(ctx, devenv.FleetOptions{Dir: dir, Kubeconfig: suite.kubeconfig, RegistryAddr: regAddr, Timeout: patient(time.Minute)}); err != nil {
+		t.Fatalf("installing the fleet again: %v", err)
 	}
 }

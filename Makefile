@@ -64,6 +64,14 @@ lint-then-e2e: lint
 	@rc=0; $(MAKE) --no-print-directory test-e2e-node || rc=$$?; \
 	$(MAKE) --no-print-directory test-e2e || rc=$$?; exit $$rc
 
+# FLEET_DIR: the registry+v1 bundles make fleet installs (one directory
+# each, <package>-<version>/).
+FLEET_DIR ?= ../shared/testdata/fleet
+
+.PHONY: fleet
+fleet: build ## Install every operator of FLEET_DIR (sixty real ones) on the cluster of a running make run, all at once.
+	$(BIN_DIR)/rukpak-dev fleet --state-dir $(CURDIR)/.run $(FLEET_DIR)
+
 ##@ Tests
 
 .PHONY: testbin

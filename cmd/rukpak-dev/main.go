@@ -1,6 +1,9 @@
 // Command rukpak-dev is `make run`: a local cluster with the CRDs, the
 // provisioners and the webhook, plus a registry and a git server holding
 // example bundles, until Ctrl-C.
+//
+// `rukpak-dev fleet DIR` (make fleet) installs a directory of registry+v1
+// bundles on that running cluster, one BundleDeployment each, all at once.
 package main
 
 import (
@@ -11,11 +14,15 @@ import (
 	"os/signal"
 	"path/filepath"
 	"syscall"
+	"time"
 
 	"github.com/rukpak-dev/rukpak/internal/devenv"
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "fleet" {
+		os.Exit(fleet(os.Args[2:]))
+	}
 	var o devenv.Options
 	var registryAddr, gitAddr string
 	flag.StringVar(&o.Assets, "assets", "", "Directory of the control-plane binaries (hack/testbin.sh prints it).")
@@ -83,4 +90,36 @@ Press Ctrl-C to stop everything.
 `, env.Kubeconfig, registryAddr, registryAddr, gitAddr, gitAddr, o.StateDir)
 	<-ctx.Done()
 	return nil
+}
+
+// fleet is `rukpak-dev fleet DIR`.
+func fleet(args []string) int {
+	fs := flag.NewFlagSet("fleet", flag.ExitOnError)
+	var o devenv.FleetOptions
+	stateDir := fs.String("state-dir", ".run", "make run's state directory (its kubeconfig is kwok/kubeconfig there).")
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "Kubeconfig of the cluster (default: the one in --state-dir).")
+	fs.StringVar(&o.RegistryAddr, "registry-address", "127.0.0.1:5001", "make run's example registry, which the bundles are pushed to.")
+	fs.DurationVar(&o.Timeout, "timeout", 20*time.Minute, "How long to wait for every BundleDeployment to be Installed and Healthy (0: do not wait).")
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: rukpak-dev fleet [flags] DIR\n\nInstalls every registry+v1 bundle directory (<package>-<version>/manifests, metadata) of DIR on the cluster of a running make run, one BundleDeployment each, all at once, and waits until all are Installed and Healthy.")
+		fs.PrintDefaults()
+	}
+	_ = fs.Parse(args)
+	if fs.NArg() != 1 {
+		fs.Usage()
+		return 2
+	}
+	o.Dir, o.Out = fs.Arg(0), os.Stdout
+	if o.Kubeconfig == "" {
+		o.Kubeconfig = filepath.Join(*stateDir, "kwok", "kubeconfig")
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	start := time.Now()
+	if err := devenv.InstallFleet(ctx, o); err != nil {
+		fmt.Fprintln(os.Stderr, "error:", err)
+		return 1
+	}
+	fmt.Printf(">> done in %s: kubectl get bds -l %s=true\n", time.Since(start).Round(time.Second), devenv.FleetLabel)
+	return 0
 }

@@ -19,6 +19,17 @@ import (
 	"time"
 )
 
+// The cluster is sized for a fleet of operators: kube-apiserver's default
+// Service range (10.0.0.0/24) holds 254 Services, which a few hundred
+// operators' metrics and webhook Services exceed ("range is full"), and
+// kwokctl's node template allows 110 pods.
+const (
+	// ServiceCIDR is the Service IP range: 65,534 addresses.
+	ServiceCIDR = "10.96.0.0/16"
+	// NodePods is the fake node's pod capacity (and allocatable).
+	NodePods = 20000
+)
+
 // Cluster is a running local cluster.
 type Cluster struct {
 	// Name is the kwokctl cluster name.
@@ -49,13 +60,15 @@ func Create(ctx context.Context, assets, workdir, name string) (*Cluster, error)
 		"--kube-scheduler-binary", bin("kube-scheduler"),
 		"--kwok-controller-binary", bin("kwok"),
 		"--kubeconfig", c.Kubeconfig,
+		"--extra-args", "kube-apiserver=service-cluster-ip-range="+ServiceCIDR,
 		// Minutes on a busy machine; the context bounds it too.
 		"--wait", "10m",
 	); err != nil {
 		_ = c.Delete()
 		return nil, fmt.Errorf("creating local cluster: %w", err)
 	}
-	if _, err := c.kwokctl(ctx, "scale", "node", "--name", name, "--replicas", "1"); err != nil {
+	if _, err := c.kwokctl(ctx, "scale", "node", "--name", name, "--replicas", "1",
+		"--param", fmt.Sprintf(".allocatable.pods = %d", NodePods)); err != nil {
 		_ = c.Delete()
 		return nil, fmt.Errorf("adding a node to the local cluster: %w", err)
 	}

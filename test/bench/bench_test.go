@@ -6,7 +6,8 @@ package bench
 //
 //	RUKPAK_BENCH=1 go test -run '^TestBench$' -v -timeout 60m ./test/bench/
 //
-// RUKPAK_BENCH_ONLY=unpack,install,prometheus,helm,many,crds runs a subset;
+// RUKPAK_BENCH_ONLY=unpack,install,prometheus,helm,many,crds,fleet runs a
+// subset;
 // RUKPAK_BENCH_OUT=file also writes the table there (markdown);
 // RUKPAK_BENCH_REPS=n repeats each unpack measurement n times (default 3);
 // RUKPAK_BENCH_PROVISIONER_ARGS adds flags to the provisioner (for example
@@ -31,14 +32,20 @@ package bench
 //     ConfigMaps through the helm class vs the same ConfigMaps through the
 //     plain class, each side three times, alternating.
 //   - many (issues 4 and 15, many_bench_test.go): N BundleDeployments of
-//     10 ConfigMaps for each N of RUKPAK_BENCH_MANY (default 200), each size
+//     10 ConfigMaps for each N of RUKPAK_BENCH_MANY (default 1000; 10000 opt-in), each size
 //     on a fresh API server and provisioner process: time to all Installed,
 //     VmHWM, API writes per install by verb and resource, the
-//     per-BundleDeployment cost, steady writes, and a restart.
+//     per-BundleDeployment cost, steady writes, and a restart; beside its
+//     floor (floors_bench_test.go), the same writes from a bare client.
 //   - crds (issue 15, crds_bench_test.go): at least 80 MiB of the shared
 //     test data's real CRD YAML (RUKPAK_BENCH_CRDS_MIB changes it) across
 //     many plain BundleDeployments, on a fresh API server and provisioner
-//     process: the provisioner's peak and steady RSS, with heap profiles.
+//     process: the provisioner's peak and steady RSS, with heap profiles;
+//     beside its floor, the same CRDs applied and waited for Established.
+//   - fleet (issue 32, fleet_bench_test.go): the sixty real operators of the
+//     shared test data installed at once on a local kwok cluster, then with
+//     ten failing: time, CPU beside the API server's and etcd's, bytes
+//     allocated per byte of content, memory and an idle window.
 
 import (
 	"bytes"
@@ -209,7 +216,7 @@ func TestBench(t *testing.T) {
 	if want("unpack") {
 		benchUnpackStore(t, r, reg)
 	}
-	if !want("install") && !want("prometheus") && !want("helm") && !want("many") && !want("crds") {
+	if !want("install") && !want("prometheus") && !want("helm") && !want("many") && !want("crds") && !want("fleet") {
 		return
 	}
 	if want("install") || want("prometheus") || want("helm") {
@@ -245,6 +252,9 @@ func TestBench(t *testing.T) {
 	}
 	if want("crds") {
 		benchCRDs(t, r, reg)
+	}
+	if want("fleet") {
+		benchFleet(t, r, reg)
 	}
 }
 

@@ -160,6 +160,7 @@ func benchCRDs(t *testing.T, r *report, reg *testregistry.Registry) {
 		src  rukpakv1alpha1.BundleSource
 	}
 	var (
+		sets                [][][]byte // each BundleDeployment's CRDs, for the floor
 		bds                 []bd
 		total, largestBD    int64
 		crds, largest, most int
@@ -169,9 +170,11 @@ func benchCRDs(t *testing.T, r *report, reg *testregistry.Registry) {
 			name := fmt.Sprintf("crds-%02d-%s", k, s.slug)
 			files := map[string]string{}
 			var size int64
+			var set [][]byte
 			for _, crd := range s.crds {
 				n, y := renamed(t, crd, name)
 				files["manifests/"+n+".yaml"] = string(y)
+				set = append(set, y)
 				size += int64(len(y))
 				largest = max(largest, len(y))
 			}
@@ -181,11 +184,16 @@ func benchCRDs(t *testing.T, r *report, reg *testregistry.Registry) {
 			crds += len(files)
 			total += size
 			bds = append(bds, bd{name, c.imageSource(t, "crds/"+name+":v1", testregistry.Layer(t, files))})
+			sets = append(sets, set)
 		}
 	}
 	shape := fmt.Sprintf("%d BundleDeployments, %d CRDs, %.1f MiB of YAML (largest BundleDeployment %.1f MiB in %d CRDs, largest CRD %.0f KiB)",
 		len(bds), crds, float64(total)/(1<<20), float64(largestBD)/(1<<20), most, float64(largest)/1024)
 	fmt.Printf("crds: %s\n", shape)
+
+	// The floor first, on the same API server: the same CRDs, applied and
+	// waited for Established by a bare client, then deleted.
+	floor := c.crdsFloor(t, sets)
 
 	pprofAddr := testnet.FreeAddr(t)
 	p := c.startProvisioner(t, "crds", "--pprof-bind-address="+pprofAddr)
@@ -268,7 +276,8 @@ func benchCRDs(t *testing.T, r *report, reg *testregistry.Registry) {
 	writeProfile(t, filepath.Join(profiles, "crds-peak.heap"), peakProf)
 	writeProfile(t, filepath.Join(profiles, "crds-steady.heap"), steadyProf)
 
-	r.add("issue 15", "crds: first create -> all Installed / all Healthy", secs(installed)+" / "+secs(healthy), "", "", shape)
+	r.add("issue 15", "crds: first create -> all Installed / all Healthy", secs(installed)+" / "+secs(healthy), "floor "+secs(floor), ratio(installed.Seconds(), floor.Seconds()),
+		fmt.Sprintf("target ≤ 1.5× floor (the same CRDs applied by a bare client and waited for Established, %d BundleDeployments' at a time); %s", floorWorkers, shape))
 	r.add("issue 15", "crds: provisioner peak RSS (VmHWM, separate process)", mib(hwm), "target ≤ 384 MiB", ratio(float64(hwm), crdsPeakRSS),
 		fmt.Sprintf("RSS %s after start-up; largest live heap seen (HeapAlloc after a GC, sampled every 2 s) %s; profile %s",
 			mib(base), mib(int64(peakHeap>>10)), filepath.Join(profiles, "crds-peak.heap")))

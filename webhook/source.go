@@ -36,6 +36,10 @@ type SourceValidator struct {
 // credentials or content would hand them over.
 func (v *SourceValidator) Validate(ctx context.Context, fldPath *field.Path, src rukpakv1alpha1.BundleSource) field.ErrorList {
 	errs, denied := v.checkAccess(ctx, references(fldPath, src))
+	if src.Type == rukpakv1alpha1.SourceTypeUpload && src.Upload == nil {
+		// RukPak's words; its clients always write "upload: {}".
+		errs = append(errs, field.Required(fldPath.Child("upload"), `bundle.spec.source.upload must be set for source type "upload"`))
+	}
 	if src.Git != nil && src.Git.Directory != "" {
 		p := fldPath.Child("git", "directory")
 		if _, err := unpack.CleanName(src.Git.Directory); err != nil {

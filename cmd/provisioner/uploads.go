@@ -94,4 +94,4 @@ func setupUploads(mgr ctrl.Manager, o options, limits unpack.Limits, classes []s
 type leaderRunnable func(ctx context.Context) error
 
 func (f leaderRunnable) Start(ctx context.Context) error { return f(ctx) }
-func (f leaderRunnable) NeedLeaderElection() bool       { return true }
+func (f leaderRunnable) NeedLeaderElection() bool        { return true }

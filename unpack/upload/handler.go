@@ -158,19 +158,21 @@ func (h *Handler) bind(ctx context.Context, name string) (*rukpakv1alpha1.Bundle
 }
 
 func (h *Handler) receive(w http.ResponseWriter, r *http.Request, b *rukpakv1alpha1.Bundle, user string) {
-	ctx, cancel := context.WithTimeout(r.Context(), h.Timeout)
+	deadline := time.Now().Add(h.Timeout)
+	ctx, cancel := context.WithDeadline(r.Context(), deadline)
 	defer cancel()
 	// A client that stops sending must not hold a slot past the deadline.
-	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(h.Timeout))
+	_ = http.NewResponseController(w).SetReadDeadline(deadline)
 	rec, err := h.Store.Receive(ctx, r.Body, h.Scratch)
 	if err != nil {
-		var netErr interface{ Timeout() bool }
 		switch {
 		case errors.Is(err, ErrTooLarge):
 			http.Error(w, "the upload is "+err.Error(), http.StatusRequestEntityTooLarge)
 		case errors.Is(err, ErrContent):
 			http.Error(w, err.Error(), http.StatusUnprocessableEntity)
-		case errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &netErr) && netErr.Timeout()):
+		case !time.Now().Before(deadline):
+			// The read deadline (a net error) or the context's
+			// (cancelling the request), whichever came first.
 			w.Header().Set("Connection", "close")
 			http.Error(w, fmt.Sprintf("the upload was not complete within %s", h.Timeout), http.StatusRequestTimeout)
 		default:

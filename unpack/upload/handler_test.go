@@ -152,7 +152,9 @@ func newFixture(t *testing.T, maxConcurrent int) *fixture {
 			}
 			return b.DeepCopy(), nil
 		},
-		Serves:  func(b *rukpakv1alpha1.Bundle) bool { return b.Spec.ProvisionerClassName == rukpakv1alpha1.ProvisionerClassPlain },
+		Serves: func(b *rukpakv1alpha1.Bundle) bool {
+			return b.Spec.ProvisionerClassName == rukpakv1alpha1.ProvisionerClassPlain
+		},
 		Leader:  func() bool { return f.leader },
 		Scratch: t.TempDir(),
 		Log:     logr.Discard(),

@@ -124,7 +124,7 @@ func (o runOptions) run(ctx context.Context, out io.Writer, name, dir string) er
 	if err != nil {
 		return fmt.Errorf("creating client: %w", err)
 	}
-	if err := c.Patch(ctx, o.bundleDeployment(name, digest), client.Apply, client.FieldOwner("rukpakctl"), client.ForceOwnership); err != nil {
+	if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(o.bundleDeployment(name, digest)), client.FieldOwner("rukpakctl"), client.ForceOwnership); err != nil {
 		return fmt.Errorf("applying BundleDeployment %q: %w", name, err)
 	}
 	fmt.Fprintf(out, "bundledeployment.core.rukpak.io %q applied\n", name)

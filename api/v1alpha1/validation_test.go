@@ -89,7 +89,7 @@ spec:
 		{
 			name: "unknown source type", base: validBundle,
 			mutate:  func(o map[string]any) { source(o)["type"] = "oci" },
-			wantErr: `[spec.source.type: Unsupported value: "oci": supported values: "image", "git", "configMaps", "http", <nil>: Invalid value: null: some validation rules were not checked because the object was invalid; correct the existing errors to complete validation]`,
+			wantErr: `[spec.source.type: Unsupported value: "oci": supported values: "image", "git", "configMaps", "http", "upload", <nil>: Invalid value: null: some validation rules were not checked because the object was invalid; correct the existing errors to complete validation]`,
 		},
 		{
 			name: "type whose member is missing", base: validBundle,
@@ -111,6 +111,31 @@ spec:
 				delete(source(o), "git")
 			},
 			wantErr: "spec.source: Invalid value: source.http must be set if and only if source.type is http",
+		},
+		{
+			name: "upload type without upload", base: validBundle,
+			mutate: func(o map[string]any) {
+				source(o)["type"] = "upload"
+				delete(source(o), "git")
+			},
+			wantErr: `spec.source: Invalid value: bundle.spec.source.upload must be set for source type "upload"`,
+		},
+		{
+			name: "upload as RukPak's clients write it", base: validBundle,
+			mutate: func(o map[string]any) {
+				source(o)["type"] = "upload"
+				source(o)["upload"] = map[string]any{}
+				delete(source(o), "git")
+			},
+		},
+		{
+			name: "upload digest that is not a sha256", base: validBundle,
+			mutate: func(o map[string]any) {
+				source(o)["type"] = "upload"
+				source(o)["upload"] = map[string]any{"digest": "md5:abc"}
+				delete(source(o), "git")
+			},
+			wantErr: `spec.source.upload.digest: Invalid value: "md5:abc": spec.source.upload.digest in body should match '^sha256:[0-9a-f]{64}$'`,
 		},
 		{
 			name: "two git refs", base: validBundle,

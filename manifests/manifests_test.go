@@ -194,6 +194,7 @@ func TestRoles(t *testing.T) {
 		}},
 		{"bundle-reader", nil, []rbacv1.PolicyRule{{NonResourceURLs: []string{"/bundles/*"}, Verbs: []string{"get"}}}},
 		{"catalog-reader", nil, []rbacv1.PolicyRule{{NonResourceURLs: []string{"/catalogs/*"}, Verbs: []string{"get"}}}},
+		{"bundle-uploader", nil, []rbacv1.PolicyRule{{APIGroups: []string{"core.rukpak.io"}, Resources: []string{"bundles/upload"}, Verbs: []string{"create"}}}},
 		{"rukpak-metrics-reader", nil, []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}}},
 	}
 	for _, tc := range cases {

@@ -48,7 +48,8 @@ func FetchSource(bundle *rukpakv1alpha1.Bundle) *rukpakv1alpha1.BundleSource {
 //   - git: same repository, directory and auth; the ref is a full commit,
 //     extending the spec's commit if the spec names one;
 //   - configMaps: the same ConfigMaps at the same paths, in order;
-//   - http: the same URL and auth.
+//   - http: the same URL and auth;
+//   - upload: a digest, the spec's if the spec pins one.
 func MatchesSpec(spec, resolved *rukpakv1alpha1.BundleSource) error {
 	if spec == nil || resolved == nil {
 		return errors.New("no source")
@@ -69,6 +70,14 @@ func MatchesSpec(spec, resolved *rukpakv1alpha1.BundleSource) error {
 		}
 		if spec.HTTP.URL != resolved.HTTP.URL || !equality.Semantic.DeepEqual(spec.HTTP.Auth, resolved.HTTP.Auth) {
 			return errors.New("http url or auth differs from the spec")
+		}
+		return nil
+	case rukpakv1alpha1.SourceTypeUpload:
+		if spec.Upload == nil || resolved.Upload == nil || resolved.Upload.Digest == "" {
+			return errors.New("upload source or its resolved digest missing")
+		}
+		if spec.Upload.Digest != "" && spec.Upload.Digest != resolved.Upload.Digest {
+			return fmt.Errorf("resolved digest %s differs from the spec's %s", resolved.Upload.Digest, spec.Upload.Digest)
 		}
 		return nil
 	}

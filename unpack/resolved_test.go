@@ -36,6 +36,10 @@ func httpSrc(url string) *rukpakv1alpha1.BundleSource {
 	return &rukpakv1alpha1.BundleSource{Type: rukpakv1alpha1.SourceTypeHTTP, HTTP: &rukpakv1alpha1.HTTPSource{URL: url}}
 }
 
+func uploadSrc(digest string) *rukpakv1alpha1.BundleSource {
+	return &rukpakv1alpha1.BundleSource{Type: rukpakv1alpha1.SourceTypeUpload, Upload: &rukpakv1alpha1.UploadSource{Digest: digest}}
+}
+
 func TestMatchesSpec(t *testing.T) {
 	tagged := imageSrc("registry.example.com/team/bundle:v1")
 	pinnedSpec := imageSrc("registry.example.com/team/bundle@" + digestA)
@@ -83,6 +87,11 @@ func TestMatchesSpec(t *testing.T) {
 
 		{name: "http same", spec: httpSrc("https://files.example.com/b.tgz"), resolved: httpSrc("https://files.example.com/b.tgz")},
 		{name: "http other url", spec: httpSrc("https://files.example.com/b.tgz"), resolved: httpSrc("https://evil.example.com/b.tgz"), wantErr: "http url or auth differs from the spec"},
+
+		{name: "upload unpinned", spec: uploadSrc(""), resolved: uploadSrc(digestA)},
+		{name: "upload pinned, same", spec: uploadSrc(digestA), resolved: uploadSrc(digestA)},
+		{name: "upload pinned, other", spec: uploadSrc(digestA), resolved: uploadSrc(digestB), wantErr: "resolved digest " + digestB + " differs from the spec's " + digestA},
+		{name: "upload resolved without digest", spec: uploadSrc(""), resolved: uploadSrc(""), wantErr: "upload source or its resolved digest missing"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

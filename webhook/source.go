@@ -91,6 +91,8 @@ func memberMissing(fldPath *field.Path, src rukpakv1alpha1.BundleSource) *field.
 		missing, member = len(src.ConfigMaps) == 0, "configmaps"
 	case rukpakv1alpha1.SourceTypeHTTP:
 		missing = src.HTTP == nil
+	case rukpakv1alpha1.SourceTypeUpload:
+		missing = src.Upload == nil
 	}
 	if !missing {
 		return nil

@@ -44,6 +44,8 @@ func TestSourcePaths(t *testing.T) {
 		{"configMaps escaping", cm("../x"), "spec.source.configMaps[0].path"},
 		{"configMaps absolute", cm("/x"), "spec.source.configMaps[0].path"},
 		{"image", rukpakv1alpha1.BundleSource{Type: rukpakv1alpha1.SourceTypeImage, Image: &rukpakv1alpha1.ImageSource{Ref: "x"}}, ""},
+		{"upload", rukpakv1alpha1.BundleSource{Type: rukpakv1alpha1.SourceTypeUpload, Upload: &rukpakv1alpha1.UploadSource{}}, ""},
+		{"upload without member", rukpakv1alpha1.BundleSource{Type: rukpakv1alpha1.SourceTypeUpload}, `spec.source.upload: Required value: bundle.spec.source.upload must be set for source type "upload"`},
 	}
 	v := &SourceValidator{Namespace: "rukpak-system"}
 	for _, tc := range cases {
@@ -55,7 +57,7 @@ func TestSourcePaths(t *testing.T) {
 				}
 				return
 			}
-			if len(errs) != 1 || !strings.HasPrefix(errs[0].Error(), tc.want+": Invalid value") {
+			if len(errs) != 1 || (!strings.HasPrefix(errs[0].Error(), tc.want+": Invalid value") && errs[0].Error() != tc.want) {
 				t.Fatalf("got %v, want one error on %s", errs.ToAggregate(), tc.want)
 			}
 		})

@@ -5,7 +5,7 @@ import (
 )
 
 // SourceType names the kind of location a Bundle's content comes from.
-// +kubebuilder:validation:Enum=image;git;configMaps;http
+// +kubebuilder:validation:Enum=image;git;configMaps;http;upload
 type SourceType string
 
 const (
@@ -13,6 +13,7 @@ const (
 	SourceTypeGit        SourceType = "git"
 	SourceTypeConfigMaps SourceType = "configMaps"
 	SourceTypeHTTP       SourceType = "http"
+	SourceTypeUpload     SourceType = "upload"
 )
 
 // BundleSpec defines the desired state of a Bundle. It is immutable once the
@@ -39,8 +40,9 @@ type BundleSpec struct {
 // +kubebuilder:validation:XValidation:rule="self.type != 'git' || has(self.git)",message="bundle.spec.source.git must be set for source type \"git\""
 // +kubebuilder:validation:XValidation:rule="self.type != 'configMaps' || has(self.configMaps)",message="bundle.spec.source.configmaps must be set for source type \"configmaps\""
 // +kubebuilder:validation:XValidation:rule="self.type != 'http' || has(self.http)",message="bundle.spec.source.http must be set for source type \"http\""
+// +kubebuilder:validation:XValidation:rule="self.type != 'upload' || has(self.upload)",message="bundle.spec.source.upload must be set for source type \"upload\""
 type BundleSource struct {
-	// type is the kind of source: image, git, configMaps or http.
+	// type is the kind of source: image, git, configMaps, http or upload.
 	// +required
 	Type SourceType `json:"type"`
 	// image is an OCI image that holds the bundle in its filesystem.
@@ -58,6 +60,23 @@ type BundleSource struct {
 	// http is a tar.gz archive of the bundle served over HTTP(S).
 	// +optional
 	HTTP *HTTPSource `json:"http,omitempty"`
+	// upload is content uploaded to the provisioner's content service
+	// (PUT /uploads/<bundle name>.tgz, as rukpakctl run does) by a user
+	// allowed to create bundles/upload for this Bundle. Write it as
+	// "upload: {}", or pin the content with a digest.
+	// +optional
+	Upload *UploadSource `json:"upload,omitempty"`
+}
+
+// UploadSource is a tar.gz archive uploaded for the Bundle.
+type UploadSource struct {
+	// digest is the sha256 ("sha256:<hex>") of the uploaded tar.gz archive.
+	// Set in a spec, it pins what may be uploaded: an archive with another
+	// digest is refused (409). The provisioner records the uploaded
+	// archive's digest in status.resolvedSource.
+	// +optional
+	// +kubebuilder:validation:Pattern=`^sha256:[0-9a-f]{64}$`
+	Digest string `json:"digest,omitempty"`
 }
 
 // ImageSource is a bundle image.

@@ -111,7 +111,7 @@ spec:
 		{
 			name: "unknown source type", base: validBundle,
 			mutate:  func(o map[string]any) { source(o)["type"] = "oci" },
-			wantErr: `[spec.source.type: Unsupported value: "oci": supported values: "image", "git", "configMaps", "http", ` + notChecked + "]",
+			wantErr: `[spec.source.type: Unsupported value: "oci": supported values: "image", "git", "configMaps", "http", "upload", ` + notChecked + "]",
 		},
 		{
 			// One member, not the one type names: RukPak's webhook's words.
@@ -139,6 +139,30 @@ spec:
 				source(o)["type"] = "http"
 			},
 			wantErr: `spec.source: Invalid value: bundle.spec.source.http must be set for source type "http"`,
+		},
+		{
+			name: "upload type without upload", base: validBundle,
+			mutate: func(o map[string]any) {
+				source(o)["type"] = "upload"
+			},
+			wantErr: `spec.source: Invalid value: bundle.spec.source.upload must be set for source type "upload"`,
+		},
+		{
+			name: "upload as RukPak's clients write it", base: validBundle,
+			mutate: func(o map[string]any) {
+				source(o)["type"] = "upload"
+				source(o)["upload"] = map[string]any{}
+				delete(source(o), "git")
+			},
+		},
+		{
+			name: "upload digest that is not a sha256", base: validBundle,
+			mutate: func(o map[string]any) {
+				source(o)["type"] = "upload"
+				source(o)["upload"] = map[string]any{"digest": "md5:abc"}
+				delete(source(o), "git")
+			},
+			wantErr: `spec.source.upload.digest: Invalid value: "md5:abc": spec.source.upload.digest in body should match '^sha256:[0-9a-f]{64}$'`,
 		},
 		{
 			name: "git type without git", base: validBD,

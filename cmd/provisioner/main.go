@@ -47,6 +47,7 @@ import (
 	"github.com/rukpak-dev/rukpak/unpack"
 	"github.com/rukpak-dev/rukpak/unpack/configmaps"
 	"github.com/rukpak-dev/rukpak/unpack/sources"
+	"github.com/rukpak-dev/rukpak/unpack/upload"
 	"github.com/rukpak-dev/rukpak/webhook/certs"
 )
 
@@ -90,6 +91,9 @@ type options struct {
 	crdCheckRole      string
 	retryBase         time.Duration
 	retryMax          time.Duration
+	uploadDir         string
+	maxUploads        int
+	uploadTimeout     time.Duration
 }
 
 func main() {
@@ -135,6 +139,9 @@ func main() {
 	flag.BoolVar(&o.requireSA, "require-service-account", false, "Refuse BundleDeployments that name no spec.serviceAccount when there is no --default-service-account, instead of installing them with the provisioner's own rights.")
 	flag.StringVar(&o.watchSelector, "watch-label-selector", "", "Reconcile only the Bundles and BundleDeployments this label selector matches (e.g. '"+shard.Label+" in (shard1)', or '!"+shard.Label+"' for the main instance), as Flux's flag of this name: several provisioner Deployments, each with its own selector, --leader-election-id, --content-url and --content-cert-secret, split the cluster between them. Bundles a BundleDeployment generates get its values of the selector's label keys. Empty: everything.")
 	flag.StringVar(&o.knownShards, "known-shards", "", "On the main instance (--watch-label-selector='!"+shard.Label+"'), the comma-separated values of "+shard.Label+" the other instances serve: Bundles and BundleDeployments labelled with any other value, which nobody reconciles, get the condition reason UnknownShard (Installed on BundleDeployments, Unpacked on Bundles) and are otherwise left alone. Empty: not reported.")
+	flag.StringVar(&o.uploadDir, "upload-dir", "", "Directory of the archives uploaded for Bundles of source type upload (default: <--storage-dir>/uploads).")
+	flag.IntVar(&o.maxUploads, "max-concurrent-uploads", upload.DefaultMaxConcurrent, "Most uploads (PUT /uploads/<bundle>.tgz) read at once; more are answered 503 with Retry-After.")
+	flag.DurationVar(&o.uploadTimeout, "upload-timeout", 0, "Deadline of one upload, first byte to last (default: --fetch-timeout).")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -262,17 +269,22 @@ func run(ctx context.Context, o options) error {
 	}
 
 	classes := strings.Split(o.classes, ",")
-	if err := provisioner.Setup(mgr, provisioner.Options{
-		Classes:   classes,
+	unpacker := sources.New(unpack.Config{
+		// Secrets and ConfigMaps are read straight from the API server:
+		// caching every Secret in the namespace is not worth the memory.
+		Reader:    mgr.GetAPIReader(),
 		Namespace: o.namespace,
-		Unpacker: sources.New(unpack.Config{
-			// Secrets and ConfigMaps are read straight from the API server:
-			// caching every Secret in the namespace is not worth the memory.
-			Reader:    mgr.GetAPIReader(),
-			Namespace: o.namespace,
-			BaseDir:   o.unpackDir,
-			Limits:    limits,
-		}),
+		BaseDir:   o.unpackDir,
+		Limits:    limits,
+	})
+	uploads, err := setupUploads(mgr, o, limits, classes, sh, unpacker)
+	if err != nil {
+		return err
+	}
+	if err := provisioner.Setup(mgr, provisioner.Options{
+		Classes:               classes,
+		Namespace:             o.namespace,
+		Unpacker:              unpacker,
 		Storage:               store,
 		Loader:                loader,
 		FetchTimeout:          limits.FetchTimeout,
@@ -344,7 +356,7 @@ func run(ctx context.Context, o options) error {
 	// RunnableFunc would run on the leader only): a Bundle's contentURL must
 	// keep working whichever replica a Service picks.
 	if err := mgr.Add(certs.AfterReady(certsReady, manager.RunnableFunc(func(ctx context.Context) error {
-		srv, err := contentServer(ctx, o, content)
+		srv, err := contentServer(ctx, o, content, uploads)
 		if err != nil {
 			return err
 		}
@@ -388,7 +400,7 @@ func closedChan() <-chan struct{} {
 	return c
 }
 
-func contentServer(ctx context.Context, o options, h http.Handler) (*http.Server, error) {
+func contentServer(ctx context.Context, o options, h, uploads http.Handler) (*http.Server, error) {
 	tlsCfg := &tls.Config{MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"}}
 	if o.tlsCertFile != "" {
 		// Re-read on change: rotated certificates are served without a
@@ -401,6 +413,12 @@ func contentServer(ctx context.Context, o options, h http.Handler) (*http.Server
 		tlsCfg.GetCertificate = w.GetCertificate
 	} else {
 		tlsCfg.Certificates = []tls.Certificate{*o.selfSignedCert}
+	}
+	if uploads != nil {
+		mux := http.NewServeMux()
+		mux.Handle("/", h)
+		mux.Handle(upload.Path, uploads)
+		h = mux
 	}
 	return &http.Server{
 		Addr:              o.contentAddr,

@@ -129,22 +129,11 @@ func (o contentOptions) run(ctx context.Context, out io.Writer, name string) err
 		}
 		base = strings.TrimSuffix(b.Status.ContentURL, storage.BundlesPath+name+".tgz")
 	}
-	caPEM, err := o.ca(ctx, cs)
+	httpClient, err := o.httpClient(ctx, cs)
 	if err != nil {
 		return err
 	}
-	httpClient, err := storage.NewHTTPClient(caPEM)
-	if err != nil {
-		return err
-	}
-	if o.serverName != "" {
-		t, ok := httpClient.Transport.(*http.Transport)
-		if !ok || t.TLSClientConfig == nil {
-			return errors.New("the content client has no TLS configuration to set a server name on")
-		}
-		t.TLSClientConfig.ServerName = o.serverName
-	}
-	token, cleanup, err := o.token(ctx, cs)
+	token, cleanup, err := o.token(ctx, cs, bundleReaderRole, "rukpakctl-content-")
 	if err != nil {
 		return err
 	}
@@ -159,6 +148,27 @@ func (o contentOptions) run(ctx context.Context, out io.Writer, name string) err
 		return err
 	}
 	return list(out, fsys)
+}
+
+// httpClient is a client of the content service: its certificate verified
+// against the content CA, for --tls-server-name when set.
+func (o contentOptions) httpClient(ctx context.Context, cs kubernetes.Interface) (*http.Client, error) {
+	caPEM, err := o.ca(ctx, cs)
+	if err != nil {
+		return nil, err
+	}
+	httpClient, err := storage.NewHTTPClient(caPEM)
+	if err != nil {
+		return nil, err
+	}
+	if o.serverName != "" {
+		t, ok := httpClient.Transport.(*http.Transport)
+		if !ok || t.TLSClientConfig == nil {
+			return nil, errors.New("the content client has no TLS configuration to set a server name on")
+		}
+		t.TLSClientConfig.ServerName = o.serverName
+	}
+	return httpClient, nil
 }
 
 // ca returns the PEM the content service's certificate is verified with.
@@ -182,9 +192,9 @@ func (o contentOptions) ca(ctx context.Context, cs kubernetes.Interface) ([]byte
 }
 
 // token returns a token of the content audience for --service-account, or
-// for a temporary ServiceAccount bound to bundle-reader, and what removes
-// the temporary objects.
-func (o contentOptions) token(ctx context.Context, cs kubernetes.Interface) (string, func(), error) {
+// for a temporary ServiceAccount (named prefix + a random suffix) bound to
+// the ClusterRole role, and what removes the temporary objects.
+func (o contentOptions) token(ctx context.Context, cs kubernetes.Interface, role, prefix string) (string, func(), error) {
 	noop := func() {}
 	ns, sa := o.namespace, ""
 	cleanup := noop
@@ -196,7 +206,7 @@ func (o contentOptions) token(ctx context.Context, cs kubernetes.Interface) (str
 		}
 	} else {
 		var err error
-		if sa, cleanup, err = temporaryReader(ctx, cs, ns); err != nil {
+		if sa, cleanup, err = temporaryAccount(ctx, cs, ns, role, prefix); err != nil {
 			return "", noop, err
 		}
 	}
@@ -212,23 +222,23 @@ func (o contentOptions) token(ctx context.Context, cs kubernetes.Interface) (str
 	return tr.Status.Token, cleanup, nil
 }
 
-// temporaryReader creates a ServiceAccount in ns bound to bundle-reader,
-// as RukPak's rukpakctl content did. The ServiceAccount is owned by its
-// binding, so the garbage collector removes it even if the removal here is
-// interrupted.
-func temporaryReader(ctx context.Context, cs kubernetes.Interface, ns string) (string, func(), error) {
+// temporaryAccount creates a ServiceAccount in ns bound to role, as
+// RukPak's rukpakctl content did with bundle-reader. The ServiceAccount is
+// owned by its binding, so the garbage collector removes it even if the
+// removal here is interrupted.
+func temporaryAccount(ctx context.Context, cs kubernetes.Interface, ns, role, prefix string) (string, func(), error) {
 	suffix := make([]byte, 4)
 	if _, err := rand.Read(suffix); err != nil {
 		return "", nil, err
 	}
-	name := "rukpakctl-content-" + hex.EncodeToString(suffix)
+	name := prefix + hex.EncodeToString(suffix)
 	crb, err := cs.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app.kubernetes.io/managed-by": "rukpakctl"}},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: bundleReaderRole},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
 		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: ns}},
 	}, metav1.CreateOptions{})
 	if err != nil {
-		return "", nil, fmt.Errorf("binding a temporary ServiceAccount to %s (or pass --service-account): %w", bundleReaderRole, err)
+		return "", nil, fmt.Errorf("binding a temporary ServiceAccount to %s (or pass --service-account): %w", role, err)
 	}
 	cleanup := func() {
 		// Not the command's context: a cancelled command still cleans up.

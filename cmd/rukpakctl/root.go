@@ -18,5 +18,6 @@ func newRootCmd(out io.Writer) *cobra.Command {
 	root.AddCommand(newRBACCmd())
 	root.AddCommand(newDiffCmd())
 	root.AddCommand(newContentCmd())
+	root.AddCommand(newRunCmd())
 	return root
 }

@@ -34,8 +34,7 @@ import (
 // (each is named as its type). A new source type adds its member here.
 // The order is RukPak's: with no member set, the API server also reports
 // the first alternative's failure ("spec.source.git: Required value").
-// RukPak's own list had upload between configMaps and http.
-var sourceMembers = []string{"git", "image", "configMaps", "http"}
+var sourceMembers = []string{"git", "image", "configMaps", "upload", "http"}
 
 // gitRefMembers are the members of a git ref, in RukPak's order.
 var gitRefMembers = []string{"branch", "commit", "tag"}

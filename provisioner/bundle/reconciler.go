@@ -350,11 +350,22 @@ func (r *Reconciler) finalize(ctx context.Context, b *rukpakv1alpha1.Bundle) err
 	if err := r.forget(ctx, b); err != nil {
 		return err
 	}
+	if rel, ok := r.Unpacker.(releaser); ok {
+		if err := rel.Release(b); err != nil {
+			return fmt.Errorf("releasing the source of bundle %q: %w", b.Name, err)
+		}
+	}
 	if err := finalizer.Remove(ctx, r.Client, b, rukpakv1alpha1.FinalizerDeleteCachedBundle); err != nil {
 		return err
 	}
 	metrics.Forget(kind, b.Name)
 	return nil
+}
+
+// releaser is an Unpacker that keeps something per Bundle (an uploaded
+// archive) until the Bundle is deleted.
+type releaser interface {
+	Release(b *rukpakv1alpha1.Bundle) error
 }
 
 // forgetter is an Unpacker that caches sources (images, by digest).

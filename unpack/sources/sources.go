@@ -32,6 +32,24 @@ func New(cfg unpack.Config) *Unpacker {
 	}}
 }
 
+// Register adds (or replaces) the Unpacker of a source type: the upload
+// source, whose store the content server shares.
+func (u *Unpacker) Register(t rukpakv1alpha1.SourceType, impl unpack.Unpacker) {
+	u.bySource[t] = impl
+}
+
+// Release drops what a source keeps for one Bundle (an uploaded archive),
+// when the Bundle is deleted.
+func (u *Unpacker) Release(b *rukpakv1alpha1.Bundle) error {
+	r, ok := u.bySource[b.Spec.Source.Type].(interface {
+		Release(*rukpakv1alpha1.Bundle) error
+	})
+	if !ok {
+		return nil
+	}
+	return r.Release(b)
+}
+
 // Unpack implements unpack.Unpacker.
 func (u *Unpacker) Unpack(ctx context.Context, b *rukpakv1alpha1.Bundle) (*unpack.Result, error) {
 	t := b.Spec.Source.Type

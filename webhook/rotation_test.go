@@ -89,8 +89,8 @@ func verifyAgainstInjectedCA(t *testing.T, c client.Client, leaf *x509.Certifica
 	t.Helper()
 	var vwc admissionregistrationv1.ValidatingWebhookConfiguration
 	testenv.MustNotError(t, c.Get(context.Background(), types.NamespacedName{Name: webhook.DefaultConfigurationName}, &vwc), "getting webhook configuration")
-	if len(vwc.Webhooks) != 2 {
-		t.Fatalf("webhook configuration has %d webhooks, want 2", len(vwc.Webhooks))
+	if len(vwc.Webhooks) != 4 {
+		t.Fatalf("webhook configuration has %d webhooks, want 4 (Bundles, Catalogs, BundleDeployments, CRDs)", len(vwc.Webhooks))
 	}
 	for _, wh := range vwc.Webhooks {
 		pool := x509.NewCertPool()

@@ -45,7 +45,7 @@ func TestSourcePaths(t *testing.T) {
 		{"configMaps absolute", cm("/x"), "spec.source.configMaps[0].path"},
 		{"image", rukpakv1alpha1.BundleSource{Type: rukpakv1alpha1.SourceTypeImage, Image: &rukpakv1alpha1.ImageSource{Ref: "x"}}, ""},
 		{"upload", rukpakv1alpha1.BundleSource{Type: rukpakv1alpha1.SourceTypeUpload, Upload: &rukpakv1alpha1.UploadSource{}}, ""},
-		{"upload without member", rukpakv1alpha1.BundleSource{Type: rukpakv1alpha1.SourceTypeUpload}, `spec.source.upload: Required value: bundle.spec.source.upload must be set for source type "upload"`},
+		{"upload without member", rukpakv1alpha1.BundleSource{Type: rukpakv1alpha1.SourceTypeUpload}, `spec.source.upload: Invalid value: null: bundle.spec.source.upload must be set for source type "upload"`},
 	}
 	v := &SourceValidator{Namespace: "rukpak-system"}
 	for _, tc := range cases {

@@ -69,6 +69,24 @@ func (h *harness) announced(name string) (announcement, bool) {
 	return announcement{in, at}, ok
 }
 
+// waitAttempts waits until bd's failing install has been attempted n more
+// times: each attempt announces a later next attempt.
+func (h *harness) waitAttempts(name string, n int) {
+	h.t.Helper()
+	last, _ := h.announced(name)
+	attempts := 0
+	eventually(h.t, fmt.Sprintf("%d more attempts of %s", n, name), func() error {
+		a, ok := h.announced(name)
+		if ok && a.at.After(last.at) {
+			last, attempts = a, attempts+1
+		}
+		if attempts < n {
+			return fmt.Errorf("%d more attempts announced (last %s)", attempts, last)
+		}
+		return nil
+	})
+}
+
 // TestIntegrationInstallBackoff: a failing install is attempted again
 // after the base, then after twice as long each time, never before the
 // time its condition announced, although events of its installed objects

@@ -1,8 +1,8 @@
 package provisioner_test
 
 import (
-	"fmt"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,7 +17,8 @@ import (
 // values change the rendering within the limit installs next to it.
 func TestIntegrationHelmBoundedRender(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
+	// Retries a second apart: the test waits for two of them.
+	h := backoffHarness(t, time.Second, 2*time.Second)
 	h.createNamespace("hostile")
 	h.createHelmBD("hostile", h.pushBundle("hostile-chart", map[string]string{
 		"Chart.yaml":        "apiVersion: v2\nname: hostile\nversion: 1.0.0\n",
@@ -26,15 +27,9 @@ func TestIntegrationHelmBoundedRender(t *testing.T) {
 	}), `{"installNamespace":"hostile"}`)
 	h.waitBDExact("hostile", rukpakv1alpha1.TypeInstalled, metav1.ConditionFalse, rukpakv1alpha1.ReasonInstallFailed,
 		`installing release "hostile": rendering chart "hostile" exceeded the memory limit of 512 MiB`)
-	// Retried with controller-runtime's backoff, the same inputs are not
-	// rendered again: the refused render is kept (install.renders).
-	failed := h.failed(helmController)
-	eventually(t, "two more failed reconciles", func() error {
-		if n := h.failed(helmController); n < failed+2 {
-			return fmt.Errorf("%d failed reconciles, %d before", n, failed)
-		}
-		return nil
-	})
+	// Retried (backing off), the same inputs are not rendered again: the
+	// refused render is kept (install.renders).
+	h.waitAttempts("hostile", 2)
 	checkRenders(t, "hostile", "failure 1")
 
 	h.setConfig("hostile", `{"installNamespace":"hostile","values":"size: 10\n"}`)

@@ -105,7 +105,7 @@ func TestPatch(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if got := requiredOf(src["oneOf"]); got != "git|image|configMaps|http" {
+				if got := requiredOf(src["oneOf"]); got != "git|image|configMaps|upload|http" {
 					t.Errorf("%s oneOf = %s", p, got)
 				}
 				ref, err := schemaAt(src, "git.ref")
@@ -175,9 +175,9 @@ func TestPatchRefuses(t *testing.T) {
 			"a source type with no member in the table",
 			mutated(t, func(root map[string]any) {
 				typ := props(root, "spec.source")["type"].(map[string]any)
-				typ["enum"] = append(typ["enum"].([]any), "upload")
+				typ["enum"] = append(typ["enum"].([]any), "oci")
 			}),
-			"spec.source.type enum is [configMaps git http image upload] but crdpatch's sourceMembers are [configMaps git http image]",
+			"spec.source.type enum is [configMaps git http image oci upload] but crdpatch's sourceMembers are [configMaps git http image upload]",
 		},
 		{
 			"a path that is gone",

@@ -26,6 +26,7 @@ import (
 	"github.com/rukpak-dev/rukpak/internal/testenv"
 	"github.com/rukpak-dev/rukpak/internal/testfiles"
 	"github.com/rukpak-dev/rukpak/internal/testmetrics"
+	"github.com/rukpak-dev/rukpak/provisioner"
 )
 
 // realCRDs is one plain bundle's manifests made of the CRDs of the shared
@@ -165,7 +166,10 @@ func TestIntegrationHeapOfLargeCRDs(t *testing.T) {
 	// parallel tests would disturb and be disturbed by.
 	files, size := realCRDs(t)
 	objects := len(files)
-	h := newHarness(t)
+	// No object cache: it keeps decoded objects on purpose, within its own
+	// bound (--object-cache-bytes; TestIntegrationObjectCacheBound), and
+	// this test measures what everything else keeps.
+	h := newHarnessWith(t, func(o *provisioner.Options) { o.ObjectCacheBytes = -1 })
 	ctx := context.Background()
 	src := h.pushBundle("big-crds", files)
 

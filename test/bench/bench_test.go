@@ -544,6 +544,9 @@ func (c *cluster) startProvisioner(t *testing.T, id string, extra ...string) *pr
 	logPath := filepath.Join(d, "log")
 	if dir := os.Getenv("RUKPAK_BENCH_LOGDIR"); dir != "" {
 		// Kept after the run, e.g. with GODEBUG=gctrace=1 for GC figures.
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
 		logPath = filepath.Join(dir, "provisioner-"+id+".log")
 	}
 	// A restart (the same id: the same storage, as a container restart

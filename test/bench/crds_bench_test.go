@@ -328,6 +328,9 @@ func (c *cluster) waitAllCRDBDs(t *testing.T, n int, typ string, start time.Time
 // directory under the system's temporary directory (kept after the run).
 func profileDir(t *testing.T) string {
 	if dir := os.Getenv("RUKPAK_BENCH_LOGDIR"); dir != "" {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
 		return dir
 	}
 	dir, err := os.MkdirTemp("", "rukpak-bench-crds-")

@@ -355,6 +355,38 @@ func serverDryRun(t *testing.T, dir string) string {
 // create, the Secret is shipped), runs with a memory limit, and is told the
 // provisioner's ServiceAccount, whose impersonation installing without a
 // ServiceAccount takes.
+// TestWebhookReviewRights: in every kustomization that ships the webhook,
+// its ClusterRole lets it create the TokenReviews and SubjectAccessReviews
+// that its /metrics authentication and its admission checks send (an
+// overlay that replaces the rules once dropped TokenReviews, leaving the
+// metrics endpoint refusing every scraper).
+func TestWebhookReviewRights(t *testing.T) {
+	needed := []rbacv1.PolicyRule{
+		{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}},
+		{APIGroups: []string{"authorization.k8s.io"}, Resources: []string{"subjectaccessreviews"}, Verbs: []string{"create"}},
+	}
+	for _, dir := range kustomizations {
+		t.Run(dir, func(t *testing.T) {
+			var role *rbacv1.ClusterRole
+			for _, u := range render(t, dir) {
+				if u.GetKind() == "ClusterRole" && u.GetName() == "rukpak-webhook" {
+					role = convert[rbacv1.ClusterRole](t, u)
+				}
+			}
+			if role == nil {
+				t.Skipf("%s ships no webhook ClusterRole", dir)
+			}
+			for _, n := range needed {
+				if !slices.ContainsFunc(role.Rules, func(r rbacv1.PolicyRule) bool {
+					return slices.Equal(r.APIGroups, n.APIGroups) && slices.Equal(r.Resources, n.Resources) && slices.Contains(r.Verbs, "create")
+				}) {
+					t.Errorf("ClusterRole rukpak-webhook cannot create %s.%s", n.Resources[0], n.APIGroups[0])
+				}
+			}
+		})
+	}
+}
+
 func TestWebhookLeastPrivilege(t *testing.T) {
 	for _, dir := range kustomizations {
 		t.Run(dir, func(t *testing.T) {

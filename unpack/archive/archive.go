@@ -123,6 +123,28 @@ func Extract(ctx context.Context, r io.Reader, tree *unpack.Tree, opts Options) 
 	}
 }
 
+// MaxTrailingBytes bounds what ExtractWhole reads after an archive's
+// end-of-archive marker.
+const MaxTrailingBytes = 1 << 20
+
+// ExtractWhole is Extract followed by reading the rest of r: the gzip
+// trailer and tar padding, which a digest of the archive covers. At most
+// MaxTrailingBytes may follow the archive, so a sender cannot stream
+// forever after a valid one.
+func ExtractWhole(ctx context.Context, r io.Reader, tree *unpack.Tree, opts Options) error {
+	if err := Extract(ctx, r, tree, opts); err != nil {
+		return err
+	}
+	_, err := io.CopyN(io.Discard, r, MaxTrailingBytes)
+	switch {
+	case errors.Is(err, io.EOF):
+		return nil
+	case err != nil:
+		return err // the stream's own error: a fetch limit, a dropped connection
+	}
+	return unpack.Terminal(fmt.Errorf("more than %d MiB of data after the end of the archive", MaxTrailingBytes>>20))
+}
+
 // classifyRead makes corrupt archives terminal; I/O errors of the
 // underlying stream (a dropped connection, a fetch limit) stay as they
 // are. srcErr is the error the stream itself returned, if any.

@@ -99,7 +99,7 @@ func (u *Unpacker) Unpack(ctx context.Context, bundle *rukpakv1alpha1.Bundle) (*
 		return nil, unpack.Terminal(fmt.Errorf("GET %s: the response declares %d bytes, more than the fetch limit of %d", shown, resp.ContentLength, limit))
 	}
 
-	tree, sum, err := u.extract(ctx, bundle.Name, &limitedReader{r: resp.Body, left: limit, limit: limit})
+	tree, sum, err := u.extract(ctx, bundle.Name, unpack.LimitReader(resp.Body, limit, tooLarge))
 	if err != nil {
 		if errors.Is(err, archive.ErrNotGzip) {
 			// RukPak's words (gzip's own error), then what they mean.
@@ -127,30 +127,10 @@ func keepCredentialsHome(req *http.Request, via []*http.Request) error {
 	return nil
 }
 
-// limitedReader fails once a response body passes the fetch limit, so an
+// tooLarge is the error of a response body past the fetch limit: an
 // endless body costs at most the limit.
-type limitedReader struct {
-	r           io.Reader
-	left, limit int64
-}
-
-func (l *limitedReader) Read(p []byte) (int, error) {
-	if l.left < 0 {
-		return 0, l.exceeded()
-	}
-	if int64(len(p)) > l.left+1 {
-		p = p[:l.left+1]
-	}
-	n, err := l.r.Read(p)
-	l.left -= int64(n)
-	if l.left < 0 {
-		return 0, l.exceeded()
-	}
-	return n, err
-}
-
-func (l *limitedReader) exceeded() error {
-	return unpack.Terminal(fmt.Errorf("the response is larger than the fetch limit of %d bytes", l.limit))
+func tooLarge(limit int64) error {
+	return unpack.Terminal(fmt.Errorf("the response is larger than the fetch limit of %d bytes", limit))
 }
 
 // extract writes the archive into a new tree and returns it with the
@@ -162,18 +142,8 @@ func (u *Unpacker) extract(ctx context.Context, bundleName string, body io.Reade
 	}
 	h := sha256.New()
 	r := io.TeeReader(body, h)
-	err = archive.Extract(ctx, r, tree, archive.Options{RequireGzip: true})
-	if err == nil {
-		// Hash the whole archive, gzip trailer and padding included; the
-		// padding is bounded so a server cannot stream forever.
-		_, err = io.CopyN(io.Discard, r, 1<<20)
-		if errors.Is(err, io.EOF) {
-			err = nil
-		} else if err == nil {
-			err = unpack.Terminal(errors.New("more than 1 MiB of data after the end of the archive"))
-		}
-	}
-	if err != nil {
+	// The whole archive is hashed, gzip trailer and padding included.
+	if err := archive.ExtractWhole(ctx, r, tree, archive.Options{RequireGzip: true}); err != nil {
 		_ = tree.Discard()
 		return nil, nil, err
 	}

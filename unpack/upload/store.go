@@ -105,22 +105,10 @@ func (s *Store) Receive(ctx context.Context, body io.Reader, scratch string) (*R
 	}
 	defer func() { _ = tree.Discard() }()
 	h := sha256.New()
-	counted := &limited{r: body, left: s.limits.MaxFetchBytes, limit: s.limits.MaxFetchBytes}
+	counted := unpack.LimitReader(body, s.limits.MaxFetchBytes, tooLarge)
 	r := io.TeeReader(counted, io.MultiWriter(f, h))
-	err = archive.Extract(ctx, r, tree, archive.Options{RequireGzip: true})
-	if err == nil {
-		// The gzip trailer and tar padding after the end-of-archive
-		// marker are part of the archive's digest; bounded, so a client
-		// cannot stream forever after a valid archive.
-		var n int64
-		n, err = io.CopyN(io.Discard, r, 1<<20)
-		if errors.Is(err, io.EOF) {
-			err = nil
-		} else if err == nil && n == 1<<20 {
-			err = unpack.Terminal(errors.New("more than 1 MiB of data after the end of the archive"))
-		}
-	}
-	if err != nil {
+	// The gzip trailer and tar padding are part of the archive's digest.
+	if err := archive.ExtractWhole(ctx, r, tree, archive.Options{RequireGzip: true}); err != nil {
 		switch {
 		case errors.Is(err, ErrTooLarge):
 			return fail(err)
@@ -133,38 +121,21 @@ func (s *Store) Receive(ctx context.Context, body io.Reader, scratch string) (*R
 		}
 		return fail(fmt.Errorf("reading the upload: %w", err))
 	}
+	size, err := f.Seek(0, io.SeekCurrent) // every byte read was written to f
+	if err != nil {
+		return fail(fmt.Errorf("writing upload file: %w", err))
+	}
 	if err := f.Close(); err != nil {
 		rec.Discard()
 		return nil, fmt.Errorf("writing upload file: %w", err)
 	}
 	rec.Digest = "sha256:" + hex.EncodeToString(h.Sum(nil))
-	rec.Size = s.limits.MaxFetchBytes - counted.left
+	rec.Size = size
 	return rec, nil
 }
 
-// limited fails with ErrTooLarge once more than limit bytes were read.
-type limited struct {
-	r           io.Reader
-	left, limit int64
-}
-
-func (l *limited) Read(p []byte) (int, error) {
-	if l.left < 0 {
-		return 0, l.exceeded()
-	}
-	if int64(len(p)) > l.left+1 {
-		p = p[:l.left+1]
-	}
-	n, err := l.r.Read(p)
-	l.left -= int64(n)
-	if l.left < 0 {
-		return 0, l.exceeded()
-	}
-	return n, err
-}
-
-func (l *limited) exceeded() error {
-	return fmt.Errorf("%w: more than the limit of %d bytes", ErrTooLarge, l.limit)
+func tooLarge(limit int64) error {
+	return fmt.Errorf("%w: more than the limit of %d bytes", ErrTooLarge, limit)
 }
 
 // CommitResult is what Commit did.

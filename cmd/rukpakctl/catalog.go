@@ -608,10 +608,9 @@ func writeResolveTable(out io.Writer, r *resolveOutput) error {
 		fmt.Fprintf(tw, "Dependencies:\t%s (OLM v1 does not install bundles with dependencies)\n", strings.Join(b.Dependencies, ", "))
 	}
 	if r.Installed != nil && r.Policy == resolve.CatalogProvided {
-		switch {
-		case b.UnreachableTotal == 0:
+		if b.UnreachableTotal == 0 {
 			fmt.Fprintf(tw, "Unreachable:\t<none>\n")
-		default:
+		} else {
 			more := ""
 			if b.UnreachableTotal > len(b.Unreachable) {
 				more = fmt.Sprintf(" (%d of %d)", len(b.Unreachable), b.UnreachableTotal)
@@ -643,7 +642,11 @@ func writeResolveTable(out io.Writer, r *resolveOutput) error {
 	if len(r.UpgradePath) == 0 {
 		fmt.Fprintf(out, "Upgrade path: none, %s stays installed\n", r.Installed.Name)
 	} else {
-		fmt.Fprintf(out, "Upgrade path from %s (%d steps):\n", r.Installed.Version, len(r.UpgradePath))
+		steps := "steps"
+		if len(r.UpgradePath) == 1 {
+			steps = "step"
+		}
+		fmt.Fprintf(out, "Upgrade path from %s (%d %s):\n", r.Installed.Version, len(r.UpgradePath), steps)
 		tw = tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "STEP\tFROM\tTO\tBUNDLE\tEDGE\tCATALOG")
 		for i, s := range r.UpgradePath {

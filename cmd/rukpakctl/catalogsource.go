@@ -56,7 +56,6 @@ type openedCatalog struct {
 	index    *fbc.Index
 	dir      string
 	remote   *remoteDocument
-	cleanup  func()
 }
 
 // remoteDocument reads a catalog served by the content service.

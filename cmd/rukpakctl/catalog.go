@@ -340,8 +340,10 @@ func oneLine(s string) string {
 
 // --- resolve ---
 
-// maxUpgradeSteps bounds the upgrade path: a chain longer than any real
-// package's, and a cycle (deprecations can make one) stops there too.
+// maxUpgradeSteps bounds the upgrade path, far beyond any real package's
+// chain. Each step beats the last by the resolver's order, so a path ends
+// on its own; the bound and the repeat check guard against catalogs whose
+// priorities and deprecations disagree.
 const maxUpgradeSteps = 1000
 
 type resolveFlags struct {

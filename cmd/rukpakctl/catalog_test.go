@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/rukpak-dev/rukpak/catalog/resolve"
 	"github.com/rukpak-dev/rukpak/internal/testcatalog"
 	"github.com/rukpak-dev/rukpak/internal/testregistry"
 )
@@ -442,5 +444,46 @@ kube-green          alpha            1         10       0.7.1
 	}
 	if _, err := runCatalog(t, "list", "image:"+ref, "--ca-file", ca, "--max-bundle-bytes", "1000"); err == nil || !strings.Contains(err.Error(), "1000") {
 		t.Fatalf("with --max-bundle-bytes 1000: got %v, want the unpack limit", err)
+	}
+}
+
+// TestUpgradePathBound walks a replaces chain longer than maxUpgradeSteps:
+// the path stops at the bound and says so.
+func TestUpgradePathBound(t *testing.T) {
+	const n = maxUpgradeSteps + 5
+	c := resolve.Content{Packages: []resolve.Package{{Name: "p"}}}
+	ch := resolve.Channel{Package: "p", Name: "stable"}
+	for i := range n {
+		name := fmt.Sprintf("p.v1.0.%d", i)
+		e := resolve.ChannelEntry{Name: name}
+		if i > 0 {
+			e.Replaces = fmt.Sprintf("p.v1.0.%d", i-1)
+		}
+		ch.Entries = append(ch.Entries, e)
+		c.Bundles = append(c.Bundles, resolve.Bundle{Package: "p", Name: name, Image: "example.com/p:" + name, Properties: []resolve.Property{
+			{Type: "olm.package", Value: fmt.Appendf(nil, `{"packageName":"p","version":"1.0.%d"}`, i)},
+		}})
+	}
+	c.Channels = []resolve.Channel{ch}
+	idx, err := resolve.NewIndex(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cats := []resolve.Catalog{{Name: "long", Index: idx}}
+	r, err := upgradePath(resolve.Request{PackageName: "p", Installed: &resolve.Installed{Name: "p.v1.0.0", Version: "1.0.0"}}, cats)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.UpgradePath) != maxUpgradeSteps || r.PathEnd != fmt.Sprintf("stopped after %d steps", maxUpgradeSteps) ||
+		r.UpgradePath[maxUpgradeSteps-1].To != fmt.Sprintf("p.v1.0.%d", maxUpgradeSteps) {
+		t.Fatalf("%d steps, end %q", len(r.UpgradePath), r.PathEnd)
+	}
+	// Four steps short of the end, the path reaches the head.
+	r, err = upgradePath(resolve.Request{PackageName: "p", Installed: &resolve.Installed{Name: "p.v1.0.4", Version: "1.0.4"}}, cats)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.UpgradePath) != maxUpgradeSteps || r.PathEnd != "" {
+		t.Fatalf("%d steps, end %q", len(r.UpgradePath), r.PathEnd)
 	}
 }

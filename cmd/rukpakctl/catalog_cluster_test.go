@@ -171,6 +171,22 @@ kube-green          alpha            1         10       0.7.1
 		}
 	})
 
+	t.Run("a served document that does not match its index", func(t *testing.T) {
+		serve("tampered", 0, "cat-facts-operator")
+		dir, err := store.Dir("tampered")
+		testenv.MustNotError(t, err, "finding the stored document")
+		doc := filepath.Join(dir, fbc.DocumentFile)
+		data, err := os.ReadFile(doc)
+		testenv.MustNotError(t, err, "reading the stored document")
+		// Same size, other bytes: only the digest tells.
+		data = bytes.Replace(data, []byte("cat-facts-operator.v1.1.2"), []byte("cat-facts-operator.v9.1.2"), 1)
+		testenv.MustNotError(t, os.WriteFile(doc, data, 0o644), "tampering")
+		err = opts(contentOptions{}).list(ctx, &bytes.Buffer{}, "catalog/tampered", "")
+		if err == nil || !strings.Contains(err.Error(), `catalog "tampered": all.jsonl has digest sha256:`) || !strings.Contains(err.Error(), "the catalog changed while reading it") {
+			t.Fatalf("got %v", err)
+		}
+	})
+
 	t.Run("a Catalog that is not served, or missing", func(t *testing.T) {
 		c := &rukpakv1alpha1.Catalog{
 			ObjectMeta: metav1.ObjectMeta{Name: "pending"},

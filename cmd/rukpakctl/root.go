@@ -19,5 +19,6 @@ func newRootCmd(out io.Writer) *cobra.Command {
 	root.AddCommand(newDiffCmd())
 	root.AddCommand(newContentCmd())
 	root.AddCommand(newRunCmd())
+	root.AddCommand(newCatalogCmd())
 	return root
 }

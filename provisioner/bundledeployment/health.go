@@ -13,6 +13,9 @@ import (
 // package health), each with the reason its status gives, sorted.
 func (r *Reconciler) unhealthy(ctx context.Context, owner string, objs []*unstructured.Unstructured) ([]string, error) {
 	var bad []string
+	// Right after an install, the objects of kinds with a status have no
+	// verdict yet.
+	r.tracker.judgeInBulk(ctx, owner, objs)
 	for _, want := range objs {
 		m, err := r.tracker.Metadata(ctx, want)
 		if apierrors.IsNotFound(err) {

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -125,6 +124,10 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		},
 		Compared: func() { metrics.Step(metrics.StepPreflight) },
 	}
+	namespaces, err := newNamespaceOwners(mgr)
+	if err != nil {
+		return err
+	}
 	prepare := prepareObjects(&servingcert.Issuer{Reader: mgr.GetAPIReader(), Validity: opts.CertValidity, RenewBefore: opts.CertRenewBefore}, opts.Namespace)
 	cacheBytes := opts.ObjectCacheBytes
 	if cacheBytes == 0 {
@@ -159,7 +162,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 			return fmt.Errorf("setting up bundle replica cache for %s: %w", class, err)
 		}
 		var objs bundledeployment.ObjectsFunc = decodeObjects
-		settle := (&objects{reader: mgr.GetAPIReader()}).settle
+		settle := (&objects{reader: namespaces}).settle
 		var installer bundledeployment.Installer
 		if class == rukpakv1alpha1.ProvisionerClassHelm {
 			// Helm's action library renders and installs charts.
@@ -276,7 +279,7 @@ func (o *objects) settle(ctx context.Context, bd *rukpakv1alpha1.BundleDeploymen
 	kept := objs[:0]
 	for _, obj := range objs {
 		if obj.GetKind() == "Namespace" && obj.GetAPIVersion() == "v1" && obj.GetAnnotations()[registry.AnnotationCreatedNamespace] == "true" {
-			existing := &corev1.Namespace{}
+			existing := namespaceMetadata()
 			err := o.reader.Get(ctx, client.ObjectKey{Name: obj.GetName()}, existing)
 			switch {
 			case err == nil && existing.Labels[rukpakv1alpha1.LabelOwnerName] != bd.Name:

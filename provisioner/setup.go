@@ -85,6 +85,11 @@ type Options struct {
 	// first retry after RetryBase, each next one after twice as long, up
 	// to RetryMax (zero: bundledeployment's defaults).
 	RetryBase, RetryMax time.Duration
+	// UnhealthyRecheck is how soon an unhealthy BundleDeployment is first
+	// judged again without an event; each next recheck that finds the
+	// same objects unhealthy waits twice as long, up to RetryMax (zero:
+	// bundledeployment.DefaultUnhealthyRecheck).
+	UnhealthyRecheck time.Duration
 	// Catalogs, when set, stores and serves Catalogs: this process runs the
 	// Catalog reconciler (one process per cluster should).
 	Catalogs *storage.CatalogStore
@@ -193,6 +198,8 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 
 			RetryBase: opts.RetryBase,
 			RetryMax:  opts.RetryMax,
+
+			UnhealthyRecheck: opts.UnhealthyRecheck,
 		}).SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("setting up bundle deployment controller for %s: %w", class, err)
 		}

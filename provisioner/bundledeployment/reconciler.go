@@ -74,9 +74,11 @@ type WatchingInstaller interface {
 // ObjectInstaller installs the objects Objects found, as they are.
 type ObjectInstaller struct{ *release.Manager }
 
-// Install applies objs as release bd.Name.
+// Install applies objs as release bd.Name. They are the reconcile's own
+// (decoded, or copies out of the ObjectCache, which keeps its own), so
+// they are stamped in place rather than copied once more.
 func (i ObjectInstaller) Install(ctx context.Context, bd *rukpakv1alpha1.BundleDeployment, _ fs.FS, objs []*unstructured.Unstructured, stamp func(*unstructured.Unstructured)) (*release.Result, error) {
-	return i.Apply(ctx, bd.Name, objs, stamp)
+	return i.ApplyOwned(ctx, bd.Name, objs, stamp)
 }
 
 // DefaultMaxBundles bounds the Bundles one BundleDeployment may have

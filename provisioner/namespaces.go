@@ -2,6 +2,7 @@ package provisioner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
@@ -40,7 +41,23 @@ func newNamespaceOwners(mgr ctrl.Manager) (client.Reader, error) {
 	if err := mgr.Add(c); err != nil {
 		return nil, err
 	}
-	return c, nil
+	return cachedOrLive{cache: c, live: mgr.GetAPIReader()}, nil
+}
+
+// cachedOrLive reads from cache, and from live while cache has not
+// started (a reconcile may run a moment before it does).
+type cachedOrLive struct{ cache, live client.Reader }
+
+func (r cachedOrLive) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	err := r.cache.Get(ctx, key, obj, opts...)
+	if notStarted := (*cache.ErrCacheNotStarted)(nil); errors.As(err, &notStarted) {
+		return r.live.Get(ctx, key, obj, opts...)
+	}
+	return err
+}
+
+func (r cachedOrLive) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	return r.cache.List(ctx, list, opts...)
 }
 
 func namespaceMetadata() *metav1.PartialObjectMetadata {

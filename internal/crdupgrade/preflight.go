@@ -170,18 +170,16 @@ func (p *Preflight) withoutSame(ctx context.Context, compare []pendingCRD, same 
 }
 
 // liveMetadata reads the live CRD name's metadata from cached, then (not
-// there: the cache may lag, or not hold it) from p.CRDs; nil when there is
-// none.
+// there: the cache may lag, not hold it, or not have started) from
+// p.CRDs; nil when there is none.
 func (p *Preflight) liveMetadata(ctx context.Context, name string, cached client.Reader) (*metav1.PartialObjectMetadata, error) {
 	meta := &metav1.PartialObjectMetadata{}
 	meta.SetGroupVersionKind(apiextensionsv1.SchemeGroupVersion.WithKind("CustomResourceDefinition"))
 	if cached != nil {
-		err := cached.Get(ctx, client.ObjectKey{Name: name}, meta)
-		if err == nil {
+		// Any failure of the cache (not there, not started yet) is the
+		// API server's to answer.
+		if err := cached.Get(ctx, client.ObjectKey{Name: name}, meta); err == nil {
 			return meta, nil
-		}
-		if !apierrors.IsNotFound(err) {
-			return nil, err
 		}
 	}
 	if err := p.CRDs.Get(ctx, client.ObjectKey{Name: name}, meta); err != nil {

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -86,6 +85,11 @@ type Options struct {
 	// first retry after RetryBase, each next one after twice as long, up
 	// to RetryMax (zero: bundledeployment's defaults).
 	RetryBase, RetryMax time.Duration
+	// UnhealthyRecheck is how soon an unhealthy BundleDeployment is first
+	// judged again without an event; each next recheck that finds the
+	// same objects unhealthy waits twice as long, up to RetryMax (zero:
+	// bundledeployment.DefaultUnhealthyRecheck).
+	UnhealthyRecheck time.Duration
 	// Catalogs, when set, stores and serves Catalogs: this process runs the
 	// Catalog reconciler (one process per cluster should).
 	Catalogs *storage.CatalogStore
@@ -125,6 +129,10 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		},
 		Compared: func() { metrics.Step(metrics.StepPreflight) },
 	}
+	namespaces, err := newNamespaceOwners(mgr)
+	if err != nil {
+		return err
+	}
 	prepare := prepareObjects(&servingcert.Issuer{Reader: mgr.GetAPIReader(), Validity: opts.CertValidity, RenewBefore: opts.CertRenewBefore}, opts.Namespace)
 	cacheBytes := opts.ObjectCacheBytes
 	if cacheBytes == 0 {
@@ -159,7 +167,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 			return fmt.Errorf("setting up bundle replica cache for %s: %w", class, err)
 		}
 		var objs bundledeployment.ObjectsFunc = decodeObjects
-		settle := (&objects{reader: mgr.GetAPIReader()}).settle
+		settle := (&objects{reader: namespaces}).settle
 		var installer bundledeployment.Installer
 		if class == rukpakv1alpha1.ProvisionerClassHelm {
 			// Helm's action library renders and installs charts.
@@ -190,6 +198,8 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 
 			RetryBase: opts.RetryBase,
 			RetryMax:  opts.RetryMax,
+
+			UnhealthyRecheck: opts.UnhealthyRecheck,
 		}).SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("setting up bundle deployment controller for %s: %w", class, err)
 		}
@@ -276,7 +286,7 @@ func (o *objects) settle(ctx context.Context, bd *rukpakv1alpha1.BundleDeploymen
 	kept := objs[:0]
 	for _, obj := range objs {
 		if obj.GetKind() == "Namespace" && obj.GetAPIVersion() == "v1" && obj.GetAnnotations()[registry.AnnotationCreatedNamespace] == "true" {
-			existing := &corev1.Namespace{}
+			existing := namespaceMetadata()
 			err := o.reader.Get(ctx, client.ObjectKey{Name: obj.GetName()}, existing)
 			switch {
 			case err == nil && existing.Labels[rukpakv1alpha1.LabelOwnerName] != bd.Name:

@@ -14,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -46,16 +45,44 @@ type Preflight struct {
 	passed map[string]passedCRD
 }
 
+// passedCRD is a comparison that found nothing: the live CRD's
+// resourceVersion (the etcd revision of its last write, so a CRD deleted
+// and created again has another) and the bundle CRD's digest.
 type passedCRD struct {
-	uid             types.UID
 	resourceVersion string
 	next            [32]byte
+}
+
+// RunOptions are a caller's sources for one Run.
+type RunOptions struct {
+	// Metadata, when set, reads the live CRDs' metadata first (a cache of
+	// them): one not there is read from CRDs.
+	Metadata client.Reader
+	// Same, when set, is given the bundle's CRDs that would be compared
+	// and returns, by name, the resourceVersion of each whose live CRD it
+	// found to hold every field the bundle's sets: applying such a CRD
+	// changes nothing, so no stored object can break, and it passes
+	// without being read whole and compared (after a restart, when no
+	// pass is remembered, that is every CRD of every release). Its errors
+	// leave every CRD to the comparison.
+	Same func(ctx context.Context, crds []*unstructured.Unstructured) (map[string]string, error)
 }
 
 // Run compares every CRD in objs that is already on the cluster and
 // differs from it, and returns the reports of those with changes.
 func (p *Preflight) Run(ctx context.Context, objs []*unstructured.Unstructured) ([]*Report, error) {
-	var reports []*Report
+	return p.RunWith(ctx, objs, RunOptions{})
+}
+
+// pendingCRD is a bundle CRD to compare, and its digest.
+type pendingCRD struct {
+	crd    *unstructured.Unstructured
+	digest [32]byte
+}
+
+// RunWith is Run with opts.
+func (p *Preflight) RunWith(ctx context.Context, objs []*unstructured.Unstructured, opts RunOptions) ([]*Report, error) {
+	var compare []pendingCRD
 	for _, o := range objs {
 		if o.GroupVersionKind() != apiextensionsv1.SchemeGroupVersion.WithKind("CustomResourceDefinition") {
 			continue
@@ -63,22 +90,29 @@ func (p *Preflight) Run(ctx context.Context, objs []*unstructured.Unstructured) 
 		// The live CRD's metadata first: a new one has nothing to compare
 		// with, and one that passed against the same bundle CRD at this
 		// very version passes again without reading its schemas.
-		meta := &metav1.PartialObjectMetadata{}
-		meta.SetGroupVersionKind(apiextensionsv1.SchemeGroupVersion.WithKind("CustomResourceDefinition"))
-		if err := p.CRDs.Get(ctx, client.ObjectKey{Name: o.GetName()}, meta); err != nil {
-			if apierrors.IsNotFound(err) {
-				p.remember(o.GetName(), nil)
-				continue
-			}
+		meta, err := p.liveMetadata(ctx, o.GetName(), opts.Metadata)
+		if err != nil {
 			return nil, fmt.Errorf("reading CRD %s: %w", o.GetName(), err)
+		}
+		if meta == nil {
+			p.remember(o.GetName(), nil)
+			continue
 		}
 		var digest [32]byte
 		if p.Digest != nil {
 			digest = p.Digest(o)
 		}
-		if p.Digest != nil && p.passedBefore(o.GetName(), passedCRD{uid: meta.UID, resourceVersion: meta.ResourceVersion, next: digest}) {
+		if p.Digest != nil && p.passedBefore(o.GetName(), passedCRD{resourceVersion: meta.ResourceVersion, next: digest}) {
 			continue
 		}
+		compare = append(compare, pendingCRD{o, digest})
+	}
+	if len(compare) > 0 && opts.Same != nil && p.Digest != nil {
+		compare = p.withoutSame(ctx, compare, opts.Same)
+	}
+	var reports []*Report
+	for _, c := range compare {
+		o := c.crd
 		// Converting its schema to the typed form costs several times its
 		// size: only for a CRD that is compared.
 		live := &apiextensionsv1.CustomResourceDefinition{}
@@ -107,10 +141,54 @@ func (p *Preflight) Run(ctx context.Context, objs []*unstructured.Unstructured) 
 			continue
 		}
 		if p.Digest != nil {
-			p.remember(o.GetName(), &passedCRD{uid: live.UID, resourceVersion: live.ResourceVersion, next: digest})
+			p.remember(o.GetName(), &passedCRD{resourceVersion: live.ResourceVersion, next: c.digest})
 		}
 	}
 	return reports, nil
+}
+
+// withoutSame returns compare without the CRDs same finds the live ones
+// already hold, remembering those as passed.
+func (p *Preflight) withoutSame(ctx context.Context, compare []pendingCRD, same func(context.Context, []*unstructured.Unstructured) (map[string]string, error)) []pendingCRD {
+	crds := make([]*unstructured.Unstructured, len(compare))
+	for i, c := range compare {
+		crds[i] = c.crd
+	}
+	found, err := same(ctx, crds)
+	if err != nil {
+		return compare
+	}
+	kept := compare[:0]
+	for _, c := range compare {
+		if rv, ok := found[c.crd.GetName()]; ok {
+			p.remember(c.crd.GetName(), &passedCRD{resourceVersion: rv, next: c.digest})
+			continue
+		}
+		kept = append(kept, c)
+	}
+	return kept
+}
+
+// liveMetadata reads the live CRD name's metadata from cached, then (not
+// there: the cache may lag, not hold it, or not have started) from
+// p.CRDs; nil when there is none.
+func (p *Preflight) liveMetadata(ctx context.Context, name string, cached client.Reader) (*metav1.PartialObjectMetadata, error) {
+	meta := &metav1.PartialObjectMetadata{}
+	meta.SetGroupVersionKind(apiextensionsv1.SchemeGroupVersion.WithKind("CustomResourceDefinition"))
+	if cached != nil {
+		// Any failure of the cache (not there, not started yet) is the
+		// API server's to answer.
+		if err := cached.Get(ctx, client.ObjectKey{Name: name}, meta); err == nil {
+			return meta, nil
+		}
+	}
+	if err := p.CRDs.Get(ctx, client.ObjectKey{Name: name}, meta); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	return meta, nil
 }
 
 // passedBefore says whether the CRD named name last passed at c.

@@ -50,8 +50,8 @@ func New(cfg *rest.Config, httpClient *http.Client) (*Client, error) {
 	return &Client{REST: c}, nil
 }
 
-// Page requests one page (Limit, Continue) of the list at path (e.g.
-// "/apis/example.com/v1/widgets") and returns its body, unread.
+// Page requests one page (Limit, Continue, LabelSelector) of the list at
+// path (e.g. "/apis/example.com/v1/widgets") and returns its body, unread.
 func (c *Client) Page(ctx context.Context, path string, opts metav1.ListOptions) (io.ReadCloser, error) {
 	req := c.REST.Get().AbsPath(path).
 		SetHeader("Accept", "application/json").
@@ -59,15 +59,24 @@ func (c *Client) Page(ctx context.Context, path string, opts metav1.ListOptions)
 	if opts.Continue != "" {
 		req = req.Param("continue", opts.Continue)
 	}
+	if opts.LabelSelector != "" {
+		req = req.Param("labelSelector", opts.LabelSelector)
+	}
 	return req.Stream(ctx)
 }
 
 // All reads every page of the list at path, limit items per page, calling
 // each with every item's JSON (at most maxItem bytes) in turn.
 func (c *Client) All(ctx context.Context, path string, limit, maxItem int64, each func(raw []byte) error) error {
+	return c.Selected(ctx, path, "", limit, maxItem, each)
+}
+
+// Selected is All of the items matching the label selector selector ("":
+// every item).
+func (c *Client) Selected(ctx context.Context, path, selector string, limit, maxItem int64, each func(raw []byte) error) error {
 	cont := ""
 	for {
-		body, err := c.Page(ctx, path, metav1.ListOptions{Limit: limit, Continue: cont})
+		body, err := c.Page(ctx, path, metav1.ListOptions{Limit: limit, Continue: cont, LabelSelector: selector})
 		if err != nil {
 			return err
 		}

@@ -35,6 +35,8 @@ func (r *Reconciler) correctDrift(ctx context.Context, as client.Client, owner s
 	var restored []string
 	var taken []takenObject
 	defer func() { metrics.DriftCorrected(r.Class, owner, len(restored)) }()
+	// After a restart: one LIST per kind rather than a GET per object.
+	r.tracker.judgeInBulk(ctx, owner, desired)
 	for _, want := range desired {
 		live, err := r.tracker.Metadata(ctx, want)
 		if err == nil {

@@ -4,15 +4,20 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 // unhealthy lists installed objects that are missing or not ready (see
-// package health), each with the reason its status gives, sorted.
-func (r *Reconciler) unhealthy(ctx context.Context, owner string, objs []*unstructured.Unstructured) ([]string, error) {
-	var bad []string
+// package health), each with the reason its status gives, sorted; what is
+// the same without the pods' details (recheck backoff).
+func (r *Reconciler) unhealthy(ctx context.Context, owner string, objs []*unstructured.Unstructured) (bad []string, what string, err error) {
+	var whats []string
+	// Right after an install, the objects of kinds with a status have no
+	// verdict yet.
+	r.tracker.judgeInBulk(ctx, owner, objs)
 	for _, want := range objs {
 		m, err := r.tracker.Metadata(ctx, want)
 		if apierrors.IsNotFound(err) {
@@ -27,12 +32,14 @@ func (r *Reconciler) unhealthy(ctx context.Context, owner string, objs []*unstru
 		if err != nil {
 			if apierrors.IsNotFound(err) {
 				bad = append(bad, describe(want)+": not found")
+				whats = append(whats, bad[len(bad)-1])
 				continue
 			}
-			return nil, fmt.Errorf("reading %s: %w", describe(want), err)
+			return nil, "", fmt.Errorf("reading %s: %w", describe(want), err)
 		}
 		if !o.health.Ready {
 			msg := describe(want) + ": " + o.health.String()
+			whats = append(whats, msg)
 			if why := r.podReason(ctx, want); why != "" {
 				msg += " (" + why + ")"
 			}
@@ -40,5 +47,6 @@ func (r *Reconciler) unhealthy(ctx context.Context, owner string, objs []*unstru
 		}
 	}
 	sort.Strings(bad)
-	return bad, nil
+	sort.Strings(whats)
+	return bad, strings.Join(whats, "\n"), nil
 }

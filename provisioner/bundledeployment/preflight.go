@@ -27,7 +27,18 @@ func (r *Reconciler) preflight(ctx context.Context, bd *rukpakv1alpha1.BundleDep
 	if r.Preflight == nil || bd.Annotations[rukpakv1alpha1.AnnotationSkipCRDUpgradePreflight] == "true" {
 		return true, nil
 	}
-	reports, err := r.Preflight.Run(ctx, objs)
+	var opts crdupgrade.RunOptions
+	if r.tracker != nil {
+		// The live CRDs' versions from the cache of installed objects'
+		// metadata (a GET each on every reconcile otherwise), and the
+		// CRDs no remembered pass covers (after a restart, all of them)
+		// checked with one LIST rather than read whole one by one.
+		opts.Metadata = r.tracker.cache
+		opts.Same = func(ctx context.Context, crds []*unstructured.Unstructured) (map[string]string, error) {
+			return r.tracker.sameAsLive(ctx, bd.Name, crds)
+		}
+	}
+	reports, err := r.Preflight.RunWith(ctx, objs, opts)
 	if crdupgrade.IsBudget(err) {
 		// The objects are more than the preflight may read: as failing as a
 		// broken object, and looked at again as one is.

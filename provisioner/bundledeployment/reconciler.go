@@ -74,9 +74,11 @@ type WatchingInstaller interface {
 // ObjectInstaller installs the objects Objects found, as they are.
 type ObjectInstaller struct{ *release.Manager }
 
-// Install applies objs as release bd.Name.
+// Install applies objs as release bd.Name. They are the reconcile's own
+// (decoded, or copies out of the ObjectCache, which keeps its own), so
+// they are stamped in place rather than copied once more.
 func (i ObjectInstaller) Install(ctx context.Context, bd *rukpakv1alpha1.BundleDeployment, _ fs.FS, objs []*unstructured.Unstructured, stamp func(*unstructured.Unstructured)) (*release.Result, error) {
-	return i.Apply(ctx, bd.Name, objs, stamp)
+	return i.ApplyOwned(ctx, bd.Name, objs, stamp)
 }
 
 // DefaultMaxBundles bounds the Bundles one BundleDeployment may have
@@ -145,11 +147,17 @@ type Reconciler struct {
 	// RetryBase and RetryMax shape the backoff of failing installs (zero:
 	// DefaultRetryBase, DefaultRetryMax; see backoff.go).
 	RetryBase, RetryMax time.Duration
+	// UnhealthyRecheck is how soon an unhealthy BundleDeployment is first
+	// judged again without an event (zero: DefaultUnhealthyRecheck); each
+	// next recheck finding no change waits twice as long, up to RetryMax
+	// (see recheck.go).
+	UnhealthyRecheck time.Duration
 
 	tracker *Tracker
 	records records
-	// retries is set up by SetupWithManager.
-	retries *retries
+	// retries and rechecks are set up by SetupWithManager.
+	retries  *retries
+	rechecks *rechecks
 }
 
 // Reconcile brings one BundleDeployment's installed content in line with its
@@ -160,6 +168,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		if apierrors.IsNotFound(err) {
 			metrics.Forget(kind, req.Name)
 			r.retries.forget(req.Name)
+			r.rechecks.forget(req.Name)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -434,11 +443,12 @@ const healthRecheck = 30 * time.Second
 const healthFirstMax = 100
 
 func (r *Reconciler) health(ctx context.Context, bd *rukpakv1alpha1.BundleDeployment, objs []*unstructured.Unstructured) (ctrl.Result, error) {
-	bad, err := r.unhealthy(ctx, bd.Name, objs)
+	bad, what, err := r.unhealthy(ctx, bd.Name, objs)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 	if len(bad) == 0 {
+		r.rechecks.forget(bd.Name)
 		r.set(bd, rukpakv1alpha1.TypeHealthy, metav1.ConditionTrue, rukpakv1alpha1.ReasonHealthy, "All installed objects are healthy")
 		return ctrl.Result{}, nil
 	}
@@ -448,7 +458,7 @@ func (r *Reconciler) health(ctx context.Context, bd *rukpakv1alpha1.BundleDeploy
 		msg += fmt.Sprintf("; and %d more", len(bad)-shown)
 	}
 	r.set(bd, rukpakv1alpha1.TypeHealthy, metav1.ConditionFalse, rukpakv1alpha1.ReasonUnhealthy, "Unhealthy objects: "+msg)
-	return ctrl.Result{RequeueAfter: healthRecheck}, nil
+	return ctrl.Result{RequeueAfter: r.rechecks.unhealthy(bd.Name, bd.Generation, what)}, nil
 }
 
 // ownerStamper labels every installed object with its BundleDeployment and
@@ -609,6 +619,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	r.tracker = tracker
 	r.retries = newRetries(r.RetryBase, r.RetryMax)
+	r.rechecks = newRechecks(r.UnhealthyRecheck, r.RetryMax)
 	c, err := ctrl.NewControllerManagedBy(mgr).
 		Named("bundledeployment-"+r.Class).
 		For(&rukpakv1alpha1.BundleDeployment{}, builder.WithPredicates(r.forgetOnMove(), predicate.NewPredicateFuncs(func(o client.Object) bool {

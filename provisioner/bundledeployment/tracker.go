@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"sync"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
@@ -23,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
+	"github.com/rukpak-dev/rukpak/internal/liststream"
 	"github.com/rukpak-dev/rukpak/provisioner/health"
 	"github.com/rukpak-dev/rukpak/provisioner/release"
 )
@@ -39,8 +41,11 @@ import (
 // judged, and remember the verdict (observed), so a steady state costs no
 // reads.
 type Tracker struct {
-	cache      cache.Cache
-	reader     client.Reader
+	cache  cache.Cache
+	reader client.Reader
+	// lists and mapper read installed objects in bulk (judgeInBulk).
+	lists      *liststream.Client
+	mapper     meta.RESTMapper
 	controller controller.Controller
 	// recordedAt, when set, is release.Manager.RecordedAt: objects of
 	// kinds without a status not changed since their release's records
@@ -70,9 +75,15 @@ func newTracker(mgr ctrl.Manager) (*Tracker, error) {
 	if err := mgr.Add(c); err != nil {
 		return nil, err
 	}
+	lists, err := liststream.New(mgr.GetConfig(), mgr.GetHTTPClient())
+	if err != nil {
+		return nil, err
+	}
 	return &Tracker{
 		cache:    c,
 		reader:   mgr.GetAPIReader(),
+		lists:    lists,
+		mapper:   mgr.GetRESTMapper(),
 		watched:  map[schema.GroupVersionKind]bool{},
 		observed: map[string]map[objectKey]observation{},
 	}, nil
@@ -314,12 +325,7 @@ func (t *Tracker) Observe(ctx context.Context, owner string, want *unstructured.
 	if err := t.reader.Get(ctx, client.ObjectKeyFromObject(want), live); err != nil {
 		return observation{}, err
 	}
-	o = observation{resourceVersion: live.GetResourceVersion(), drifted: drifted(want, live), health: health.Check(live)}
-	if o.health.Ready {
-		// Only an unhealthy verdict's reason is shown; a healthy one's
-		// strings would be kept for nothing, once per installed object.
-		o.health = health.Result{Ready: true}
-	}
+	o = judge(want, live)
 	t.remember(owner, key, o)
 	return o, nil
 }

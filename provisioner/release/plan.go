@@ -217,9 +217,18 @@ func dryRunApply(ctx context.Context, c client.Client, o *unstructured.Unstructu
 // stamp returns copies of objs as a release applies them: mutated, with
 // the release's ownership metadata, and placed.
 func (m *Manager) stamp(name string, objs []*unstructured.Unstructured, mutate func(*unstructured.Unstructured)) ([]*unstructured.Unstructured, error) {
+	copies := make([]*unstructured.Unstructured, len(objs))
+	for i, o := range objs {
+		copies[i] = o.DeepCopy()
+	}
+	return m.stampInPlace(name, copies, mutate)
+}
+
+// stampInPlace is stamp of objects the caller gives away: objs
+// themselves are stamped and returned (in a new slice).
+func (m *Manager) stampInPlace(name string, objs []*unstructured.Unstructured, mutate func(*unstructured.Unstructured)) ([]*unstructured.Unstructured, error) {
 	stamped := make([]*unstructured.Unstructured, 0, len(objs))
 	for _, o := range objs {
-		o = o.DeepCopy()
 		if mutate != nil {
 			mutate(o)
 		}

@@ -248,9 +248,25 @@ func (r *Result) AppliedVersion(o *unstructured.Unstructured) string {
 // 1,000-object bundle take several times longer than the API server needs
 // (docs/benchmarks.md).
 func (m *Manager) Apply(ctx context.Context, name string, objs []*unstructured.Unstructured, mutate func(*unstructured.Unstructured)) (*Result, error) {
+	return m.apply(ctx, name, objs, mutate, false)
+}
+
+// ApplyOwned is Apply of objects the caller gives away: they are stamped
+// in place, not copied first (for a bundle of large CRDs, a copy of
+// several MB on every reconcile), and are the Result's Objects. The
+// caller must not share them, nor use them as they were afterwards.
+func (m *Manager) ApplyOwned(ctx context.Context, name string, objs []*unstructured.Unstructured, mutate func(*unstructured.Unstructured)) (*Result, error) {
+	return m.apply(ctx, name, objs, mutate, true)
+}
+
+func (m *Manager) apply(ctx context.Context, name string, objs []*unstructured.Unstructured, mutate func(*unstructured.Unstructured), owned bool) (*Result, error) {
 	defer m.lock(name)()
 
-	stamped, err := m.stamp(name, objs, mutate)
+	stamp := m.stamp
+	if owned {
+		stamp = m.stampInPlace
+	}
+	stamped, err := stamp(name, objs, mutate)
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,103 @@
+package bundledeployment
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/rest"
+
+	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
+	"github.com/rukpak-dev/rukpak/internal/liststream"
+)
+
+var deploymentGVK = schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}
+
+// bulkTracker is a Tracker whose bulk reads go to a server answering
+// every LIST with body, counting them.
+func bulkTracker(t *testing.T, body string) (*Tracker, *atomic.Int32, *atomic.Value) {
+	t.Helper()
+	var lists atomic.Int32
+	var query atomic.Value
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		lists.Add(1)
+		query.Store(r.URL.Path + "?" + r.URL.RawQuery)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(body))
+	}))
+	t.Cleanup(srv.Close)
+	lc, err := liststream.New(&rest.Config{Host: srv.URL}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mapper := meta.NewDefaultRESTMapper(nil)
+	mapper.Add(deploymentGVK, meta.RESTScopeNamespace)
+	return &Tracker{lists: lc, mapper: mapper, observed: map[string]map[objectKey]observation{}}, &lists, &query
+}
+
+func deploymentJSON(name, rv, image string) string {
+	return fmt.Sprintf(`{"metadata":{"name":%q,"namespace":"ns","resourceVersion":%q,"generation":1,"labels":{%q:"BundleDeployment",%q:"bd"}},`+
+		`"spec":{"replicas":1,"template":{"spec":{"containers":[{"name":"c","image":%q}]}}},`+
+		`"status":{"observedGeneration":1,"replicas":1,"updatedReplicas":1,"readyReplicas":1,"availableReplicas":1,"conditions":[{"type":"Available","status":"True"}]}}`,
+		name, rv, rukpakv1alpha1.LabelOwnerKind, rukpakv1alpha1.LabelOwnerName, image)
+}
+
+func wantDeployment(name string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"spec": map[string]any{"replicas": int64(1), "template": map[string]any{"spec": map[string]any{"containers": []any{map[string]any{"name": "c", "image": "img:1"}}}}},
+	}}
+	u.SetGroupVersionKind(deploymentGVK)
+	u.SetNamespace("ns")
+	u.SetName(name)
+	return u
+}
+
+func TestJudgeKindRemembersVerdicts(t *testing.T) {
+	body := `{"kind":"DeploymentList","metadata":{},"items":[` +
+		deploymentJSON("a", "10", "img:1") + "," + deploymentJSON("b", "11", "img:edited") + `]}`
+	tr, lists, query := bulkTracker(t, body)
+	a, b := wantDeployment("a"), wantDeployment("b")
+	if err := tr.judgeKind(context.Background(), "bd", deploymentGVK, map[objectKey]*unstructured.Unstructured{keyOf(a): a, keyOf(b): b}); err != nil {
+		t.Fatal(err)
+	}
+	if n := lists.Load(); n != 1 {
+		t.Errorf("%d LISTs, want 1", n)
+	}
+	q, _ := query.Load().(string)
+	if !strings.HasPrefix(q, "/apis/apps/v1/namespaces/ns/deployments?") || !strings.Contains(q, "owner-name%3Dbd") {
+		t.Errorf("listed %s, want the Deployments of namespace ns selected by owner bd", q)
+	}
+	va, vb := tr.observed["bd"][keyOf(a)], tr.observed["bd"][keyOf(b)]
+	if va.resourceVersion != "10" || va.drifted || !va.health.Ready {
+		t.Errorf("verdict on a %+v, want not drifted and ready at 10", va)
+	}
+	if vb.resourceVersion != "11" || !vb.drifted {
+		t.Errorf("verdict on b %+v, want drifted at 11", vb)
+	}
+}
+
+// Objects anyone labelled as bd's that are not its release's: the read
+// stops after maxUnwanted of them, judging nothing; Observe reads the
+// release's objects one by one then.
+func TestJudgeKindStopsAfterUnwanted(t *testing.T) {
+	items := make([]string, 0, 3*maxUnwanted)
+	for i := range 3 * maxUnwanted {
+		items = append(items, deploymentJSON(fmt.Sprintf("decoy-%d", i), "5", "img:1"))
+	}
+	items = append(items, deploymentJSON("a", "10", "img:1"))
+	tr, _, _ := bulkTracker(t, `{"kind":"DeploymentList","metadata":{},"items":[`+strings.Join(items, ",")+`]}`)
+	a, b := wantDeployment("a"), wantDeployment("b")
+	if err := tr.judgeKind(context.Background(), "bd", deploymentGVK, map[objectKey]*unstructured.Unstructured{keyOf(a): a, keyOf(b): b}); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(tr.observed["bd"]); got != 0 {
+		t.Errorf("%d verdicts after %d decoys, want none (stopped after %d)", got, 3*maxUnwanted, maxUnwanted)
+	}
+}

@@ -126,7 +126,8 @@ func TestIntegrationPlainPrometheusOperatorCRDs(t *testing.T) {
 	// own cleanup while the CRD's storage still initialises ("could not list
 	// instances: storage is (re)initializing"); the API server retries with
 	// a backoff that can pass a minute, so wait as long as eventually does.
-	deadline := time.Now().Add(testenv.WaitTimeout)
+	start := time.Now()
+	deadline := start.Add(testenv.WaitTimeout)
 	for _, crd := range crds {
 		for {
 			live := &apiextensionsv1.CustomResourceDefinition{}
@@ -137,7 +138,7 @@ func TestIntegrationPlainPrometheusOperatorCRDs(t *testing.T) {
 			if time.Now().After(deadline) {
 				t.Fatalf("CRD %s not deleted after the uninstall: %v (conditions %v)", crd.Name, err, live.Status.Conditions)
 			}
-			time.Sleep(200 * time.Millisecond)
+			testenv.Poll(start)
 		}
 	}
 	h.waitGone(&rukpakv1alpha1.BundleDeployment{}, "", "prom-crds-plain")

@@ -146,7 +146,8 @@ func (h *harness) pushBundle(tag string, files map[string]string) rukpakv1alpha1
 
 // eventually polls f until it returns nil, for up to testenv.WaitTimeout:
 // tests run in parallel, each with its own API server, on machines with few
-// cores that may be busy with more.
+// cores that may be busy with more. It polls less often as the wait
+// lengthens (testenv.Poll): many polls read large objects.
 func eventually(t *testing.T, what string, f func() error) {
 	t.Helper()
 	eventuallyWithin(t, testenv.WaitTimeout, what, f)
@@ -156,13 +157,14 @@ func eventually(t *testing.T, what string, f func() error) {
 // take longer still.
 func eventuallyWithin(t *testing.T, d time.Duration, what string, f func() error) {
 	t.Helper()
-	deadline := time.Now().Add(d)
+	start := time.Now()
+	deadline := start.Add(d)
 	var err error
 	for time.Now().Before(deadline) {
 		if err = f(); err == nil {
 			return
 		}
-		time.Sleep(100 * time.Millisecond)
+		testenv.Poll(start)
 	}
 	t.Fatalf("timed out after %s waiting for %s: %v", d, what, err)
 }

@@ -10,7 +10,6 @@ import (
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -202,18 +201,20 @@ func TestIntegrationPrometheusOperatorCRDs(t *testing.T) {
 			"metadata": map[string]any{"name": o.GetName() + "-again", "namespace": o.GetNamespace()},
 			"spec":     o.Object["spec"],
 		}}
-		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		// The client's REST mapper learns the new CRDs' versions from
+		// discovery, which can lag on a loaded machine.
+		for start := time.Now(); ; testenv.Poll(start) {
 			err := c.Create(ctx, again, client.DryRunAll)
 			if err != nil && strings.Contains(err.Error(), "no matches for kind") {
-				return false, nil
+				if time.Since(start) > testenv.WaitTimeout {
+					t.Fatalf("%s %s: %v", o.GetKind(), o.GetName(), err)
+				}
+				continue
 			}
 			if err != nil {
 				refused = append(refused, o.GetKind()+" "+o.GetName())
 			}
-			return true, nil
-		})
-		if err != nil {
-			t.Fatal(err)
+			break
 		}
 	}
 	slices.Sort(refused)
@@ -225,19 +226,20 @@ func TestIntegrationPrometheusOperatorCRDs(t *testing.T) {
 
 func waitEstablished(t *testing.T, c client.Client, name string) {
 	t.Helper()
-	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+	// Each poll reads the whole CRD (up to a MiB here): Poll backs off.
+	for start := time.Now(); ; testenv.Poll(start) {
 		crd := &apiextensionsv1.CustomResourceDefinition{}
-		if err := c.Get(ctx, client.ObjectKey{Name: name}, crd); err != nil {
-			return false, err
+		err := c.Get(context.Background(), client.ObjectKey{Name: name}, crd)
+		if err != nil {
+			t.Fatalf("CRD %s: %v", name, err)
 		}
 		for _, cond := range crd.Status.Conditions {
 			if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
-				return true, nil
+				return
 			}
 		}
-		return false, nil
-	})
-	if err != nil {
-		t.Fatalf("CRD %s not established: %v", name, err)
+		if time.Since(start) > testenv.WaitTimeout {
+			t.Fatalf("CRD %s not established after %s: conditions %v", name, testenv.WaitTimeout, crd.Status.Conditions)
+		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 
@@ -55,6 +56,12 @@ func lighten(env *envtest.Environment, assets string) error {
 // assets with GOGC set, and returns their paths by binary name. Each is
 // written aside and renamed into place, so a concurrent test never runs a
 // half-written one.
+//
+// A wrapper answers --help from a copy of the binary's own help: envtest
+// runs `etcd --help` and `kube-apiserver --help` before every start to
+// look for flags, and the API server's costs a fifth of a second of CPU,
+// a hundred times per make test. The copy is named after the binary's size
+// and modification time, so a rebuilt binary gets a new one.
 func gogcWrappers(assets string) (map[string]string, error) {
 	sum := sha256.Sum256([]byte(assets + "\x00" + apiServerGOGC))
 	dir := filepath.Join(os.TempDir(), fmt.Sprintf("rukpak-testenv-%d", os.Getuid()), "gogc-"+hex.EncodeToString(sum[:8]))
@@ -67,34 +74,69 @@ func gogcWrappers(assets string) (map[string]string, error) {
 		if _, err := os.Stat(real); err != nil {
 			return nil, fmt.Errorf("%s is not among the control-plane binaries in %s (run make test-deps): %w", name, assets, err)
 		}
-		script := fmt.Sprintf("#!/bin/sh\nGOGC=%s exec %s \"$@\"\n", apiServerGOGC, shellQuote(real))
+		help, err := helpCopy(dir, name, real)
+		if err != nil {
+			return nil, err
+		}
+		script := fmt.Sprintf("#!/bin/sh\nif [ \"$#\" = 1 ] && [ \"$1\" = --help ]; then exec cat %s; fi\nGOGC=%s exec %s \"$@\"\n",
+			shellQuote(help), apiServerGOGC, shellQuote(real))
 		p := filepath.Join(dir, name)
 		if b, err := os.ReadFile(p); err == nil && string(b) == script {
 			paths[name] = p
 			continue
 		}
-		tmp, err := os.CreateTemp(dir, name+".*")
-		if err != nil {
+		if err := writeAtomically(dir, p, []byte(script), 0o700); err != nil {
 			return nil, fmt.Errorf("writing the %s wrapper: %w", name, err)
-		}
-		_, werr := tmp.WriteString(script)
-		cerr := tmp.Close()
-		if werr == nil {
-			werr = cerr
-		}
-		if werr == nil {
-			werr = os.Chmod(tmp.Name(), 0o700)
-		}
-		if werr == nil {
-			werr = os.Rename(tmp.Name(), p)
-		}
-		if werr != nil {
-			_ = os.Remove(tmp.Name())
-			return nil, fmt.Errorf("writing the %s wrapper: %w", name, werr)
 		}
 		paths[name] = p
 	}
 	return paths, nil
+}
+
+// helpCopy returns the path of a copy of `real --help`'s output (its
+// standard output and error, as envtest reads them), written once per
+// build of real.
+func helpCopy(dir, name, real string) (string, error) {
+	st, err := os.Stat(real)
+	if err != nil {
+		return "", err
+	}
+	p := filepath.Join(dir, fmt.Sprintf("%s.help-%d-%d", name, st.Size(), st.ModTime().UnixNano()))
+	if _, err := os.Stat(p); err == nil {
+		return p, nil
+	}
+	out, err := exec.Command(real, "--help").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("%s --help: %w: %s", real, err, out)
+	}
+	if err := writeAtomically(dir, p, out, 0o600); err != nil {
+		return "", fmt.Errorf("writing %s --help's output: %w", name, err)
+	}
+	return p, nil
+}
+
+// writeAtomically writes data to p through a file aside, renamed into
+// place, so that a concurrent reader never sees half of it.
+func writeAtomically(dir, p string, data []byte, mode os.FileMode) error {
+	tmp, err := os.CreateTemp(dir, filepath.Base(p)+".*")
+	if err != nil {
+		return err
+	}
+	_, werr := tmp.Write(data)
+	cerr := tmp.Close()
+	if werr == nil {
+		werr = cerr
+	}
+	if werr == nil {
+		werr = os.Chmod(tmp.Name(), mode)
+	}
+	if werr == nil {
+		werr = os.Rename(tmp.Name(), p)
+	}
+	if werr != nil {
+		_ = os.Remove(tmp.Name())
+	}
+	return werr
 }
 
 // shellQuote quotes s for a POSIX shell.

@@ -19,7 +19,7 @@ func TestGOGCWrappers(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, name := range []string{"etcd", "kube-apiserver"} {
-		fake := "#!/bin/sh\necho \"" + name + " GOGC=$GOGC\"; for a in \"$@\"; do echo \"[$a]\"; done\n"
+		fake := "#!/bin/sh\necho run >> \"$0.runs\"; echo \"" + name + " GOGC=$GOGC\"; for a in \"$@\"; do echo \"[$a]\"; done\n"
 		if err := os.WriteFile(filepath.Join(assets, name), []byte(fake), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -52,6 +52,39 @@ func TestGOGCWrappers(t *testing.T) {
 	}
 	if again["etcd"] != first["etcd"] || !os.SameFile(st, st2) {
 		t.Errorf("the second call rewrote the wrapper: %s then %s", first["etcd"], again["etcd"])
+	}
+	// --help is answered from a copy made when the wrapper was written
+	// (envtest asks before every start), the binary run once for it.
+	for _, name := range []string{"etcd", "kube-apiserver"} {
+		for range 2 {
+			out, err := exec.Command(again[name], "--help").CombinedOutput()
+			if err != nil {
+				t.Fatalf("%s wrapper --help: %v: %s", name, err, out)
+			}
+			if want := name + " GOGC=" + os.Getenv("GOGC") + "\n[--help]\n"; string(out) != want {
+				t.Errorf("%s wrapper --help printed %q, want %q", name, out, want)
+			}
+		}
+		runs, err := os.ReadFile(filepath.Join(assets, name+".runs"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Once for --help, once for the arguments above.
+		if n := strings.Count(string(runs), "run\n"); n != 2 {
+			t.Errorf("%s ran %d times, want twice", name, n)
+		}
+	}
+	// A rebuilt binary gets a new copy.
+	rebuilt := "#!/bin/sh\necho rebuilt\n"
+	if err := os.WriteFile(filepath.Join(assets, "etcd"), []byte(rebuilt), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	third, err := gogcWrappers(assets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(third["etcd"], "--help").CombinedOutput(); err != nil || string(out) != "rebuilt\n" {
+		t.Errorf("the rebuilt etcd's wrapper --help printed %q (%v), want the new binary's help", out, err)
 	}
 	if _, err := gogcWrappers(t.TempDir()); err == nil || !strings.Contains(err.Error(), "make test-deps") {
 		t.Errorf("assets without binaries: %v, want an error naming make test-deps", err)

@@ -254,3 +254,19 @@ func Kubectl(tb testing.TB) string {
 	}
 	return p
 }
+
+// Poll pauses between polls of a wait that began at start: 100 ms at
+// first, then a tenth of the time waited so far, at most a second. A
+// condition that holds soon is seen as soon as before; a long wait (minutes
+// on a loaded machine) polls ten times less often, so the waits of tests
+// running at once do not burn the CPU the API servers they wait on need:
+// each poll is requests the API server serves, often of large objects,
+// and the waits lengthen with the load.
+func Poll(start time.Time) {
+	time.Sleep(PollPause(time.Since(start)))
+}
+
+// PollPause is the pause Poll makes after waiting elapsed.
+func PollPause(elapsed time.Duration) time.Duration {
+	return min(max(elapsed/10, 100*time.Millisecond), time.Second)
+}

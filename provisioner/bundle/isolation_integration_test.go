@@ -128,7 +128,7 @@ func waitFor(t *testing.T, timeout time.Duration, what string, f func() error) t
 		if err = f(); err == nil {
 			return time.Since(start)
 		}
-		time.Sleep(20 * time.Millisecond)
+		testenv.Poll(start)
 	}
 	t.Fatalf("timed out after %s waiting for %s: %v", timeout, what, err)
 	return 0

@@ -97,13 +97,14 @@ func TestIntegrationUndeclaredFieldsAreDropped(t *testing.T) {
 			return
 		}
 		crd := parseObject(t, undeclaredCRD)
-		deadline := time.Now().Add(testenv.WaitTimeout)
+		start := time.Now()
+		deadline := start.Add(testenv.WaitTimeout)
 		for err := env.Client.Get(ctx, client.ObjectKeyFromObject(crd), crd); !apierrors.IsNotFound(err); err = env.Client.Get(ctx, client.ObjectKeyFromObject(crd), crd) {
 			if time.Now().After(deadline) {
 				t.Errorf("the CRD is still there %s after the uninstall: %v", testenv.WaitTimeout, err)
 				return
 			}
-			time.Sleep(100 * time.Millisecond)
+			testenv.Poll(start)
 		}
 	})
 	bundle := func() []*unstructured.Unstructured {

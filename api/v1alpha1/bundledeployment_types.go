@@ -238,6 +238,9 @@ type CatalogSourceStatus struct {
 
 // CatalogBundle is one bundle of a catalog.
 type CatalogBundle struct {
+	// package the bundle belongs to.
+	// +kubebuilder:validation:MaxLength=253
+	Package string `json:"package"`
 	// name of the bundle in the catalog (its olm.bundle name).
 	// +kubebuilder:validation:MaxLength=1024
 	Name string `json:"name"`

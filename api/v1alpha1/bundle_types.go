@@ -126,6 +126,17 @@ type CatalogSource struct {
 	// included).
 	// +optional
 	UpgradeConstraintPolicy UpgradeConstraintPolicy `json:"upgradeConstraintPolicy,omitempty"`
+	// certificateData is a PEM bundle of extra CA certificates trusted for
+	// the registry of the resolved bundle image, as an image source's. The
+	// catalog names the image; the BundleDeployment decides what to trust
+	// (and a catalog never chooses credentials).
+	// +optional
+	// +kubebuilder:validation:MaxLength=65536
+	CertificateData string `json:"certificateData,omitempty"`
+	// insecureSkipTLSVerify turns off verification of the resolved image's
+	// registry certificate. Use only for testing.
+	// +optional
+	InsecureSkipTLSVerify bool `json:"insecureSkipTLSVerify,omitempty"`
 }
 
 // UploadSource is a tar.gz archive uploaded for the Bundle.

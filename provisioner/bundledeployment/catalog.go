@@ -77,7 +77,11 @@ func (r *Reconciler) resolveCatalog(ctx context.Context, bd *rukpakv1alpha1.Bund
 			ProvisionerClassName: bd.Spec.Template.Spec.ProvisionerClassName,
 			Source: rukpakv1alpha1.BundleSource{
 				Type:  rukpakv1alpha1.SourceTypeImage,
-				Image: &rukpakv1alpha1.ImageSource{Ref: res.result.Image},
+				Image: &rukpakv1alpha1.ImageSource{
+					Ref:                   res.result.Image,
+					CertificateData:       src.CertificateData,
+					InsecureSkipTLSVerify: src.InsecureSkipTLSVerify,
+				},
 			},
 		}
 		return res

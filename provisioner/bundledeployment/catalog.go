@@ -45,6 +45,9 @@ const catalogRecheck = 30 * time.Second
 
 // resolution is what one reconcile made of a catalog source.
 type resolution struct {
+	// src is the template's catalog source: bd's spec holds the concrete
+	// template once resolved.
+	src    *rukpakv1alpha1.CatalogSource
 	result *resolve.Result // nil when resolution failed
 	err    error
 	// spec is the concrete template spec this reconcile installs: the
@@ -63,7 +66,7 @@ func (r *Reconciler) resolveCatalog(ctx context.Context, bd *rukpakv1alpha1.Bund
 		return nil
 	}
 	src := bd.Spec.Template.Spec.Source.Catalog
-	res := &resolution{}
+	res := &resolution{src: src}
 	switch {
 	case src == nil:
 		res.err = errors.New("spec.template.spec.source.catalog must be set for source type \"catalog\"")
@@ -143,7 +146,7 @@ func (r *Reconciler) reportCatalog(bd *rukpakv1alpha1.BundleDeployment, res *res
 		bd.Status.Catalog = &rukpakv1alpha1.CatalogSourceStatus{}
 	}
 	st := bd.Status.Catalog
-	src := bd.Spec.Template.Spec.Source.Catalog
+	src := res.src
 	if res.err != nil {
 		msg := res.err.Error()
 		if res.spec != nil {
@@ -160,6 +163,9 @@ func (r *Reconciler) reportCatalog(bd *rukpakv1alpha1.BundleDeployment, res *res
 		return
 	}
 	out := res.result
+	if src == nil {
+		return
+	}
 	st.Resolved = &rukpakv1alpha1.ResolvedCatalogBundle{CatalogBundle: catalogBundle(src.PackageName, out), Edge: string(out.Edge)}
 	st.Unreachable, st.UnreachableTotal = slices.Clone(out.Unreachable), int32(min(out.UnreachableTotal, 1<<30))
 	msg := fmt.Sprintf("Resolved package %q to bundle %q (version %s, image %s) from catalog %q (%s)",

@@ -79,7 +79,7 @@ func (r *Reconciler) resolveCatalog(ctx context.Context, bd *rukpakv1alpha1.Bund
 		res.spec = &rukpakv1alpha1.BundleSpec{
 			ProvisionerClassName: bd.Spec.Template.Spec.ProvisionerClassName,
 			Source: rukpakv1alpha1.BundleSource{
-				Type:  rukpakv1alpha1.SourceTypeImage,
+				Type: rukpakv1alpha1.SourceTypeImage,
 				Image: &rukpakv1alpha1.ImageSource{
 					Ref:                   res.result.Image,
 					CertificateData:       src.CertificateData,

@@ -268,11 +268,11 @@ func TestIntegrationCatalogSources(t *testing.T) {
 			Source:               rukpakv1alpha1.BundleSource{Type: rukpakv1alpha1.SourceTypeCatalog, Catalog: &rukpakv1alpha1.CatalogSource{PackageName: "kube-green"}},
 		}}
 		err := h.c.Create(ctx, b)
-		if err == nil || !strings.Contains(err.Error(), `bundle.spec.source.type \"catalog\" is for bundle deployment templates only`) {
+		if err == nil || !strings.Contains(err.Error(), `bundle.spec.source.type "catalog" is for bundle deployment templates only`) {
 			t.Fatalf("creating a Bundle with a catalog source: %v", err)
 		}
 		c := &rukpakv1alpha1.Catalog{ObjectMeta: metav1.ObjectMeta{Name: "from-catalog"}, Spec: rukpakv1alpha1.CatalogSpec{Source: b.Spec.Source}}
-		if err := h.c.Create(ctx, c); err == nil || !strings.Contains(err.Error(), `spec.source.type \"catalog\" is for bundle deployment templates only`) {
+		if err := h.c.Create(ctx, c); err == nil || !strings.Contains(err.Error(), `spec.source.type "catalog" is for bundle deployment templates only`) {
 			t.Fatalf("creating a Catalog with a catalog source: %v", err)
 		}
 	})

@@ -8,7 +8,6 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -98,7 +97,7 @@ func (h *harness) serveCatalog(name, content string, labels map[string]string) *
 		c = &rukpakv1alpha1.Catalog{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}, Spec: rukpakv1alpha1.CatalogSpec{Source: src}}
 		testenv.MustNotError(h.t, h.c.Create(ctx, c), "creating catalog %s", name)
 	}
-	eventuallyWithin(h.t, 3*time.Minute, "catalog "+name+" serves "+cmName, func() error {
+	eventually(h.t, "catalog "+name+" serves "+cmName, func() error {
 		if err := h.c.Get(ctx, client.ObjectKey{Name: name}, c); err != nil {
 			return err
 		}
@@ -124,7 +123,7 @@ func catalogBD(name string, src *rukpakv1alpha1.CatalogSource, ca []byte) *rukpa
 func (h *harness) waitCatalogInstalled(name, version string) *rukpakv1alpha1.BundleDeployment {
 	h.t.Helper()
 	var bd *rukpakv1alpha1.BundleDeployment
-	eventuallyWithin(h.t, 3*time.Minute, fmt.Sprintf("%s installs version %s", name, version), func() error {
+	eventually(h.t, fmt.Sprintf("%s installs version %s", name, version), func() error {
 		bd = h.bd(name)
 		st := bd.Status.Catalog
 		if st == nil || st.Installed == nil || st.Installed.Version != version ||

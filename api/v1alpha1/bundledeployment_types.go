@@ -193,9 +193,9 @@ type BundleDeploymentStatus struct {
 	// +optional
 	Catalog *CatalogSourceStatus `json:"catalog,omitempty"`
 	// conditions: HasValidBundle, Installed, Healthy, and Paused while
-	// spec.paused is true; with a catalog source also Resolved,
-	// Deprecated, PackageDeprecated, ChannelDeprecated and
-	// BundleDeprecated.
+	// spec.paused is true; with a catalog source also Resolved and the
+	// deprecation conditions (Deprecated, PackageDeprecated,
+	// ChannelDeprecated, BundleDeprecated).
 	// +optional
 	// +listType=map
 	// +listMapKey=type

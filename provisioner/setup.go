@@ -20,6 +20,7 @@ import (
 	"github.com/rukpak-dev/rukpak/provisioner/bundle"
 	"github.com/rukpak-dev/rukpak/provisioner/bundledeployment"
 	"github.com/rukpak-dev/rukpak/provisioner/catalog"
+	"github.com/rukpak-dev/rukpak/provisioner/catalogsource"
 	"github.com/rukpak-dev/rukpak/provisioner/crdaccess"
 	"github.com/rukpak-dev/rukpak/provisioner/helm"
 	"github.com/rukpak-dev/rukpak/provisioner/helm/install"
@@ -95,6 +96,13 @@ type Options struct {
 	Catalogs *storage.CatalogStore
 	// CatalogLimits bound reading one catalog (zero: fbc's defaults).
 	CatalogLimits fbc.Limits
+	// CatalogReader, when set, reads Catalogs' packages from the content
+	// service that serves them (storage.CatalogClient), so that
+	// BundleDeployments may install from catalog sources.
+	CatalogReader catalogsource.Opener
+	// MaxCatalogPackageBytes bounds one package document read (0:
+	// catalogsource.DefaultMaxPackageBytes).
+	MaxCatalogPackageBytes int64
 	// ObjectCacheBytes bounds the objects decoded from Bundles' content
 	// kept for the next reconcile of the same content and config (package
 	// memo); 0 means memo.DefaultMaxBytes, less than 0 keeps none.
@@ -143,6 +151,15 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	var contentURL func(context.Context, *rukpakv1alpha1.Bundle) (string, error)
 	if opts.Storage != nil {
 		contentURL = opts.Storage.URLFor
+	}
+	var catalogs bundledeployment.CatalogResolver
+	if opts.CatalogReader != nil {
+		// One cache of catalog indexes for every class.
+		catalogs = &catalogsource.Resolver{
+			Catalogs: mgr.GetClient(), Opener: opts.CatalogReader,
+			MaxPackageBytes: opts.MaxCatalogPackageBytes, Timeout: opts.FetchTimeout,
+			Cache: catalogsource.NewCache(catalogsource.DefaultCacheBytes),
+		}
 	}
 	for _, class := range opts.Classes {
 		h, err := HandlerFor(class)
@@ -195,6 +212,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 			Shard:        opts.Shard,
 			BundleReader: mgr.GetAPIReader(),
 			ContentURL:   contentURL,
+			Catalogs:     catalogs,
 
 			RetryBase: opts.RetryBase,
 			RetryMax:  opts.RetryMax,

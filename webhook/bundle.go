@@ -39,7 +39,13 @@ var _ admission.Validator[*rukpakv1alpha1.Bundle] = &BundleValidator{}
 
 // ValidateCreate checks the source of a new Bundle.
 func (v *BundleValidator) ValidateCreate(ctx context.Context, b *rukpakv1alpha1.Bundle) (admission.Warnings, error) {
-	errs := v.Sources.Validate(ctx, field.NewPath("spec", "source"), b.Spec.Source)
+	p := field.NewPath("spec", "source")
+	if errs := refuseCatalogSource(p, b.Spec.Source, []string{"image", "git", "configMaps", "http", "upload"}); len(errs) > 0 {
+		// A Bundle names its content; a catalog source is resolved to one
+		// by a BundleDeployment.
+		return nil, invalid(rukpakv1alpha1.GroupVersion.WithKind("Bundle").GroupKind(), b.Name, errs)
+	}
+	errs := v.Sources.Validate(ctx, p, b.Spec.Source)
 	return nil, invalid(rukpakv1alpha1.GroupVersion.WithKind("Bundle").GroupKind(), b.Name, errs)
 }
 
@@ -49,6 +55,9 @@ func (v *BundleValidator) ValidateCreate(ctx context.Context, b *rukpakv1alpha1.
 // Bundle even if a ConfigMap it references became mutable later.
 func (v *BundleValidator) ValidateUpdate(_ context.Context, oldB, newB *rukpakv1alpha1.Bundle) (admission.Warnings, error) {
 	if !equality.Semantic.DeepEqual(oldB.Spec, newB.Spec) {
+		if errs := refuseCatalogSource(field.NewPath("spec", "source"), newB.Spec.Source, []string{"image", "git", "configMaps", "http", "upload"}); len(errs) > 0 {
+			return nil, invalid(rukpakv1alpha1.GroupVersion.WithKind("Bundle").GroupKind(), newB.Name, errs)
+		}
 		return nil, errSpecImmutable()
 	}
 	return nil, nil

@@ -23,7 +23,11 @@ var _ admission.Validator[*rukpakv1alpha1.Catalog] = &CatalogValidator{}
 
 // ValidateCreate checks the source of a new Catalog.
 func (v *CatalogValidator) ValidateCreate(ctx context.Context, c *rukpakv1alpha1.Catalog) (admission.Warnings, error) {
-	errs := v.Sources.Validate(ctx, field.NewPath("spec", "source"), c.Spec.Source)
+	p := field.NewPath("spec", "source")
+	if errs := refuseCatalogSource(p, c.Spec.Source, []string{"image", "git", "configMaps", "http"}); len(errs) > 0 {
+		return nil, invalid(rukpakv1alpha1.GroupVersion.WithKind("Catalog").GroupKind(), c.Name, errs)
+	}
+	errs := v.Sources.Validate(ctx, p, c.Spec.Source)
 	if c.Spec.Source.Type == rukpakv1alpha1.SourceTypeUpload {
 		// Uploads are bound to one Bundle each (the content service's
 		// PUT /uploads/NAME.tgz); a Catalog has no upload path.

@@ -46,6 +46,9 @@ func (v *SourceValidator) Validate(ctx context.Context, fldPath *field.Path, src
 		return field.ErrorList{err}
 	}
 	errs, denied := v.checkAccess(ctx, references(fldPath, src))
+	if src.Catalog != nil {
+		errs = append(errs, validateCatalogSource(fldPath.Child("catalog"), src.Catalog)...)
+	}
 	if src.Git != nil && src.Git.Directory != "" {
 		p := fldPath.Child("git", "directory")
 		if escapes(src.Git.Directory) {
@@ -93,6 +96,8 @@ func memberMissing(fldPath *field.Path, src rukpakv1alpha1.BundleSource) *field.
 		missing = src.HTTP == nil
 	case rukpakv1alpha1.SourceTypeUpload:
 		missing = src.Upload == nil
+	case rukpakv1alpha1.SourceTypeCatalog:
+		missing = src.Catalog == nil
 	}
 	if !missing {
 		return nil

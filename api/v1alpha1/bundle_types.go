@@ -5,7 +5,7 @@ import (
 )
 
 // SourceType names the kind of location a Bundle's content comes from.
-// +kubebuilder:validation:Enum=image;git;configMaps;http;upload
+// +kubebuilder:validation:Enum=image;git;configMaps;http;upload;catalog
 type SourceType string
 
 const (
@@ -14,6 +14,10 @@ const (
 	SourceTypeConfigMaps SourceType = "configMaps"
 	SourceTypeHTTP       SourceType = "http"
 	SourceTypeUpload     SourceType = "upload"
+	// SourceTypeCatalog is for BundleDeployment templates only: the
+	// provisioner resolves it to an image from the cluster's Catalogs and
+	// generates the Bundle from that image. Bundles and Catalogs refuse it.
+	SourceTypeCatalog SourceType = "catalog"
 )
 
 // BundleSpec defines the desired state of a Bundle. It is immutable once the
@@ -41,8 +45,10 @@ type BundleSpec struct {
 // +kubebuilder:validation:XValidation:rule="self.type != 'configMaps' || has(self.configMaps)",message="bundle.spec.source.configmaps must be set for source type \"configmaps\""
 // +kubebuilder:validation:XValidation:rule="self.type != 'http' || has(self.http)",message="bundle.spec.source.http must be set for source type \"http\""
 // +kubebuilder:validation:XValidation:rule="self.type != 'upload' || has(self.upload)",message="bundle.spec.source.upload must be set for source type \"upload\""
+// +kubebuilder:validation:XValidation:rule="self.type != 'catalog' || has(self.catalog)",message="bundle.spec.source.catalog must be set for source type \"catalog\""
 type BundleSource struct {
-	// type is the kind of source: image, git, configMaps, http or upload.
+	// type is the kind of source: image, git, configMaps, http or upload;
+	// catalog in a BundleDeployment's template only.
 	// +required
 	Type SourceType `json:"type"`
 	// image is an OCI image that holds the bundle in its filesystem.
@@ -66,6 +72,71 @@ type BundleSource struct {
 	// "upload: {}", or pin the content with a digest.
 	// +optional
 	Upload *UploadSource `json:"upload,omitempty"`
+	// catalog picks a bundle of a package from the cluster's Catalogs
+	// (BundleDeployment templates only): the provisioner resolves it to the
+	// bundle's image and generates the Bundle with an image source.
+	// +optional
+	Catalog *CatalogSource `json:"catalog,omitempty"`
+}
+
+// UpgradeConstraintPolicy says which bundles may follow the installed one.
+// +kubebuilder:validation:Enum=CatalogProvided;SelfCertified
+type UpgradeConstraintPolicy string
+
+// Upgrade constraint policies.
+const (
+	// UpgradeConstraintPolicyCatalogProvided follows the catalog's upgrade
+	// edges (replaces, skips, skipRange) from the installed bundle.
+	UpgradeConstraintPolicyCatalogProvided UpgradeConstraintPolicy = "CatalogProvided"
+	// UpgradeConstraintPolicySelfCertified allows any version in range,
+	// downgrades included.
+	UpgradeConstraintPolicySelfCertified UpgradeConstraintPolicy = "SelfCertified"
+)
+
+// CatalogSource selects a bundle of a package from the cluster's Catalogs,
+// as OLM v1's ClusterExtension does.
+type CatalogSource struct {
+	// packageName is the package to install.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +required
+	PackageName string `json:"packageName"`
+	// channels restricts the bundles to those in these channels; unset:
+	// every channel, and bundles in none.
+	// +optional
+	// +kubebuilder:validation:MaxItems=256
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=253
+	// +listType=set
+	Channels []string `json:"channels,omitempty"`
+	// version is a semver range the bundle's version must satisfy, written
+	// as OLM v1 users write it: ">=1.2.0 <2", "~1.2", "^1", "1.2.x",
+	// comparisons joined by "," (and) or "||" (or). Unset: any version.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	Version string `json:"version,omitempty"`
+	// selector picks the Catalogs by label; unset: every Catalog. Only
+	// Catalogs that are Serving take part, ordered by their spec.priority.
+	// +optional
+	Selector *metav1.LabelSelector `json:"selector,omitempty"`
+	// upgradeConstraintPolicy is CatalogProvided (the default: upgrades
+	// follow the catalog's replaces, skips and skipRange edges from the
+	// installed bundle) or SelfCertified (any version in range, downgrades
+	// included).
+	// +optional
+	UpgradeConstraintPolicy UpgradeConstraintPolicy `json:"upgradeConstraintPolicy,omitempty"`
+	// certificateData is a PEM bundle of extra CA certificates trusted for
+	// the registry of the resolved bundle image, as an image source's. The
+	// catalog names the image; the BundleDeployment decides what to trust
+	// (and a catalog never chooses credentials).
+	// +optional
+	// +kubebuilder:validation:MaxLength=65536
+	CertificateData string `json:"certificateData,omitempty"`
+	// insecureSkipTLSVerify turns off verification of the resolved image's
+	// registry certificate. Use only for testing.
+	// +optional
+	InsecureSkipTLSVerify bool `json:"insecureSkipTLSVerify,omitempty"`
 }
 
 // UploadSource is a tar.gz archive uploaded for the Bundle.
@@ -246,6 +317,7 @@ type BundleStatus struct {
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:printcolumn:name="Provisioner",type=string,JSONPath=`.spec.provisionerClassName`,priority=1
 // +kubebuilder:printcolumn:name="Resolved Source",type=string,JSONPath=`.status.resolvedSource`,priority=1
+// +kubebuilder:validation:XValidation:rule="self.spec.source.type != 'catalog'",message="bundle.spec.source.type \"catalog\" is for bundle deployment templates only: a Bundle's source names its content"
 type Bundle struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

@@ -187,8 +187,15 @@ type BundleDeploymentStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=300
 	PendingConfig string `json:"pendingConfig,omitempty"`
+	// catalog says, for a template with a catalog source, which catalog
+	// bundle is installed, which one the last resolution picked and what
+	// is out of reach.
+	// +optional
+	Catalog *CatalogSourceStatus `json:"catalog,omitempty"`
 	// conditions: HasValidBundle, Installed, Healthy, and Paused while
-	// spec.paused is true.
+	// spec.paused is true; with a catalog source also Resolved and the
+	// deprecation conditions (Deprecated, PackageDeprecated,
+	// ChannelDeprecated, BundleDeprecated).
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -203,6 +210,92 @@ type BundleDeploymentStatus struct {
 	// +kubebuilder:validation:MaxItems=64
 	GeneratedBundles []GeneratedBundle `json:"generatedBundles,omitempty"`
 }
+
+// CatalogSourceStatus is what a catalog source resolved to.
+type CatalogSourceStatus struct {
+	// installed is the catalog bundle the active Bundle was generated
+	// from; the CatalogProvided policy takes upgrade edges from it.
+	// Written only by the provisioner, once that Bundle is installed.
+	// +optional
+	Installed *CatalogBundle `json:"installed,omitempty"`
+	// resolved is the catalog bundle the last successful resolution
+	// picked, and the upgrade edge that allowed it. It is installed unless
+	// a pivot to it waits (for approval, an unpack, a failed install).
+	// +optional
+	Resolved *ResolvedCatalogBundle `json:"resolved,omitempty"`
+	// unreachable lists versions above the installed one, in the requested
+	// channels and range of the resolved bundle's catalog, that no chain of
+	// upgrade edges from the installed bundle reaches (CatalogProvided
+	// only), lowest first; at most 64 are listed.
+	// +optional
+	// +kubebuilder:validation:MaxItems=64
+	// +listType=atomic
+	Unreachable []string `json:"unreachable,omitempty"`
+	// unreachableTotal counts them all.
+	// +optional
+	UnreachableTotal int32 `json:"unreachableTotal,omitempty"`
+}
+
+// CatalogBundle is one bundle of a catalog.
+type CatalogBundle struct {
+	// package the bundle belongs to.
+	// +kubebuilder:validation:MaxLength=253
+	Package string `json:"package"`
+	// name of the bundle in the catalog (its olm.bundle name).
+	// +kubebuilder:validation:MaxLength=1024
+	Name string `json:"name"`
+	// version of the bundle (its olm.package property).
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	Version string `json:"version,omitempty"`
+	// image of the bundle, as the catalog names it.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	Image string `json:"image,omitempty"`
+	// catalog is the Catalog the bundle was resolved from.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Catalog string `json:"catalog,omitempty"`
+	// channels are the requested channels (all, when none were
+	// requested) that hold the bundle.
+	// +optional
+	// +kubebuilder:validation:MaxItems=256
+	// +listType=atomic
+	Channels []string `json:"channels,omitempty"`
+}
+
+// ResolvedCatalogBundle is a resolved bundle and why it was allowed.
+type ResolvedCatalogBundle struct {
+	CatalogBundle `json:",inline"`
+	// edge is why the bundle may follow the installed one: InitialInstall
+	// (nothing installed), Installed (the installed version itself),
+	// Replaces, Skips or SkipRange (its channel entry's upgrade edge from
+	// the installed bundle), or SelfCertified (any version in range).
+	// +optional
+	// +kubebuilder:validation:Enum=InitialInstall;Installed;Replaces;Skips;SkipRange;SelfCertified
+	Edge string `json:"edge,omitempty"`
+}
+
+// Conditions of a BundleDeployment whose template has a catalog source.
+const (
+	// TypeResolved is True when the catalog source resolved to a bundle,
+	// False (ReasonResolutionFailed) when it did not; the installed
+	// content keeps running meanwhile.
+	TypeResolved           = "Resolved"
+	ReasonResolved         = "Resolved"
+	ReasonResolutionFailed = "ResolutionFailed"
+
+	// The deprecation conditions, as OLM v1's ClusterExtension has them,
+	// with the catalog's messages: the package, a requested channel (the
+	// resolved bundle's channels when none are requested), the resolved
+	// or the installed bundle; Deprecated is True when any of them is.
+	TypeDeprecated        = "Deprecated"
+	TypePackageDeprecated = "PackageDeprecated"
+	TypeChannelDeprecated = "ChannelDeprecated"
+	TypeBundleDeprecated  = "BundleDeprecated"
+	ReasonDeprecated      = "Deprecated"
+	ReasonNotDeprecated   = "NotDeprecated"
+)
 
 // InstalledIdentity is an identity a release was installed with.
 type InstalledIdentity struct {
@@ -238,6 +331,7 @@ type GeneratedBundle struct {
 // +kubebuilder:printcolumn:name="Install State",type=string,JSONPath=`.status.conditions[?(.type=="Installed")].reason`
 // +kubebuilder:printcolumn:name="Paused",type=string,JSONPath=`.status.conditions[?(.type=="Paused")].status`
 // +kubebuilder:printcolumn:name="Pending Bundle",type=string,JSONPath=`.status.pendingBundle`
+// +kubebuilder:printcolumn:name="Installed Version",type=string,JSONPath=`.status.catalog.installed.version`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:printcolumn:name="Provisioner",type=string,JSONPath=`.spec.provisionerClassName`,priority=1
 // +kubebuilder:printcolumn:name="Upgrade Approval",type=string,JSONPath=`.spec.upgradeApproval`,priority=1

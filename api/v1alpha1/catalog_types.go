@@ -78,6 +78,7 @@ type CatalogStatus struct {
 // +kubebuilder:printcolumn:name="Priority",type=integer,JSONPath=`.spec.priority`,priority=1
 // +kubebuilder:printcolumn:name="Resolved Source",type=string,JSONPath=`.status.resolvedSource`,priority=1
 // +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 52",message="metadata.name must be at most 52 characters"
+// +kubebuilder:validation:XValidation:rule="self.spec.source.type != 'catalog'",message="spec.source.type \"catalog\" is for bundle deployment templates only"
 type Catalog struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

@@ -88,7 +88,7 @@ spec:
 				source(o)["image"] = map[string]any{"ref": "localhost/testdata/bundles/plain-v0:valid"}
 				source(o)["git"].(map[string]any)["ref"] = map[string]any{"commit": "9e3ab7f1a36302ef512294d5c9f2e9b9566b811e", "tag": "v0.0.1"}
 			},
-			wantErr: anyOrder(oneOfTwo("spec.source"), oneOfTwo("spec.source.git.ref"), `spec.source.type: Unsupported value: "invalid source": supported values: "image", "git", "configMaps", "http", "upload"`, notChecked),
+			wantErr: anyOrder(oneOfTwo("spec.source"), oneOfTwo("spec.source.git.ref"), `spec.source.type: Unsupported value: "invalid source": supported values: "image", "git", "configMaps", "http", "upload", "catalog"`, notChecked),
 		},
 		{
 			name: "no members and an unknown type (RukPak)", base: validBundle,
@@ -96,7 +96,7 @@ spec:
 				source(o)["type"] = "invalid source"
 				delete(source(o), "git")
 			},
-			wantErr: anyOrder(oneOfNone("spec.source"), "spec.source.git: Required value", `spec.source.type: Unsupported value: "invalid source": supported values: "image", "git", "configMaps", "http", "upload"`, notChecked),
+			wantErr: anyOrder(oneOfNone("spec.source"), "spec.source.git: Required value", `spec.source.type: Unsupported value: "invalid source": supported values: "image", "git", "configMaps", "http", "upload", "catalog"`, notChecked),
 		},
 		{
 			name: "no source at all", base: validBundle,
@@ -111,7 +111,7 @@ spec:
 		{
 			name: "unknown source type", base: validBundle,
 			mutate:  func(o map[string]any) { source(o)["type"] = "oci" },
-			wantErr: `[spec.source.type: Unsupported value: "oci": supported values: "image", "git", "configMaps", "http", "upload", ` + notChecked + "]",
+			wantErr: `[spec.source.type: Unsupported value: "oci": supported values: "image", "git", "configMaps", "http", "upload", "catalog", ` + notChecked + "]",
 		},
 		{
 			// One member, not the one type names: RukPak's webhook's words.

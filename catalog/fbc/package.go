@@ -35,6 +35,10 @@ type Package struct {
 	Bundles        []Bundle
 	// Deprecations are the entries of the package's olm.deprecations blob.
 	Deprecations []Deprecation
+
+	// strict: blobs must name the package (ParsePackage); seen: its
+	// olm.package blob was read.
+	strict, seen bool
 }
 
 // Channel is an olm.channel blob.
@@ -93,31 +97,79 @@ func ReadPackage(dir string, x *Index, name string) (*Package, error) {
 	}
 	defer f.Close()
 	p := &Package{Name: pi.Name, DefaultChannel: pi.DefaultChannel}
-	sc := bufio.NewScanner(io.NewSectionReader(f, pi.Offset, pi.Length))
-	// Lines were written within the blob limit in force then; allow the
-	// largest a document can hold.
-	sc.Buffer(make([]byte, 0, 64<<10), int(min(pi.Length+1, DefaultLimits.MaxBlobBytes*4)))
-	for sc.Scan() {
-		if err := p.add(sc.Bytes()); err != nil {
-			return nil, fmt.Errorf("package %q of the stored catalog: %w", name, err)
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("reading package %q of the stored catalog: %w", name, err)
+	if err := p.readLines(io.NewSectionReader(f, pi.Offset, pi.Length), pi.Length); err != nil {
+		return nil, fmt.Errorf("package %q of the stored catalog: %w", name, err)
 	}
 	return p, nil
+}
+
+// ErrPackageTooLarge is returned by ParsePackage for a document over its
+// limit.
+var ErrPackageTooLarge = errors.New("package document too large")
+
+// ParsePackage reads one package's document as a catalog's content service
+// serves it (the package's lines of a stored catalog document,
+// <contentURL>packages/<name>.jsonl) from r, reading at most limit bytes:
+// a longer document is an error wrapping ErrPackageTooLarge. Every blob
+// must belong to package name.
+func ParsePackage(r io.Reader, name string, limit int64) (*Package, error) {
+	if limit <= 0 {
+		limit = DefaultLimits.MaxTotalBytes
+	}
+	lr := &io.LimitedReader{R: r, N: limit + 1}
+	p := &Package{Name: name, strict: true}
+	err := p.readLines(lr, limit+1)
+	if lr.N <= 0 {
+		return nil, fmt.Errorf("package %q: %w: over %d bytes", name, ErrPackageTooLarge, limit)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("package %q: %w", name, err)
+	}
+	if !p.seen {
+		return nil, fmt.Errorf("package %q: the document has no olm.package blob", name)
+	}
+	return p, nil
+}
+
+// readLines adds every line of r, at most size bytes, to p.
+func (p *Package) readLines(r io.Reader, size int64) error {
+	sc := bufio.NewScanner(r)
+	// Lines were written within the blob limit in force then; allow the
+	// largest a document can hold.
+	sc.Buffer(make([]byte, 0, 64<<10), int(min(size+1, DefaultLimits.MaxBlobBytes*4)))
+	for sc.Scan() {
+		if len(sc.Bytes()) == 0 {
+			continue
+		}
+		if err := p.add(sc.Bytes()); err != nil {
+			return err
+		}
+	}
+	return sc.Err()
 }
 
 func (p *Package) add(line []byte) error {
 	var m struct {
 		Schema     string          `json:"schema"`
 		Name       string          `json:"name"`
+		Package    string          `json:"package"`
+		Default    string          `json:"defaultChannel"`
 		Image      string          `json:"image"`
 		Entries    json.RawMessage `json:"entries"`
 		Properties []Property      `json:"properties"`
 	}
 	if err := json.Unmarshal(line, &m); err != nil {
 		return err
+	}
+	if p.strict {
+		switch {
+		case m.Schema == SchemaPackage && m.Name != p.Name:
+			return fmt.Errorf("an olm.package blob names package %q", m.Name)
+		case m.Schema == SchemaPackage:
+			p.seen, p.DefaultChannel = true, m.Default
+		case (m.Schema == SchemaChannel || m.Schema == SchemaBundle || m.Schema == SchemaDeprecations) && m.Package != p.Name:
+			return fmt.Errorf("an %s blob belongs to package %q", m.Schema, m.Package)
+		}
 	}
 	switch m.Schema {
 	case SchemaChannel:

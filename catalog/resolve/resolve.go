@@ -579,3 +579,10 @@ func (q *query) unreachable(p *pkgIndex, sel []bool) (listed []string, total int
 	}
 	return listed, total, incomplete
 }
+
+// Validate checks req as Resolve does before looking at catalogs: a
+// *RequestError names the field at fault.
+func (req Request) Validate() error {
+	_, err := compile(req)
+	return err
+}

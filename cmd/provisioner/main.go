@@ -36,6 +36,7 @@ import (
 	"github.com/rukpak-dev/rukpak/internal/selfsigned"
 	"github.com/rukpak-dev/rukpak/provisioner"
 	"github.com/rukpak-dev/rukpak/provisioner/bundledeployment"
+	"github.com/rukpak-dev/rukpak/provisioner/catalogsource"
 	"github.com/rukpak-dev/rukpak/provisioner/helm"
 	"github.com/rukpak-dev/rukpak/provisioner/identity"
 	"github.com/rukpak-dev/rukpak/provisioner/memo"
@@ -68,6 +69,8 @@ type options struct {
 	contentCertDir    string
 	contentCAFile     string
 	classContentURLs  string
+	catalogContentURL string
+	maxCatalogPackage int64
 	contentAudience   string
 	tokenFile         string
 	bundleWorkers     int
@@ -111,6 +114,8 @@ func main() {
 	flag.StringVar(&o.contentCertDir, "content-cert-dir", "/tmp/rukpak-content-certs", "Where every replica writes the certificate of --content-cert-secret.")
 	flag.StringVar(&o.contentCAFile, "content-ca-file", "", "CA trusted when downloading content stored by another provisioner process.")
 	flag.StringVar(&o.classContentURLs, "class-content-urls", "", "Content services of classes run by other processes, as class=https://url,... (default: --content-url).")
+	flag.StringVar(&o.catalogContentURL, "catalog-content-url", "", "Content service (https) that serves Catalogs, read to resolve BundleDeployments' catalog sources (default: --content-url).")
+	flag.Int64Var(&o.maxCatalogPackage, "max-catalog-package-bytes", catalogsource.DefaultMaxPackageBytes, "Largest package document of a catalog read to resolve a catalog source.")
 	flag.StringVar(&o.contentAudience, "content-audience", storage.DefaultContentAudience, "Audience of the tokens the content server accepts and the downloader sends.")
 	flag.StringVar(&o.tokenFile, "token-file", storage.ContentTokenPath, "Projected service account token of --content-audience, sent when downloading content from another provisioner process.")
 	flag.IntVar(&o.bundleWorkers, "bundle-workers", 4, "Bundles of one class reconciled at once; fetches run in the background and do not hold a worker.")
@@ -258,6 +263,15 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 
+	catalogURL := o.catalogContentURL
+	if catalogURL == "" {
+		catalogURL = o.contentURL
+	}
+	if err := storage.CheckContentURL(catalogURL); err != nil {
+		return fmt.Errorf("--catalog-content-url: %w", err)
+	}
+	catalogReader := &storage.CatalogClient{BaseURL: catalogURL, Client: httpClient, Token: storage.TokenFromFile(o.tokenFile), Audience: o.contentAudience}
+
 	// Catalogs are one per cluster, not sharded: the instance that is not
 	// a shard of several (no selector, or the main instance) serves them.
 	var catalogs *storage.CatalogStore
@@ -282,27 +296,29 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	if err := provisioner.Setup(mgr, provisioner.Options{
-		Classes:               classes,
-		Namespace:             o.namespace,
-		Unpacker:              unpacker,
-		Storage:               store,
-		Loader:                loader,
-		FetchTimeout:          limits.FetchTimeout,
-		BundleWorkers:         o.bundleWorkers,
-		MaxReleaseBytes:       o.maxReleaseBytes,
-		CertValidity:          o.certValidity,
-		CertRenewBefore:       o.certRenewBefore,
-		DefaultServiceAccount: defaultSA,
-		RequireServiceAccount: o.requireSA,
-		Shard:                 sh,
-		KnownShards:           known,
-		Preflight:             o.preflight,
-		CRDCheckClusterRole:   o.crdCheckRole,
-		RetryBase:             o.retryBase,
-		RetryMax:              o.retryMax,
-		Catalogs:              catalogs,
-		CatalogLimits:         o.catalogLimits,
-		ObjectCacheBytes:      objectCacheBytes(o.objectCacheBytes),
+		Classes:                classes,
+		Namespace:              o.namespace,
+		Unpacker:               unpacker,
+		Storage:                store,
+		Loader:                 loader,
+		FetchTimeout:           limits.FetchTimeout,
+		BundleWorkers:          o.bundleWorkers,
+		MaxReleaseBytes:        o.maxReleaseBytes,
+		CertValidity:           o.certValidity,
+		CertRenewBefore:        o.certRenewBefore,
+		DefaultServiceAccount:  defaultSA,
+		RequireServiceAccount:  o.requireSA,
+		Shard:                  sh,
+		KnownShards:            known,
+		Preflight:              o.preflight,
+		CRDCheckClusterRole:    o.crdCheckRole,
+		RetryBase:              o.retryBase,
+		RetryMax:               o.retryMax,
+		Catalogs:               catalogs,
+		CatalogLimits:          o.catalogLimits,
+		CatalogReader:          catalogReader,
+		MaxCatalogPackageBytes: o.maxCatalogPackage,
+		ObjectCacheBytes:       objectCacheBytes(o.objectCacheBytes),
 	}); err != nil {
 		return err
 	}

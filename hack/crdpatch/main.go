@@ -34,7 +34,7 @@ import (
 // (each is named as its type). A new source type adds its member here.
 // The order is RukPak's: with no member set, the API server also reports
 // the first alternative's failure ("spec.source.git: Required value").
-var sourceMembers = []string{"git", "image", "configMaps", "upload", "http"}
+var sourceMembers = []string{"git", "image", "configMaps", "upload", "http", "catalog"}
 
 // gitRefMembers are the members of a git ref, in RukPak's order.
 var gitRefMembers = []string{"branch", "commit", "tag"}

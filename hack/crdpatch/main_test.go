@@ -105,7 +105,7 @@ func TestPatch(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if got := requiredOf(src["oneOf"]); got != "git|image|configMaps|upload|http" {
+				if got := requiredOf(src["oneOf"]); got != "git|image|configMaps|upload|http|catalog" {
 					t.Errorf("%s oneOf = %s", p, got)
 				}
 				ref, err := schemaAt(src, "git.ref")
@@ -177,7 +177,7 @@ func TestPatchRefuses(t *testing.T) {
 				typ := props(root, "spec.source")["type"].(map[string]any)
 				typ["enum"] = append(typ["enum"].([]any), "oci")
 			}),
-			"spec.source.type enum is [configMaps git http image oci upload] but crdpatch's sourceMembers are [configMaps git http image upload]",
+			"spec.source.type enum is [catalog configMaps git http image oci upload] but crdpatch's sourceMembers are [catalog configMaps git http image upload]",
 		},
 		{
 			"a path that is gone",

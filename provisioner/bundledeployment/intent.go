@@ -102,7 +102,9 @@ func (r *Reconciler) ensureFinalizer(ctx context.Context, bd *rukpakv1alpha1.Bun
 // or "" if it has recorded one already, is paused, or a Bundle exists
 // under that name (claim decides about it, without an intent).
 func (r *Reconciler) firstIntent(ctx context.Context, bd *rukpakv1alpha1.BundleDeployment) (string, error) {
-	if bd.Spec.Paused || len(bd.Status.GeneratedBundles) > 0 || bd.Status.ActiveBundle != "" || r.records.has(bd) {
+	if bd.Spec.Paused || len(bd.Status.GeneratedBundles) > 0 || bd.Status.ActiveBundle != "" || r.records.has(bd) || isCatalogSource(bd) {
+		// A catalog source's Bundle is named after the template it
+		// resolves to, unknown here: its intent goes to the status.
 		return "", nil
 	}
 	hash, err := TemplateHash(bd.Spec.Template)

@@ -29,9 +29,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
 	"github.com/rukpak-dev/rukpak/internal/crdupgrade"
+	"github.com/rukpak-dev/rukpak/provisioner/catalogsource"
 	"github.com/rukpak-dev/rukpak/provisioner/conditions"
 	"github.com/rukpak-dev/rukpak/provisioner/finalizer"
 	"github.com/rukpak-dev/rukpak/provisioner/memo"
@@ -144,6 +146,9 @@ type Reconciler struct {
 	// (storage.Storage's URLFor): content a Bundle's status says is
 	// elsewhere, and that does not load, is waited for rather than failed.
 	ContentURL func(ctx context.Context, b *rukpakv1alpha1.Bundle) (string, error)
+	// Catalogs, when set, resolves templates with a catalog source
+	// (catalog.go); without it they fail to resolve.
+	Catalogs CatalogResolver
 	// RetryBase and RetryMax shape the backoff of failing installs (zero:
 	// DefaultRetryBase, DefaultRetryMax; see backoff.go).
 	RetryBase, RetryMax time.Duration
@@ -203,6 +208,20 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	r.records.load(bd)
 	r.records.catchUp(bd)
 
+	// A catalog source is resolved to the concrete template everything
+	// below works on, in memory only (catalog.go): status writes carry no
+	// spec, and each one's answer gets it again.
+	var cat *resolution
+	if !bd.Spec.Paused {
+		cat = r.resolveCatalog(ctx, bd)
+	}
+	concrete := func() {
+		if cat != nil && cat.spec != nil {
+			bd.Spec.Template.Spec = *cat.spec.DeepCopy()
+		}
+	}
+	concrete()
+
 	before := bd.DeepCopy()
 	// The records as the API server has them: the patch must carry the
 	// UIDs the cache (or an earlier flush) did not.
@@ -222,13 +241,22 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			return fmt.Errorf("updating status: %w", err)
 		}
 		r.records.wrote(bd, from)
+		concrete()
 		before = bd.DeepCopy()
 		return nil
 	}
 	var res ctrl.Result
 	var err error
 	if !r.paused(bd) {
-		res, err = r.reconcile(ctx, bd, flush)
+		r.reportCatalog(bd, cat)
+		if cat == nil || cat.spec != nil {
+			res, err = r.reconcile(ctx, bd, flush, cat)
+		}
+		if transient := (*catalogsource.TransientError)(nil); cat != nil && errors.As(cat.err, &transient) {
+			if res.RequeueAfter == 0 || res.RequeueAfter > catalogRecheck {
+				res.RequeueAfter = catalogRecheck
+			}
+		}
 	}
 	// Recorded while paused too: the request was seen, and the Paused
 	// condition says why nothing was done.
@@ -243,7 +271,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 // kind labels a BundleDeployment's metrics.
 const kind = "BundleDeployment"
 
-func (r *Reconciler) reconcile(ctx context.Context, bd *rukpakv1alpha1.BundleDeployment, flush func() error) (ctrl.Result, error) {
+func (r *Reconciler) reconcile(ctx context.Context, bd *rukpakv1alpha1.BundleDeployment, flush func() error, cat *resolution) (ctrl.Result, error) {
 	if moved, err := r.adopt(ctx, bd); err != nil {
 		return ctrl.Result{}, err
 	} else if moved {
@@ -376,6 +404,7 @@ func (r *Reconciler) reconcile(ctx context.Context, bd *rukpakv1alpha1.BundleDep
 			fmt.Sprintf("Instantiated bundle %q successfully", b.Name))
 	}
 	bd.Status.ActiveBundle = b.Name
+	recordInstalledCatalogBundle(bd, cat, b)
 	metrics.Release(bd.Name, result.ManifestSize(), len(result.Objects))
 	if result.Changed {
 		metrics.ObjectsApplied(r.Class, len(result.Objects))
@@ -640,6 +669,14 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return err
 	}
 	tracker.controller = c
+	if r.Catalogs != nil {
+		// New catalog content, priorities or labels may resolve a catalog
+		// source to another bundle.
+		if err := c.Watch(source.Kind(mgr.GetCache(), client.Object(&rukpakv1alpha1.Catalog{}),
+			handler.EnqueueRequestsFromMapFunc(r.catalogRequests), catalogChanged)); err != nil {
+			return fmt.Errorf("watching catalogs: %w", err)
+		}
+	}
 	if err := r.watchCRDs(mgr, c); err != nil {
 		return err
 	}

@@ -49,3 +49,23 @@ func TestFromPackages(t *testing.T) {
 		})
 	}
 }
+
+func TestBundleByImage(t *testing.T) {
+	idx := mustIndex(t, realCatalogs(t)["kube-green"])
+	p := idx.packages["kube-green"]
+	for _, b := range p.bundles {
+		got, ok := idx.BundleByImage("kube-green", b.image)
+		if !ok || got != (Installed{Name: b.name, Version: b.versionText}) {
+			t.Errorf("BundleByImage(%q) = %+v, %v; want %s %s", b.image, got, ok, b.name, b.versionText)
+		}
+	}
+	for _, tc := range []struct{ pkg, image string }{
+		{"kube-green", ""},
+		{"kube-green", "quay.io/nowhere/kube-green@sha256:00"},
+		{"no-such-package", p.bundles[0].image},
+	} {
+		if got, ok := idx.BundleByImage(tc.pkg, tc.image); ok {
+			t.Errorf("BundleByImage(%q, %q) = %+v, want none", tc.pkg, tc.image, got)
+		}
+	}
+}

@@ -258,3 +258,19 @@ func (idx *Index) Packages() []string {
 	slices.Sort(names)
 	return names
 }
+
+// BundleByImage finds the bundle of package pkg whose image is exactly
+// image, as the catalog names it: the way back from an installed Bundle,
+// whose spec holds the image it was resolved to, to the catalog bundle.
+func (idx *Index) BundleByImage(pkg, image string) (Installed, bool) {
+	p := idx.packages[pkg]
+	if p == nil || image == "" {
+		return Installed{}, false
+	}
+	for i := range p.bundles {
+		if b := &p.bundles[i]; b.image == image {
+			return Installed{Name: b.name, Version: b.versionText}, true
+		}
+	}
+	return Installed{}, false
+}

@@ -38,6 +38,9 @@ import (
 // CatalogResolver resolves a catalog source (catalogsource.Resolver).
 type CatalogResolver interface {
 	Resolve(ctx context.Context, src *rukpakv1alpha1.CatalogSource, installed *resolve.Installed) (*resolve.Result, error)
+	// InstalledByImage finds the catalog bundle whose image is image;
+	// nil when no selected catalog names it.
+	InstalledByImage(ctx context.Context, src *rukpakv1alpha1.CatalogSource, image string) (*resolve.Installed, error)
 }
 
 // catalogRecheck is when a transient resolution failure is tried again.
@@ -73,7 +76,11 @@ func (r *Reconciler) resolveCatalog(ctx context.Context, bd *rukpakv1alpha1.Bund
 	case r.Catalogs == nil:
 		res.err = errors.New("this provisioner is not configured to resolve catalog sources")
 	default:
-		res.result, res.err = r.Catalogs.Resolve(ctx, src, installedFor(bd, src))
+		var installed *resolve.Installed
+		installed, res.err = r.installedCatalogBundle(ctx, bd, src)
+		if res.err == nil {
+			res.result, res.err = r.Catalogs.Resolve(ctx, src, installed)
+		}
 	}
 	if res.err == nil {
 		res.spec = &rukpakv1alpha1.BundleSpec{
@@ -101,9 +108,32 @@ func (r *Reconciler) resolveCatalog(ctx context.Context, bd *rukpakv1alpha1.Bund
 	return res
 }
 
-// installedFor is the installed catalog bundle resolution starts from: the
-// one status.catalog.installed records, which only the provisioner writes,
-// if it is of the package the source asks for.
+// installedCatalogBundle is the catalog bundle resolution starts from:
+// the one status.catalog.installed records, else (the status write after an
+// install was lost: a crash, a conflict) the bundle the catalogs name with
+// the active Bundle's image. The active Bundle is one this BundleDeployment
+// generated, and its spec is immutable, so the image is what was installed.
+// Without either, resolution is a first install.
+func (r *Reconciler) installedCatalogBundle(ctx context.Context, bd *rukpakv1alpha1.BundleDeployment, src *rukpakv1alpha1.CatalogSource) (*resolve.Installed, error) {
+	if in := installedFor(bd, src); in != nil || bd.Status.ActiveBundle == "" {
+		return in, nil
+	}
+	b := &rukpakv1alpha1.Bundle{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: bd.Status.ActiveBundle}, b); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, &catalogsource.TransientError{Err: fmt.Errorf("reading active bundle %q: %w", bd.Status.ActiveBundle, err)}
+	}
+	if !created(bd, b) || b.Spec.Source.Image == nil {
+		return nil, nil
+	}
+	return r.Catalogs.InstalledByImage(ctx, src, b.Spec.Source.Image.Ref)
+}
+
+// installedFor is the installed catalog bundle status.catalog.installed
+// records, which only the provisioner writes, if it is of the package the
+// source asks for.
 func installedFor(bd *rukpakv1alpha1.BundleDeployment, src *rukpakv1alpha1.CatalogSource) *resolve.Installed {
 	st := bd.Status.Catalog
 	if st == nil || st.Installed == nil || st.Installed.Package != src.PackageName || bd.Status.ActiveBundle == "" {

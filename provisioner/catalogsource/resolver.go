@@ -76,6 +76,33 @@ func (r *Resolver) Resolve(ctx context.Context, src *rukpakv1alpha1.CatalogSourc
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}
+	catalogs, err := r.catalogs(ctx, src)
+	if err != nil {
+		return nil, err
+	}
+	return resolve.Resolve(req, catalogs)
+}
+
+// InstalledByImage finds, in the Catalogs src selects, the bundle of src's
+// package whose image is image: what a Bundle resolved from src installed,
+// when status.catalog.installed does not say it (lost with a status write).
+// nil when no selected catalog names the image.
+func (r *Resolver) InstalledByImage(ctx context.Context, src *rukpakv1alpha1.CatalogSource, image string) (*resolve.Installed, error) {
+	catalogs, err := r.catalogs(ctx, src)
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range catalogs {
+		if in, ok := c.Index.BundleByImage(src.PackageName, image); ok {
+			return &in, nil
+		}
+	}
+	return nil, nil
+}
+
+// catalogs are the indexes of src's package in the serving Catalogs src's
+// selector matches, in name order.
+func (r *Resolver) catalogs(ctx context.Context, src *rukpakv1alpha1.CatalogSource) ([]resolve.Catalog, error) {
 	if r.Opener == nil {
 		return nil, errors.New("this provisioner is not configured to read catalogs (no catalog content service)")
 	}
@@ -117,7 +144,7 @@ func (r *Resolver) Resolve(ctx context.Context, src *rukpakv1alpha1.CatalogSourc
 	// Catalogs in name order: a resolution error lists them the same way
 	// every time, so its message (a condition) does not flap.
 	slices.SortFunc(catalogs, func(a, b resolve.Catalog) int { return strings.Compare(a.Name, b.Name) })
-	return resolve.Resolve(req, catalogs)
+	return catalogs, nil
 }
 
 // index returns the index of package pkg of catalog name whose content has

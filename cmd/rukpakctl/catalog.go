@@ -353,6 +353,9 @@ type resolveFlags struct {
 	policy           string
 	installedVersion string
 	installedBundle  string
+	// fromBD names a BundleDeployment whose catalog source and installed
+	// bundle stand for the flags above.
+	fromBD string
 }
 
 type resolvedBundle struct {
@@ -421,15 +424,23 @@ with each result as the installed bundle until it stays put, each step
 with its edge. A resolution that finds nothing prints the resolver's
 message, with what each catalog held, and fails.`,
 		Example: `  rukpakctl catalog resolve ./my-catalog --package kube-green --installed-version 0.3.0
+  rukpakctl catalog resolve --from-bundledeployment kube-green
   rukpakctl catalog resolve catalog/operatorhubio catalog/mirror --package infinispan \
     --channel 2.3.x --version '>=2.3.0 <2.4.0'`,
 		Args: func(_ *cobra.Command, args []string) error {
-			if len(args) == 0 {
-				return errors.New("requires at least 1 argument: SOURCE (a directory, image:REF or catalog/NAME)")
+			if len(args) == 0 && f.fromBD == "" {
+				return errors.New("requires at least 1 argument: SOURCE (a directory, image:REF or catalog/NAME), or --from-bundledeployment")
 			}
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if f.fromBD != "" {
+				for _, name := range resolveFlagsFromBD {
+					if cmd.Flags().Changed(name) {
+						return fmt.Errorf("--%s: --from-bundledeployment takes it from the BundleDeployment", name)
+					}
+				}
+			}
 			return o.resolve(cmd.Context(), cmd.OutOrStdout(), args, f)
 		},
 	}
@@ -440,11 +451,17 @@ message, with what each catalog held, and fails.`,
 	fl.StringVar(&f.policy, "policy", string(resolve.CatalogProvided), "upgrade constraint policy: CatalogProvided or SelfCertified")
 	fl.StringVar(&f.installedVersion, "installed-version", "", "version of the installed bundle")
 	fl.StringVar(&f.installedBundle, "installed-bundle", "", "name of the installed bundle")
-	_ = cmd.MarkFlagRequired("package")
+	fl.StringVar(&f.fromBD, "from-bundledeployment", "", "take the package, range, channels, policy and installed bundle from this BundleDeployment's catalog source and status; without SOURCEs, resolve against the serving Catalogs its selector matches")
 	return cmd
 }
 
 func (o *catalogOptions) resolve(ctx context.Context, out io.Writer, sources []string, f resolveFlags) error {
+	if f.fromBD != "" {
+		var err error
+		if f, sources, err = o.fromBundleDeployment(ctx, f.fromBD, sources); err != nil {
+			return err
+		}
+	}
 	if f.pkg == "" {
 		return errors.New("--package is required")
 	}

@@ -22,6 +22,7 @@ import (
 
 	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
 	"github.com/rukpak-dev/rukpak/catalog/fbc"
+	"github.com/rukpak-dev/rukpak/catalog/resolve"
 	"github.com/rukpak-dev/rukpak/internal/testenv"
 	"github.com/rukpak-dev/rukpak/storage"
 )
@@ -73,7 +74,9 @@ func TestCatalogCluster(t *testing.T) {
 			}},
 		}
 		testenv.MustNotError(t, env.Client.Create(ctx, c), "creating Catalog %s", name)
-		c.Status = rukpakv1alpha1.CatalogStatus{ContentURL: store.URLFor(name), ContentDigest: x.Digest}
+		c.Status = rukpakv1alpha1.CatalogStatus{ContentURL: store.URLFor(name), ContentDigest: x.Digest, Conditions: []metav1.Condition{{
+			Type: rukpakv1alpha1.TypeServing, Status: metav1.ConditionTrue, Reason: rukpakv1alpha1.ReasonServing, Message: "served", LastTransitionTime: metav1.Now(),
+		}}}
 		testenv.MustNotError(t, env.Client.Status().Update(ctx, c), "writing Catalog %s status", name)
 	}
 	serve("community", 0, "cat-facts-operator", "infinispan", "kube-green")
@@ -185,6 +188,51 @@ kube-green          alpha            1         10       0.7.1
 		if err == nil || !strings.Contains(err.Error(), `catalog "tampered": all.jsonl has digest sha256:`) || !strings.Contains(err.Error(), "the catalog changed while reading it") {
 			t.Fatalf("got %v", err)
 		}
+	})
+
+	t.Run("--from-bundledeployment resolves as the provisioner would", func(t *testing.T) {
+		bd := &rukpakv1alpha1.BundleDeployment{
+			ObjectMeta: metav1.ObjectMeta{Name: "kube-green"},
+			Spec: rukpakv1alpha1.BundleDeploymentSpec{
+				ProvisionerClassName: rukpakv1alpha1.ProvisionerClassRegistry,
+				Template: rukpakv1alpha1.BundleTemplate{Spec: rukpakv1alpha1.BundleSpec{
+					ProvisionerClassName: rukpakv1alpha1.ProvisionerClassRegistry,
+					Source: rukpakv1alpha1.BundleSource{Type: rukpakv1alpha1.SourceTypeCatalog, Catalog: &rukpakv1alpha1.CatalogSource{
+						PackageName: "kube-green", Version: "<0.7.0",
+					}},
+				}},
+			},
+		}
+		testenv.MustNotError(t, env.Client.Create(ctx, bd), "creating BundleDeployment")
+		// Nothing installed yet: a first install, from the higher-priority
+		// serving Catalog of the two its (empty) selector matches.
+		r := resolveJSON(t, opts(contentOptions{}), nil, resolveFlags{fromBD: "kube-green"})
+		if r.Resolved.Catalog != "mirror" || r.Resolved.Bundle != "kube-green.v0.6.0" || r.Resolved.Edge != resolve.EdgeInitialInstall || r.Installed != nil {
+			t.Fatalf("first install: %+v", r)
+		}
+		bd.Status.ActiveBundle = "kube-green-abc"
+		bd.Status.Catalog = &rukpakv1alpha1.CatalogSourceStatus{Installed: &rukpakv1alpha1.CatalogBundle{
+			Package: "kube-green", Name: "kube-green.v0.5.0", Version: "0.5.0", Catalog: "mirror",
+		}}
+		testenv.MustNotError(t, env.Client.Status().Update(ctx, bd), "writing BundleDeployment status")
+		r = resolveJSON(t, opts(contentOptions{}), nil, resolveFlags{fromBD: "kube-green"})
+		var path []string
+		for _, s := range r.UpgradePath {
+			path = append(path, s.ToVersion)
+		}
+		if r.Installed == nil || r.Installed.Name != "kube-green.v0.5.0" || r.Resolved.Bundle != "kube-green.v0.5.1" || r.Resolved.Edge != resolve.EdgeReplaces ||
+			strings.Join(path, " ") != "0.5.1 0.5.2 0.6.0" {
+			t.Fatalf("from 0.5.0: %+v (path %v)", r, path)
+		}
+		// Given SOURCEs replace the selected Catalogs.
+		r = resolveJSON(t, opts(contentOptions{}), []string{"catalog/community"}, resolveFlags{fromBD: "kube-green"})
+		if r.Resolved.Catalog != "community" {
+			t.Fatalf("with a SOURCE: %+v", r)
+		}
+		if err := opts(contentOptions{}).resolve(ctx, &bytes.Buffer{}, nil, resolveFlags{fromBD: "nothere"}); err == nil || !strings.Contains(err.Error(), `reading BundleDeployment "nothere"`) {
+			t.Fatalf("missing BundleDeployment: %v", err)
+		}
+		leftBehind(t)
 	})
 
 	t.Run("a Catalog that is not served, or missing", func(t *testing.T) {

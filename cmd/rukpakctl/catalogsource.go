@@ -14,7 +14,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -156,17 +155,13 @@ func (op *catalogOpener) connect(ctx context.Context) (*clusterReader, error) {
 		return op.cluster, nil
 	}
 	co := op.o.content
+	c, err := rukpakClient(co)
+	if err != nil {
+		return nil, err
+	}
 	cfg, err := (diffOptions{kubeconfig: co.kubeconfig, config: co.config}).restConfig()
 	if err != nil {
 		return nil, err
-	}
-	scheme := runtime.NewScheme()
-	if err := rukpakv1alpha1.AddToScheme(scheme); err != nil {
-		return nil, err
-	}
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		return nil, fmt.Errorf("creating client: %w", err)
 	}
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {

@@ -244,7 +244,29 @@ func runNode(m *testing.M) int {
 // kubectl runs kubectl as the admin; it returns stdout, stderr and the error.
 func kubectl(t *testing.T, stdin string, args ...string) (string, string, error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	return kubectlWithin(t, kubectlDeadline(args), stdin, args...)
+}
+
+// kubectlDeadline is how long a kubectl call may run before it is killed:
+// two minutes, or a minute past the --timeout it was given (kubectl wait,
+// delete), so that a wait ends on its own deadline, with its own message,
+// and never on this one.
+func kubectlDeadline(args []string) time.Duration {
+	deadline := 2 * time.Minute
+	for _, a := range args {
+		if v, ok := strings.CutPrefix(a, "--timeout="); ok {
+			if d, err := time.ParseDuration(v); err == nil {
+				deadline = max(deadline, d+time.Minute)
+			}
+		}
+	}
+	return deadline
+}
+
+// kubectlWithin runs kubectl, killed after deadline.
+func kubectlWithin(t *testing.T, deadline time.Duration, stdin string, args ...string) (string, string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "kubectl", args...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+suite.kubeconfig)
@@ -391,5 +413,23 @@ func nodeDial(t *testing.T) func(ctx context.Context, network, addr string) (net
 			addr = net.JoinHostPort(ip, port)
 		}
 		return d.DialContext(ctx, network, addr)
+	}
+}
+
+// TestKubectlDeadline: a kubectl wait is never killed before its own
+// --timeout (it once was, at two minutes, under a ten-minute wait).
+func TestKubectlDeadline(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want time.Duration
+	}{
+		{[]string{"get", "pods"}, 2 * time.Minute},
+		{[]string{"wait", "crd/x", "--for=delete", "--timeout=10m0s"}, 11 * time.Minute},
+		{[]string{"delete", "bd/x", "--timeout=30s"}, 2 * time.Minute},
+		{[]string{"wait", "x", "--timeout=nonsense"}, 2 * time.Minute},
+	} {
+		if got := kubectlDeadline(tc.args); got != tc.want {
+			t.Errorf("kubectlDeadline(%q) = %s, want %s", tc.args, got, tc.want)
+		}
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"testing"
 	"testing/fstest"
+
+	"github.com/rukpak-dev/rukpak/internal/testenv"
 )
 
 // realCatalogs is the shared test data: four packages' FBC from the
@@ -22,11 +24,7 @@ var realCatalogs = []struct {
 
 func testdata(t testing.TB) string {
 	t.Helper()
-	dir := filepath.Join("..", "..", "..", "..", "shared", "testdata", "catalogs")
-	if _, err := os.Stat(dir); err != nil {
-		dir = "/work/shared/testdata/catalogs"
-	}
-	return dir
+	return testenv.SharedTestdata("catalogs")
 }
 
 func realFile(t testing.TB, pkg string) []byte {

@@ -11,23 +11,15 @@ import (
 	"testing"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/rukpak-dev/rukpak/internal/testenv"
 )
 
 // The four real packages of the community catalog (read-only testdata).
 var realPackages = []string{"cat-facts-operator", "infinispan", "kube-green", "sailoperator"}
 
-// testdataDir finds shared/testdata/catalogs beside the repository (the
-// repository's parent holds shared/, also from a worktree one level deeper).
-func testdataDir() string {
-	dir := filepath.Join("..", "..", "..")
-	for range 3 {
-		if d := filepath.Join(dir, "shared", "testdata", "catalogs"); isDir(d) {
-			return d
-		}
-		dir = filepath.Join(dir, "..")
-	}
-	return filepath.Join("..", "..", "..", "shared", "testdata", "catalogs")
-}
+// testdataDir is shared/testdata/catalogs beside the repository.
+func testdataDir() string { return testenv.SharedTestdata("catalogs") }
 
 func isDir(p string) bool {
 	fi, err := os.Stat(p)

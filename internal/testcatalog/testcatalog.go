@@ -4,9 +4,7 @@ package testcatalog
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"testing"
@@ -20,13 +18,7 @@ import (
 var Packages = []string{"cat-facts-operator", "infinispan", "kube-green", "sailoperator"}
 
 // Dir is the shared test data's catalogs directory.
-func Dir() string {
-	dir := filepath.Join(testenv.RepoRoot(), "..", "..", "shared", "testdata", "catalogs")
-	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
-		return "/work/shared/testdata/catalogs"
-	}
-	return dir
-}
+func Dir() string { return testenv.SharedTestdata("catalogs") }
 
 // Large returns a catalog of at least size bytes of JSON lines: renamed
 // copies of the four real packages (package p becomes p-c<i>, which renames

@@ -48,6 +48,22 @@ func RepoRoot() string {
 	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
 }
 
+// SharedTestdata returns elem under the shared test data (real bundles,
+// charts, catalogs and the fleet, read-only), which lies beside the
+// checkout as ../shared/testdata, or beside its parent for a worktree one
+// level deeper. When neither exists it returns the first, so the error of
+// whatever reads it names the expected place.
+func SharedTestdata(elem ...string) string {
+	dir := filepath.Dir(RepoRoot())
+	for range 2 {
+		if fi, err := os.Stat(filepath.Join(dir, "shared", "testdata")); err == nil && fi.IsDir() {
+			return filepath.Join(append([]string{dir, "shared", "testdata"}, elem...)...)
+		}
+		dir = filepath.Dir(dir)
+	}
+	return filepath.Join(append([]string{filepath.Dir(RepoRoot()), "shared", "testdata"}, elem...)...)
+}
+
 // AssetsDir returns the directory holding etcd and kube-apiserver (and, once
 // built, the rest of the local control plane).
 func AssetsDir(tb testing.TB) string {

@@ -59,7 +59,7 @@ type crdSource struct {
 // files hold them.
 func crdSources(t *testing.T) []crdSource {
 	t.Helper()
-	shared := filepath.Join(testenv.RepoRoot(), "..", "shared", "testdata")
+	shared := testenv.SharedTestdata()
 	dirs, err := filepath.Glob(filepath.Join(shared, "registry-v1", "*"))
 	if err != nil {
 		t.Fatal(err)

@@ -77,7 +77,7 @@ const (
 // fleetDir finds the fleet's bundles.
 func fleetDir(t *testing.T) string {
 	t.Helper()
-	candidates := []string{os.Getenv("RUKPAK_BENCH_FLEET_DIR"), filepath.Join(testenv.RepoRoot(), "..", "shared", "testdata", "fleet"), "/work/shared/testdata/fleet"}
+	candidates := []string{os.Getenv("RUKPAK_BENCH_FLEET_DIR"), testenv.SharedTestdata("fleet")}
 	for _, d := range candidates {
 		if d == "" {
 			continue

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -48,7 +47,7 @@ func (c *cluster) namespaces(t *testing.T, names ...string) {
 // reads the chart from disk.
 func (c *cluster) benchHelm(t *testing.T, r *report) {
 	helm := c.helm(t)
-	ksm := filepath.Join(testenv.RepoRoot(), "..", "shared", "testdata", "helm", "kube-state-metrics")
+	ksm := testenv.SharedTestdata("helm", "kube-state-metrics")
 	if _, err := os.Stat(ksm); err != nil {
 		r.add("issue 14", "kube-state-metrics: helm class vs helm install", "skipped", "", "", err.Error())
 		return

@@ -103,7 +103,7 @@ func TestFleetInstall(t *testing.T) {
 		t.Skip("needs the local environment, whose provisioner reaches the example registry on this host's loopback")
 	}
 	shared(t)
-	src := filepath.Join(testenv.RepoRoot(), "..", "shared", "testdata", "fleet")
+	src := testenv.SharedTestdata("fleet")
 	if _, err := os.Stat(src); err != nil {
 		src = "/work/shared/testdata/fleet"
 	}

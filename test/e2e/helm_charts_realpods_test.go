@@ -25,7 +25,7 @@ import (
 // unmodified third-party charts); the test skips without it.
 func sharedChart(t *testing.T, name string) string {
 	t.Helper()
-	dir := filepath.Join(testenv.RepoRoot(), "..", "shared", "testdata", "helm", name)
+	dir := testenv.SharedTestdata("helm", name)
 	if _, err := os.Stat(filepath.Join(dir, "Chart.yaml")); err != nil {
 		t.Skipf("shared test data not available: %v", err)
 	}

@@ -24,7 +24,7 @@ func main() {
 		os.Exit(fleet(os.Args[2:]))
 	}
 	var o devenv.Options
-	var registryAddr, gitAddr string
+	var registryAddr, gitAddr, catalogDir string
 	flag.StringVar(&o.Assets, "assets", "", "Directory of the control-plane binaries (hack/testbin.sh prints it).")
 	flag.StringVar(&o.BinDir, "bin-dir", "bin", "Directory of the provisioner and webhook binaries.")
 	flag.StringVar(&o.StateDir, "state-dir", ".run", "Directory for the cluster's state, kubeconfig and logs.")
@@ -32,6 +32,7 @@ func main() {
 	flag.StringVar(&o.Name, "name", "rukpak", "Name of the local cluster.")
 	flag.StringVar(&registryAddr, "registry-address", "127.0.0.1:5001", "Address of the example image registry.")
 	flag.StringVar(&gitAddr, "git-address", "127.0.0.1:5002", "Address of the example git server.")
+	flag.StringVar(&catalogDir, "catalog-example", "", "Catalog directory (catalog.yaml, bundles/<version>/) whose bundles and catalog the example registry serves (default: ../shared/testdata/catalogs/kube-green beside --repo-root, when it exists).")
 	d := devenv.DefaultAddresses
 	flag.IntVar(&o.Addresses.WebhookPort, "webhook-port", d.WebhookPort, "Port of the webhook on localhost.")
 	flag.StringVar(&o.Addresses.WebhookProbe, "webhook-probe-address", d.WebhookProbe, "Address of the webhook's health probes.")
@@ -44,13 +45,13 @@ func main() {
 		os.Exit(2)
 	}
 	o.Out = os.Stdout
-	if err := run(o, registryAddr, gitAddr); err != nil {
+	if err := run(o, registryAddr, gitAddr, catalogDir); err != nil {
 		fmt.Fprintln(os.Stderr, "error:", err)
 		os.Exit(1)
 	}
 }
 
-func run(o devenv.Options, registryAddr, gitAddr string) error {
+func run(o devenv.Options, registryAddr, gitAddr, catalogDir string) error {
 	for _, p := range []*string{&o.StateDir, &o.BinDir, &o.RepoRoot, &o.Assets} {
 		abs, err := filepath.Abs(*p)
 		if err != nil {
@@ -66,6 +67,19 @@ func run(o devenv.Options, registryAddr, gitAddr string) error {
 		return err
 	}
 	defer ex.Close()
+	catalogLine := "catalog:  none (no catalog example directory: --catalog-example)"
+	explicit := catalogDir != ""
+	if !explicit {
+		catalogDir = filepath.Join(filepath.Dir(o.RepoRoot), "shared", "testdata", "catalogs", "kube-green")
+	}
+	if _, err := os.Stat(filepath.Join(catalogDir, "catalog.yaml")); err == nil || explicit {
+		fmt.Printf(">> pushing the catalog example (%s) to the example registry\n", catalogDir)
+		if err := ex.ServeCatalog(ctx, catalogDir, devenv.KubeGreenDeprecations); err != nil {
+			return fmt.Errorf("serving the catalog example: %w", err)
+		}
+		catalogLine = fmt.Sprintf("catalog:  %s/%s (FBC of kube-green, its bundles beside it; %s adds a deprecation)",
+			registryAddr, devenv.CatalogExampleImage, devenv.CatalogExampleDeprecatedImage)
+	}
 	env, err := devenv.Up(ctx, o)
 	if err != nil {
 		return err
@@ -85,9 +99,10 @@ Example bundles (see README.md, "Try it"):
   images:   %s/combo:v0.0.2 (plain+v0), %s/etcd-bundle:v0.9.4 (registry+v1)
   git:      http://%s/combo (tags v0.0.2, v0.0.3),
             http://%s/charts (Helm chart hello-world/, branch main)
+  %s
 Logs:       %s/logs/
 Press Ctrl-C to stop everything.
-`, env.Kubeconfig, registryAddr, registryAddr, gitAddr, gitAddr, o.StateDir)
+`, env.Kubeconfig, registryAddr, registryAddr, gitAddr, gitAddr, catalogLine, o.StateDir)
 	<-ctx.Done()
 	return nil
 }

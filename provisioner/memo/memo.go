@@ -5,11 +5,11 @@
 package memo
 
 import (
-	"container/list"
 	"crypto/sha256"
-	"sync"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/rukpak-dev/rukpak/internal/sizedlru"
 )
 
 // DefaultMaxBytes bounds a Cache by default: the decoded objects of sixty
@@ -33,24 +33,15 @@ func ConfigKey(raw []byte) [sha256.Size]byte { return sha256.Sum256(raw) }
 // estimated size in memory. Safe for concurrent use; the zero value keeps
 // nothing.
 type Cache struct {
-	max int64
-
-	mu      sync.Mutex
-	used    int64
-	order   *list.List // of *entry, most recently used first
-	entries map[Key]*list.Element
-}
-
-type entry struct {
-	key  Key
-	objs []*unstructured.Unstructured
-	size int64
+	lru *sizedlru.Cache[Key, []*unstructured.Unstructured]
 }
 
 // New returns a cache holding at most maxBytes of objects (as SizeOf
-// estimates them); 0 or less keeps nothing.
+// estimates them); 0 or less keeps nothing. Objects estimated at more than
+// a quarter of the bound are not kept, so one huge bundle never evicts the
+// entries of many others.
 func New(maxBytes int64) *Cache {
-	return &Cache{max: maxBytes, order: list.New(), entries: map[Key]*list.Element{}}
+	return &Cache{lru: sizedlru.New[Key, []*unstructured.Unstructured](sizedlru.Limits{MaxBytes: maxBytes, MaxEntryBytes: maxBytes / 4})}
 }
 
 // MaxBytes is the cache's bound.
@@ -58,86 +49,54 @@ func (c *Cache) MaxBytes() int64 {
 	if c == nil {
 		return 0
 	}
-	return c.max
+	return c.lru.MaxBytes()
 }
 
 // Get returns a deep copy of the objects kept for k, which the caller may
 // change freely, and marks them recently used.
 func (c *Cache) Get(k Key) ([]*unstructured.Unstructured, bool) {
-	if c == nil || c.max <= 0 {
+	if c == nil {
 		return nil, false
 	}
-	c.mu.Lock()
-	el, ok := c.entries[k]
-	if !ok {
-		c.mu.Unlock()
-		return nil, false
-	}
-	c.order.MoveToFront(el)
 	// Kept objects are never changed once added: copied outside the lock.
-	objs := el.Value.(*entry).objs
-	c.mu.Unlock()
+	objs, ok := c.lru.Get(k)
+	if !ok {
+		return nil, false
+	}
 	return deepCopyAll(objs), true
 }
 
-// Add keeps a deep copy of objs for k and reports whether it did. Objects
-// estimated at more than a quarter of the bound are not kept, so one huge
-// bundle never evicts the entries of many others; otherwise the least
-// recently used entries make room.
+// Add keeps a deep copy of objs for k and reports whether it did (not
+// above a quarter of the bound).
 func (c *Cache) Add(k Key, objs []*unstructured.Unstructured) bool {
-	if c == nil || c.max <= 0 {
+	if c == nil || c.lru.MaxBytes() <= 0 {
 		return false
 	}
-	size := SizeOf(objs)
-	if size > c.max/4 {
-		return false
-	}
-	kept := deepCopyAll(objs)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if el, ok := c.entries[k]; ok {
-		// The same inputs decode to the same objects: keep the first.
-		c.order.MoveToFront(el)
+	// The same inputs decode to the same objects: keep the first.
+	if _, ok := c.lru.Get(k); ok {
 		return true
 	}
-	for c.used+size > c.max {
-		last := c.order.Back()
-		if last == nil {
-			break
-		}
-		c.remove(last)
+	size := SizeOf(objs)
+	if size > c.lru.MaxBytes()/4 {
+		return false
 	}
-	c.entries[k] = c.order.PushFront(&entry{key: k, objs: kept, size: size})
-	c.used += size
-	return true
-}
-
-func (c *Cache) remove(el *list.Element) {
-	e := el.Value.(*entry)
-	c.order.Remove(el)
-	delete(c.entries, e.key)
-	c.used -= e.size
+	return c.lru.Add(k, deepCopyAll(objs), size)
 }
 
 // Stats are the cache's entries and their estimated bytes.
 func (c *Cache) Stats() (entries int, bytes int64) {
-	if c == nil || c.order == nil {
+	if c == nil {
 		return 0, 0
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.entries), c.used
+	return c.lru.Stats()
 }
 
 // Contains says whether k is kept, without marking it used.
 func (c *Cache) Contains(k Key) bool {
-	if c == nil || c.entries == nil {
+	if c == nil {
 		return false
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	_, ok := c.entries[k]
-	return ok
+	return c.lru.Contains(k)
 }
 
 func deepCopyAll(objs []*unstructured.Unstructured) []*unstructured.Unstructured {

@@ -1,7 +1,6 @@
 package install
 
 import (
-	"container/list"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -14,6 +13,7 @@ import (
 	helmrelease "helm.sh/helm/v3/pkg/release"
 
 	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
+	"github.com/rukpak-dev/rukpak/internal/sizedlru"
 	"github.com/rukpak-dev/rukpak/provisioner/helm"
 	"github.com/rukpak-dev/rukpak/provisioner/metrics"
 )
@@ -54,14 +54,10 @@ type renderKey struct {
 // dropped first beyond maxRenders entries or maxRenderBytes of rendered
 // text.
 type renders struct {
-	mu      sync.Mutex
-	entries map[renderKey]*list.Element
-	order   *list.List // of *renderEntry, most recently used first
-	bytes   int64
+	lru *sizedlru.Cache[renderKey, *renderEntry]
 }
 
 type renderEntry struct {
-	key    renderKey
 	action *helm.Action
 	err    error
 	at     time.Time
@@ -76,75 +72,40 @@ const (
 )
 
 func newRenders() *renders {
-	return &renders{entries: map[renderKey]*list.Element{}, order: list.New()}
+	return &renders{lru: sizedlru.New[renderKey, *renderEntry](sizedlru.Limits{MaxBytes: maxRenderBytes, MaxEntries: maxRenders})}
 }
 
 // get returns the render kept for k, if younger than ttl.
 func (c *renders) get(k renderKey, ttl time.Duration) (*renderEntry, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	el, ok := c.entries[k]
+	e, ok := c.lru.Get(k)
 	if !ok {
 		return nil, false
 	}
-	e := el.Value.(*renderEntry)
 	if time.Since(e.at) >= ttl {
-		c.remove(el)
+		c.lru.Remove(k)
 		return nil, false
 	}
-	c.order.MoveToFront(el)
 	return e, true
 }
 
 // put keeps a render for k: an action or the error it was refused with;
 // renders older than ttl go.
 func (c *renders) put(k renderKey, a *helm.Action, err error, ttl time.Duration) {
-	e := &renderEntry{key: k, action: a, err: err, at: time.Now(), size: 512}
+	e := &renderEntry{action: a, err: err, at: time.Now(), size: 512}
 	if a != nil {
 		e.size += a.Size()
 	}
 	if err != nil {
 		e.size += int64(len(err.Error()))
 	}
-	if e.size > maxRenderBytes {
-		return
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if el, ok := c.entries[k]; ok {
-		c.remove(el)
-	}
-	for el := c.order.Back(); el != nil; {
-		prev := el.Prev()
-		if time.Since(el.Value.(*renderEntry).at) >= ttl {
-			c.remove(el)
-		}
-		el = prev
-	}
-	c.entries[k] = c.order.PushFront(e)
-	c.bytes += e.size
-	for c.order.Len() > maxRenders || c.bytes > maxRenderBytes {
-		c.remove(c.order.Back())
-	}
+	c.lru.RemoveFunc(func(_ renderKey, e *renderEntry) bool { return time.Since(e.at) >= ttl })
+	c.lru.Add(k, e, e.size)
 }
 
 // forget drops what is kept for release name: its action ran, or it is
 // uninstalled.
 func (c *renders) forget(name string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for k, el := range c.entries {
-		if k.release == name {
-			c.remove(el)
-		}
-	}
-}
-
-func (c *renders) remove(el *list.Element) {
-	e := el.Value.(*renderEntry)
-	c.order.Remove(el)
-	delete(c.entries, e.key)
-	c.bytes -= e.size
+	c.lru.RemoveFunc(func(k renderKey, _ *renderEntry) bool { return k.release == name })
 }
 
 // rendersInit guards creating an Installer's renders.

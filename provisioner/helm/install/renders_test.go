@@ -28,8 +28,8 @@ func TestRendersCache(t *testing.T) {
 		t.Error("an expired render was kept")
 	}
 	c.forget("b")
-	if _, ok := c.get(b, time.Minute); ok || c.order.Len() != 0 || c.bytes != 0 {
-		t.Errorf("after forget: %d entries, %d bytes", c.order.Len(), c.bytes)
+	if _, ok := c.get(b, time.Minute); ok || c.len() != 0 || c.bytes() != 0 {
+		t.Errorf("after forget: %d entries, %d bytes", c.len(), c.bytes())
 	}
 
 	for i := range maxRenders + 10 {
@@ -41,8 +41,8 @@ func TestRendersCache(t *testing.T) {
 			}
 		}
 	}
-	if c.order.Len() != maxRenders || len(c.entries) != maxRenders {
-		t.Errorf("%d entries kept, want %d", c.order.Len(), maxRenders)
+	if c.len() != maxRenders {
+		t.Errorf("%d entries kept, want %d", c.len(), maxRenders)
 	}
 	if _, ok := c.get(renderKey{release: "r", last: 0}, time.Minute); !ok {
 		t.Error("the recently used render 0 was dropped")
@@ -51,14 +51,18 @@ func TestRendersCache(t *testing.T) {
 		t.Error("the least recently used render 1 was kept")
 	}
 	c.forget("r")
-	if c.order.Len() != 0 || c.bytes != 0 {
-		t.Errorf("after forget: %d entries, %d bytes", c.order.Len(), c.bytes)
+	if c.len() != 0 || c.bytes() != 0 {
+		t.Errorf("after forget: %d entries, %d bytes", c.len(), c.bytes())
 	}
 
 	// A put drops what expired, used or not.
 	c.put(a, nil, refused, time.Minute)
 	c.put(b, nil, refused, 0)
-	if _, ok := c.entries[a]; ok || c.order.Len() != 1 {
-		t.Errorf("%d entries after a put with ttl 0, want b alone", c.order.Len())
+	if c.lru.Contains(a) || c.len() != 1 {
+		t.Errorf("%d entries after a put with ttl 0, want b alone", c.len())
 	}
 }
+
+func (c *renders) len() int { n, _ := c.lru.Stats(); return n }
+
+func (c *renders) bytes() int64 { _, b := c.lru.Stats(); return b }

@@ -172,3 +172,57 @@ func TestCacheBound(t *testing.T) {
 		t.Fatal("a nil cache kept something")
 	}
 }
+
+// sharedResolver resolves against one catalog of a package of n versions.
+func sharedResolver(tb testing.TB, n int) (*Resolver, *fakeOpener) {
+	tb.Helper()
+	scheme := runtime.NewScheme()
+	if err := rukpakv1alpha1.AddToScheme(scheme); err != nil {
+		tb.Fatal(err)
+	}
+	versions := make([]string, n)
+	for i := range versions {
+		versions[i] = fmt.Sprintf("1.%d.0", i)
+	}
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(catalog("main", "sha256:1", 0, true, nil)).Build()
+	op := &fakeOpener{docs: map[string]string{"main/p": pkgDoc(versions...)}}
+	return &Resolver{Catalogs: c, Opener: op, Cache: NewCache(DefaultCacheBytes), MaxPackageBytes: DefaultMaxPackageBytes}, op
+}
+
+// A thousand BundleDeployments of one package, each at its own installed
+// version, resolve against one index: the package is read and indexed
+// once, not per BundleDeployment.
+func TestResolveSharesIndex(t *testing.T) {
+	r, op := sharedResolver(t, 1000)
+	ctx := context.Background()
+	for i := range 1000 {
+		v := fmt.Sprintf("1.%d.0", i)
+		res, err := r.Resolve(ctx, &rukpakv1alpha1.CatalogSource{PackageName: "p"}, &resolve.Installed{Name: "p.v" + v, Version: v})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := fmt.Sprintf("p.v1.%d.0", min(i+1, 999))
+		if res.Bundle != want {
+			t.Fatalf("installed %s resolved to %s, want %s", v, res.Bundle, want)
+		}
+	}
+	if op.reads != 1 {
+		t.Fatalf("%d reads of the package for 1,000 resolutions, want 1", op.reads)
+	}
+}
+
+// BenchmarkResolveShared is one BundleDeployment's resolution when the
+// catalog's index is already built (by another BundleDeployment of the
+// package): what each of 1,000 BundleDeployments of one catalog costs.
+func BenchmarkResolveShared(b *testing.B) {
+	r, op := sharedResolver(b, 1000)
+	ctx := context.Background()
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		v := fmt.Sprintf("1.%d.0", i%1000)
+		if _, err := r.Resolve(ctx, &rukpakv1alpha1.CatalogSource{PackageName: "p", Version: ">=1.0.0 <2"}, &resolve.Installed{Name: "p.v" + v, Version: v}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(op.reads), "package-reads")
+}

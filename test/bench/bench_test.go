@@ -13,36 +13,36 @@ package bench
 // RUKPAK_BENCH_PROVISIONER_ARGS adds flags to the provisioner (for example
 // --pprof-bind-address=127.0.0.1:6060 to profile it).
 //
-// Sections (issue numbers of the project's tracker):
-//   - unpack (issue 3): unpack/image + storage.LocalDirectory.Store of a
+// Sections (RUKPAK_BENCH_ONLY names):
+//   - unpack: unpack/image + storage.LocalDirectory.Store of a
 //     1×50 MiB and a 20×5 MiB image of random data from a loopback TLS
 //     registry, each run in a fresh child process (this test binary
 //     re-executed) so its peak RSS (VmHWM) is its own; the floor is a plain
 //     go-containerregistry pull of the compressed layers to files, in a
 //     child process too.
-//   - install (issue 4): one API server (envtest: etcd + kube-apiserver);
+//   - install: one API server (envtest: etcd + kube-apiserver);
 //     1,000 ConfigMaps created by the bare client-go floor (QPS -1, all in
 //     parallel), installed by a BundleDeployment (the built provisioner
 //     binary, a separate process), by `helm install` (helm CLI built from
 //     the pinned module) and by `kubectl apply --server-side`.
-//   - prometheus (issue 6): prometheus-0.47.0 (registry+v1) pushed as an
+//   - prometheus: prometheus-0.47.0 (registry+v1) pushed as an
 //     image and installed by a BundleDeployment; create -> Installed=True.
-//   - helm (issue 14, helm_bench_test.go): kube-state-metrics through the
+//   - helm, helm_bench_test.go: kube-state-metrics through the
 //     helm class vs `helm install` of the same chart, and a chart of 1,000
 //     ConfigMaps through the helm class vs the same ConfigMaps through the
 //     plain class, each side three times, alternating.
-//   - many (issues 4 and 15, many_bench_test.go): N BundleDeployments of
+//   - many, many_bench_test.go: N BundleDeployments of
 //     10 ConfigMaps for each N of RUKPAK_BENCH_MANY (default 1000; 10000 opt-in), each size
 //     on a fresh API server and provisioner process: time to all Installed,
 //     VmHWM, API writes per install by verb and resource, the
 //     per-BundleDeployment cost, steady writes, and a restart; beside its
 //     floor (floors_bench_test.go), the same writes from a bare client.
-//   - crds (issue 15, crds_bench_test.go): at least 80 MiB of the shared
+//   - crds, crds_bench_test.go: at least 80 MiB of the shared
 //     test data's real CRD YAML (RUKPAK_BENCH_CRDS_MIB changes it) across
 //     many plain BundleDeployments, on a fresh API server and provisioner
 //     process: the provisioner's peak and steady RSS, with heap profiles;
 //     beside its floor, the same CRDs applied and waited for Established.
-//   - fleet (issue 32, fleet_bench_test.go): the sixty real operators of the
+//   - fleet, fleet_bench_test.go: the sixty real operators of the
 //     shared test data installed at once on a local kwok cluster, then with
 //     ten failing: time, CPU beside the API server's and etcd's, bytes
 //     allocated per byte of content, memory and an idle window.
@@ -241,7 +241,7 @@ func TestBench(t *testing.T) {
 		if want("helm") {
 			did = append(did, "helm")
 		}
-		r.add("issue 4", "provisioner VmHWM after the "+strings.Join(did, " and ")+" install(s)", mib(p.hwm(t)), "", "", "separate process, both classes")
+		r.add("install", "provisioner VmHWM after the "+strings.Join(did, " and ")+" install(s)", mib(p.hwm(t)), "", "", "separate process, both classes")
 		// Start the next phase from a clean slate: the next provisioner
 		// must not re-reconcile (or cache) what this one installed.
 		c.cleanup(t)
@@ -258,7 +258,7 @@ func TestBench(t *testing.T) {
 	}
 }
 
-// ---------------------------------------------------------------- issue 3
+// ---------------------------------------------------------------- unpack
 
 type childResult struct {
 	Seconds, UnpackSeconds, StoreSeconds float64
@@ -296,7 +296,7 @@ func benchUnpackStore(t *testing.T, r *report, reg *testregistry.Registry) {
 		up := medianBy(full, func(c childResult) float64 { return c.UnpackSeconds })
 		st := medianBy(full, func(c childResult) float64 { return c.StoreSeconds })
 		note := fmt.Sprintf("median of %d fresh processes; of which unpack %.2f s, store %.2f s", reps, up.UnpackSeconds, st.StoreSeconds)
-		r.add("issue 3", label+" unpack+store time", fmt.Sprintf("%.2f s", fu.Seconds), fmt.Sprintf("pull-to-disk %.2f s", fl.Seconds), ratio(fu.Seconds, fl.Seconds), note)
+		r.add("unpack", label+" unpack+store time", fmt.Sprintf("%.2f s", fu.Seconds), fmt.Sprintf("pull-to-disk %.2f s", fl.Seconds), ratio(fu.Seconds, fl.Seconds), note)
 		hwm := func(cs []childResult) (int64, int64) {
 			var peak, base int64
 			for _, c := range cs {
@@ -308,7 +308,7 @@ func benchUnpackStore(t *testing.T, r *report, reg *testregistry.Registry) {
 		}
 		p, b := hwm(full)
 		fp, fb := hwm(floor)
-		r.add("issue 3", label+" unpack+store peak RSS (VmHWM)", fmt.Sprintf("%s (+%s over start)", mib(p), mib(p-b)),
+		r.add("unpack", label+" unpack+store peak RSS (VmHWM)", fmt.Sprintf("%s (+%s over start)", mib(p), mib(p-b)),
 			fmt.Sprintf("pull-to-disk %s (+%s)", mib(fp), mib(fp-fb)), ratio(float64(p-b), float64(fp-fb)), "growth ratio; worst of the runs")
 	}
 }
@@ -713,7 +713,7 @@ func (c *cluster) countCMs(t *testing.T, ns string) int {
 	return n
 }
 
-// ---------------------------------------------------------------- issue 4
+// ---------------------------------------------------------------- install
 
 func (c *cluster) benchInstall1000(t *testing.T, r *report) {
 	ctx := context.Background()
@@ -750,7 +750,7 @@ func (c *cluster) benchInstall1000(t *testing.T, r *report) {
 		}
 	}
 	floor := median(floors)
-	r.add("issue 4", "1,000 ConfigMaps: bare client-go, parallel, QPS -1 (floor)", secs(floor), "", "1.00×",
+	r.add("install", "1,000 ConfigMaps: bare client-go, parallel, QPS -1 (floor)", secs(floor), "", "1.00×",
 		fmt.Sprintf("median of %d (%s)", floorRuns, spread(floors)))
 
 	// BundleDeployment: three of them, each with its own image and
@@ -777,7 +777,7 @@ func (c *cluster) benchInstall1000(t *testing.T, r *report) {
 		notes = append(notes, fmt.Sprintf("Unpacked at %.2f s, configmaps requests %s", unpacked.Seconds(), bdReqs.of("configmaps")))
 	}
 	total := median(totals)
-	r.add("issue 4", "1,000 ConfigMaps: BundleDeployment create -> Installed=True", secs(total), "floor "+secs(floor), ratio(total.Seconds(), floor.Seconds()),
+	r.add("install", "1,000 ConfigMaps: BundleDeployment create -> Installed=True", secs(total), "floor "+secs(floor), ratio(total.Seconds(), floor.Seconds()),
 		fmt.Sprintf("median of %d (%s); target ≤ 3× floor; first run: %s", bdRuns, spread(totals), notes[0]))
 
 	// helm install of the same objects as a chart.
@@ -795,7 +795,7 @@ func (c *cluster) benchInstall1000(t *testing.T, r *report) {
 	if n := c.countCMs(t, "bench-helm"); n != bigObjects {
 		t.Fatalf("helm installed %d ConfigMaps", n)
 	}
-	r.add("issue 4", "1,000 ConfigMaps: helm install (CLI from the pinned module)", secs(hd), "floor "+secs(floor), ratio(hd.Seconds(), floor.Seconds()),
+	r.add("install", "1,000 ConfigMaps: helm install (CLI from the pinned module)", secs(hd), "floor "+secs(floor), ratio(hd.Seconds(), floor.Seconds()),
 		fmt.Sprintf("BundleDeployment / helm = %s; configmaps requests: %s", ratio(total.Seconds(), hd.Seconds()), helmReqs.of("configmaps")))
 
 	// kubectl apply --server-side of the same files.
@@ -809,7 +809,7 @@ func (c *cluster) benchInstall1000(t *testing.T, r *report) {
 	if n := c.countCMs(t, "bench-kubectl"); n != bigObjects {
 		t.Fatalf("kubectl applied %d ConfigMaps", n)
 	}
-	r.add("issue 4", "1,000 ConfigMaps: kubectl apply --server-side -f DIR", secs(kd), "floor "+secs(floor), ratio(kd.Seconds(), floor.Seconds()),
+	r.add("install", "1,000 ConfigMaps: kubectl apply --server-side -f DIR", secs(kd), "floor "+secs(floor), ratio(kd.Seconds(), floor.Seconds()),
 		"kubectl from the control-plane assets (same version as the API server)")
 }
 
@@ -849,16 +849,16 @@ func writeFiles(t *testing.T, root string, files map[string]string) {
 	}
 }
 
-// ---------------------------------------------------------------- issue 6
+// ---------------------------------------------------------------- prometheus
 
 func (c *cluster) benchPrometheus(t *testing.T, r *report) {
 	if _, err := os.Stat(prometheusDir); err != nil {
-		r.add("issue 6", "prometheus-0.47.0 create -> Installed=True", "skipped", "", "", err.Error())
+		r.add("prometheus", "prometheus-0.47.0 create -> Installed=True", "skipped", "", "", err.Error())
 		return
 	}
 	src := c.imageSource(t, "prometheus:0.47.0", testregistry.LayerFromDir(t, prometheusDir, ""))
 	total, unpacked := c.timeToInstalled(t, newBD("prometheus", rukpakv1alpha1.ProvisionerClassRegistry, src), 5*time.Minute)
-	r.add("issue 6", "prometheus-0.47.0 (registry+v1) BundleDeployment create -> Installed=True", secs(total), "", "",
+	r.add("prometheus", "prometheus-0.47.0 (registry+v1) BundleDeployment create -> Installed=True", secs(total), "", "",
 		fmt.Sprintf("registry Bundle Unpacked (pull+convert+store) seen at %.2f s", unpacked.Seconds()))
 }
 

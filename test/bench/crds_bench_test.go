@@ -31,11 +31,11 @@ import (
 	"github.com/rukpak-dev/rukpak/provisioner/conditions"
 )
 
-// ---------------------------------------------------------------- issue 15, crds
+// ---------------------------------------------------------------- crds
 
 // The crds scenario: the memory of a provisioner installing many large real
-// CRDs (issue 15: 269 community operators, 89 MB of CRD YAML, took a
-// provisioner to 780 MiB). Targets: steady RSS ≤ 256 MiB, peak ≤ 384 MiB.
+// CRDs (269 community operators, 89 MB of CRD YAML, took a
+// provisioner to 780 MiB before its memory was bounded). Targets: steady RSS ≤ 256 MiB, peak ≤ 384 MiB.
 const (
 	crdsDefaultMiB = 80
 	crdsSteadyRSS  = 256 << 10 // KiB
@@ -276,12 +276,12 @@ func benchCRDs(t *testing.T, r *report, reg *testregistry.Registry) {
 	writeProfile(t, filepath.Join(profiles, "crds-peak.heap"), peakProf)
 	writeProfile(t, filepath.Join(profiles, "crds-steady.heap"), steadyProf)
 
-	r.add("issue 15", "crds: first create -> all Installed / all Healthy", secs(installed)+" / "+secs(healthy), "floor "+secs(floor), ratio(installed.Seconds(), floor.Seconds()),
+	r.add("crds", "crds: first create -> all Installed / all Healthy", secs(installed)+" / "+secs(healthy), "floor "+secs(floor), ratio(installed.Seconds(), floor.Seconds()),
 		fmt.Sprintf("target ≤ 1.5× floor (the same CRDs applied by a bare client and waited for Established, %d BundleDeployments' at a time); %s", floorWorkers, shape))
-	r.add("issue 15", "crds: provisioner peak RSS (VmHWM, separate process)", mib(hwm), "target ≤ 384 MiB", ratio(float64(hwm), crdsPeakRSS),
+	r.add("crds", "crds: provisioner peak RSS (VmHWM, separate process)", mib(hwm), "target ≤ 384 MiB", ratio(float64(hwm), crdsPeakRSS),
 		fmt.Sprintf("RSS %s after start-up; largest live heap seen (HeapAlloc after a GC, sampled every 2 s) %s; profile %s",
 			mib(base), mib(int64(peakHeap>>10)), filepath.Join(profiles, "crds-peak.heap")))
-	r.add("issue 15", "crds: provisioner steady RSS", mib(steady), "target ≤ 256 MiB", ratio(float64(steady), crdsSteadyRSS),
+	r.add("crds", "crds: provisioner steady RSS", mib(steady), "target ≤ 256 MiB", ratio(float64(steady), crdsSteadyRSS),
 		fmt.Sprintf("median of 30 s of VmRSS from %s after all Healthy (at the end: %s anonymous, %s of the binary's file pages); live heap after a forced GC %s; profile %s",
 			crdsSettle, mib(anon), mib(file), mib(int64(steadyHeap>>10)), filepath.Join(profiles, "crds-steady.heap")))
 }

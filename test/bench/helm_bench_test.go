@@ -16,7 +16,7 @@ import (
 	"github.com/rukpak-dev/rukpak/internal/testregistry"
 )
 
-// ---------------------------------------------------------------- issue 14
+// ---------------------------------------------------------------- helm
 
 // helmRuns is how many times each side of a helm comparison runs; the
 // sides alternate, so load from other work on the machine falls on both.
@@ -49,7 +49,7 @@ func (c *cluster) benchHelm(t *testing.T, r *report) {
 	helm := c.helm(t)
 	ksm := testenv.SharedTestdata("helm", "kube-state-metrics")
 	if _, err := os.Stat(ksm); err != nil {
-		r.add("issue 14", "kube-state-metrics: helm class vs helm install", "skipped", "", "", err.Error())
+		r.add("helm", "kube-state-metrics: helm class vs helm install", "skipped", "", "", err.Error())
 		return
 	}
 	ksmSrc := c.imageSource(t, "charts/kube-state-metrics:8.4.0", testregistry.LayerFromDir(t, ksm, ""))
@@ -62,7 +62,7 @@ func (c *cluster) benchHelm(t *testing.T, r *report) {
 		clis = append(clis, c.runTimed(t, helm, "install", fmt.Sprintf("ksm-cli-%d", k), ksm, "--namespace", nsCLI, "--kubeconfig", c.kubeconfig))
 	}
 	bd, cli := median(bds), median(clis)
-	r.add("issue 14", "kube-state-metrics: helm-class BundleDeployment create -> Installed=True", secs(bd), "helm install "+secs(cli), ratio(bd.Seconds(), cli.Seconds()),
+	r.add("helm", "kube-state-metrics: helm-class BundleDeployment create -> Installed=True", secs(bd), "helm install "+secs(cli), ratio(bd.Seconds(), cli.Seconds()),
 		fmt.Sprintf("median of %d (%s; helm install %s); target ≤ 1× helm install; Bundle Unpacked (pull + load + store) seen at %s (median)", helmRuns, spread(bds), spread(clis), secs(median(unpacks))))
 
 	// 1,000 ConfigMaps: a chart of 1,000 templates through the helm class,
@@ -89,7 +89,7 @@ func (c *cluster) benchHelm(t *testing.T, r *report) {
 		}
 	}
 	plain, chart := median(plains), median(charts)
-	r.add("issue 14", "1,000 ConfigMaps: helm-class BundleDeployment (a chart of 1,000 templates) create -> Installed=True", secs(chart), "plain class "+secs(plain), ratio(chart.Seconds(), plain.Seconds()),
+	r.add("helm", "1,000 ConfigMaps: helm-class BundleDeployment (a chart of 1,000 templates) create -> Installed=True", secs(chart), "plain class "+secs(plain), ratio(chart.Seconds(), plain.Seconds()),
 		fmt.Sprintf("median of %d (%s; plain class %s)", helmRuns, spread(charts), spread(plains)))
 
 	// The CLI's releases go too, so the next phase starts clean.

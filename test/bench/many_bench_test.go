@@ -29,7 +29,7 @@ import (
 	"github.com/rukpak-dev/rukpak/internal/testregistry"
 )
 
-// ---------------------------------------------------------------- issues 4 and 15, many
+// ---------------------------------------------------------------- many
 
 // The many scenario: N BundleDeployments of manyObjects ConfigMaps each (all
 // in one namespace), for every N of RUKPAK_BENCH_MANY (comma-separated,
@@ -156,7 +156,7 @@ func benchManySize(t *testing.T, r *report, reg *testregistry.Registry, srcs []r
 	writes[writeKey{"POST", "bundledeployments"}] -= float64(n)
 	delete(writes, writeKey{"PUT", "leases"})
 	bdCtl, bCtl := "bundledeployment-"+rukpakv1alpha1.ProvisionerClassPlain, "bundle-"+rukpakv1alpha1.ProvisionerClassPlain
-	r.add("issue 15", label+": first create -> all Installed", secs(total), "floor "+secs(floor), ratio(total.Seconds(), floor.Seconds()),
+	r.add("many", label+": first create -> all Installed", secs(total), "floor "+secs(floor), ratio(total.Seconds(), floor.Seconds()),
 		fmt.Sprintf("target ≤ 2× floor (the same 15 writes per install from a bare client, after its create, %d installs at a time); "+
 			"%.1f ms per BundleDeployment; creates sent in %.1f s (%d at a time); reconciles per BundleDeployment %.2f, per Bundle %.2f; "+
 			"largest BundleDeployment queue %d, mean wait in it %.0f ms; client-side rate limiter wait %.1f s in all",
@@ -165,9 +165,9 @@ func benchManySize(t *testing.T, r *report, reg *testregistry.Registry, srcs []r
 			after.sum("controller_runtime_reconcile_total", "controller", bCtl)/float64(n),
 			int(maxDepth[bdCtl]), 1000*after.mean("workqueue_queue_duration_seconds", "name", bdCtl),
 			after.sum("rest_client_rate_limiter_duration_seconds_sum", "", "")))
-	r.add("issue 15", label+": API writes per install", fmt.Sprintf("%.2f", writes.totalf()/float64(n)), "target ≤ 15", "",
+	r.add("many", label+": API writes per install", fmt.Sprintf("%.2f", writes.totalf()/float64(n)), "target ≤ 15", "",
 		"by verb and resource: "+writes.perEach(n)+"; reads per install: "+reads.perEach(n))
-	r.add("issue 15", label+": provisioner peak RSS (VmHWM, separate process)", mib(hwm), "target ≤ 512 MiB at 10,000", "",
+	r.add("many", label+": provisioner peak RSS (VmHWM, separate process)", mib(hwm), "target ≤ 512 MiB at 10,000", "",
 		fmt.Sprintf("%.1f KiB per BundleDeployment over the %s after start-up", float64(hwm-base)/float64(n), mib(base)))
 
 	time.Sleep(steadySettle)
@@ -175,7 +175,7 @@ func benchManySize(t *testing.T, r *report, reg *testregistry.Registry, srcs []r
 	time.Sleep(steadyWindow)
 	steady := c.writes(t).sub(w0)
 	delete(steady, writeKey{"PUT", "leases"})
-	r.add("issue 15", label+": API writes per minute once steady", fmt.Sprintf("%.0f", steady.totalf()*float64(time.Minute)/float64(steadyWindow)), "target 0", "",
+	r.add("many", label+": API writes per minute once steady", fmt.Sprintf("%.0f", steady.totalf()*float64(time.Minute)/float64(steadyWindow)), "target 0", "",
 		fmt.Sprintf("%d s window starting %d s after all Installed: [%s] (PUT leases, the API server's heartbeat, left out)",
 			int(steadyWindow.Seconds()), int(steadySettle.Seconds()), steady.perEach(1)))
 
@@ -191,10 +191,10 @@ func benchManySize(t *testing.T, r *report, reg *testregistry.Registry, srcs []r
 	time.Sleep(restartQuiet)
 	writes, reads = c.requests(t, false).sub(reqs0).split()
 	delete(writes, writeKey{"PUT", "leases"})
-	r.add("issue 15", label+": restart -> every BundleDeployment and Bundle reconciled", secs(verified), "", "",
+	r.add("many", label+": restart -> every BundleDeployment and Bundle reconciled", secs(verified), "", "",
 		fmt.Sprintf("%.2f ms per BundleDeployment, from the process's start to its queues empty and workers idle; peak RSS %s (%.1f KiB per BundleDeployment over the first process's start-up)",
 			verified.Seconds()*1000/float64(n), mib(rhwm), float64(rhwm-base)/float64(n)))
-	r.add("issue 15", label+": API writes after the restart", fmt.Sprintf("%.0f", writes.totalf()), "target 0", "",
+	r.add("many", label+": API writes after the restart", fmt.Sprintf("%.0f", writes.totalf()), "target 0", "",
 		fmt.Sprintf("until %d s after re-verified: [%s]; reads per BundleDeployment: %s", int(restartQuiet.Seconds()), writes.perEach(1), reads.perEach(n)))
 	pm.proc.stop(t)
 }

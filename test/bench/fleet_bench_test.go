@@ -386,7 +386,7 @@ func newLocalCluster(t *testing.T, reg *testregistry.Registry) (*cluster, *local
 	})
 	kubectl := filepath.Join(assets, "kubectl")
 	for _, args := range [][]string{
-		{"apply", "--server-side", "-f", filepath.Join(testenv.RepoRoot(), "manifests", "base", "crd")},
+		{"apply", "--server-side", "-k", filepath.Join(testenv.RepoRoot(), "manifests", "base", "crd")},
 		{"wait", "--for=condition=Established", "--timeout=5m", "crd", "--all"},
 		{"create", "namespace", provisionerNS},
 	} {

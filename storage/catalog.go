@@ -175,6 +175,50 @@ func (s *CatalogStore) ReadPackage(name, pkg string) (*fbc.Package, error) {
 	}
 }
 
+// errCatalogNotStored: the store holds no document of the catalog.
+var errCatalogNotStored = fmt.Errorf("catalog not stored here: %w", fs.ErrNotExist)
+
+// OpenPackage opens package pkg of the document name serves, as the
+// content service serves packages/<pkg>.jsonl: an error wrapping
+// fs.ErrNotExist when the document has no such package, and
+// errCatalogNotStored (which wraps it too) when the store holds no
+// document of name.
+func (s *CatalogStore) OpenPackage(name, pkg string) (io.ReadCloser, error) {
+	for attempt := 0; ; attempt++ {
+		dir, err := s.Dir(name)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("catalog %q: %w", name, errCatalogNotStored)
+		}
+		if err != nil {
+			return nil, err
+		}
+		rc, err := openPackage(dir, pkg)
+		if err == nil || !errors.Is(err, fs.ErrNotExist) || attempt > 0 {
+			return rc, err
+		}
+		// Swapped while reading: read the new version.
+	}
+}
+
+func openPackage(dir, pkg string) (io.ReadCloser, error) {
+	x, err := fbc.ReadIndex(dir)
+	if err != nil {
+		return nil, err
+	}
+	pi, ok := x.Package(pkg)
+	if !ok {
+		return nil, fmt.Errorf("package %q: %w", pkg, fs.ErrNotExist)
+	}
+	f, err := os.Open(filepath.Join(dir, fbc.DocumentFile))
+	if err != nil {
+		return nil, err
+	}
+	return struct {
+		io.Reader
+		io.Closer
+	}{io.NewSectionReader(f, pi.Offset, pi.Length), f}, nil
+}
+
 // Delete removes every stored version of name.
 func (s *CatalogStore) Delete(name string) error {
 	if err := validBundleName(name); err != nil {

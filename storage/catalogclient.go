@@ -2,6 +2,7 @@ package storage
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -31,6 +32,10 @@ type CatalogClient struct {
 	// Audience, when set, must be among the token's audiences, or the
 	// token is not sent (and nothing is read).
 	Audience string
+	// Local, when set, is the store of this process: a catalog it holds is
+	// read from it, with no request (the process that serves catalogs
+	// reads them as it serves them, and needs no token for its own).
+	Local *CatalogStore
 }
 
 // PackageURL is where package pkg of catalog name is served.
@@ -49,6 +54,12 @@ func (c *CatalogClient) PackageURL(name, pkg string) (string, error) {
 // response body, which the caller bounds and closes. A package the catalog
 // does not have is an error wrapping fs.ErrNotExist.
 func (c *CatalogClient) OpenPackage(ctx context.Context, name, pkg string) (io.ReadCloser, error) {
+	if c.Local != nil {
+		rc, err := c.Local.OpenPackage(name, pkg)
+		if !errors.Is(err, errCatalogNotStored) {
+			return rc, err
+		}
+	}
 	u, err := c.PackageURL(name, pkg)
 	if err != nil {
 		return nil, err
@@ -60,7 +71,8 @@ func (c *CatalogClient) OpenPackage(ctx context.Context, name, pkg string) (io.R
 	if c.Token != nil {
 		token, err := c.Token()
 		if err != nil {
-			return nil, fmt.Errorf("getting bearer token: %w", err)
+			// Not wrapped: a missing token file is no missing package.
+			return nil, fmt.Errorf("getting bearer token: %s", err)
 		}
 		if c.Audience != "" {
 			if err := checkAudience(token, c.Audience); err != nil {

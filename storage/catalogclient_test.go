@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -65,5 +66,51 @@ func TestCatalogClientOpenPackage(t *testing.T) {
 	c.BaseURL = strings.Replace(srv.URL, "https://", "http://", 1)
 	if _, err := c.OpenPackage(ctx, "ops", "kube-green"); err == nil || !strings.Contains(err.Error(), "must be https") {
 		t.Fatalf("http base: %v", err)
+	}
+}
+
+// The process that stores a catalog reads it from its store, as served and
+// with no request; a catalog it does not store is read over HTTPS. A token
+// that cannot be read is an error, never a package the catalog lacks (which
+// a resolver would remember as absent).
+func TestCatalogClientLocalAndTokenErrors(t *testing.T) {
+	s := &CatalogStore{RootDirectory: t.TempDir(), BaseURL: "https://content.example"}
+	buildCatalog(t, s, "cat", "")
+	var requests int
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests++
+		http.NotFound(w, r)
+	}))
+	defer srv.Close()
+	c := &CatalogClient{BaseURL: srv.URL, Client: srv.Client(), Local: s,
+		Token: TokenFromFile(filepath.Join(t.TempDir(), "no-token"))}
+	ctx := context.Background()
+
+	body, err := c.OpenPackage(ctx, "cat", "q")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := io.ReadAll(body)
+	body.Close()
+	served := httptest.NewServer(NewCatalogHandler(s))
+	defer served.Close()
+	resp, err := http.Get(served.URL + "/catalogs/cat/packages/q.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(data) != string(want) || len(data) == 0 {
+		t.Fatalf("local read %q, served %q", data, want)
+	}
+	if _, err := c.OpenPackage(ctx, "cat", "nope"); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("a package the stored catalog lacks: %v", err)
+	}
+	if requests != 0 {
+		t.Fatalf("%d requests for catalogs stored here", requests)
+	}
+	_, err = c.OpenPackage(ctx, "elsewhere", "q")
+	if err == nil || errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), "getting bearer token") {
+		t.Fatalf("unreadable token: %v (must not read as a missing package)", err)
 	}
 }

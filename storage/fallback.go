@@ -171,7 +171,8 @@ func (l *FallbackLoader) download(ctx context.Context, u, wantDigest string) (fs
 	if l.Token != nil {
 		token, err := l.Token()
 		if err != nil {
-			return nil, fmt.Errorf("getting bearer token: %w", err)
+			// Not wrapped: a missing token file is no missing content.
+			return nil, fmt.Errorf("getting bearer token: %s", err)
 		}
 		if l.Audience != "" {
 			if err := checkAudience(token, l.Audience); err != nil {

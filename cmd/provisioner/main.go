@@ -280,6 +280,9 @@ func run(ctx context.Context, o options) error {
 		if err := catalogs.RemoveStaleStaging(time.Minute); err != nil {
 			log.Error(err, "removing stale catalog staging directories")
 		}
+		// The catalogs this process serves are read where they are
+		// stored; the other shards read them over HTTPS.
+		catalogReader.Local = catalogs
 	}
 
 	classes := strings.Split(o.classes, ",")

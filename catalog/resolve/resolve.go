@@ -470,7 +470,9 @@ func (q *query) result(c candidate) *Result {
 		r.Deprecations = append(r.Deprecations, Deprecation{ScopeBundle, b.name, b.message})
 	}
 	if in := q.req.Installed; in != nil {
-		if ii, ok := p.byName[in.Name]; ok && p.bundles[ii].deprecated {
+		// The installed bundle staying installed is reported once, as
+		// the bundle.
+		if ii, ok := p.byName[in.Name]; ok && p.bundles[ii].deprecated && in.Name != b.name {
 			r.Deprecations = append(r.Deprecations, Deprecation{ScopeInstalledBundle, in.Name, p.bundles[ii].message})
 		}
 		if q.successors {

@@ -13,7 +13,7 @@ import (
 
 	"github.com/go-git/go-git/v5/plumbing/format/gitignore"
 
-	"github.com/rukpak-dev/rukpak/provisioner/plain"
+	"github.com/rukpak-dev/rukpak/internal/yamlcost"
 	"sigs.k8s.io/yaml"
 )
 
@@ -159,8 +159,7 @@ func (b *blobReader) next() ([]byte, error) {
 			}
 			return b.out.Bytes(), nil
 		}
-		yl := plain.Limits{MaxDocumentBytes: b.l.MaxBlobBytes, MaxNodes: b.l.MaxNodes, MaxDepth: b.l.MaxDepth}
-		if _, err := yl.CheckYAML(b.text); err != nil {
+		if _, err := yamlcost.Check(b.text, b.l.MaxNodes, b.l.MaxDepth); err != nil {
 			return nil, err
 		}
 		js, err := yaml.YAMLToJSON(b.text)

@@ -1,0 +1,198 @@
+// Package yamlcost bounds what decoding YAML may cost before a decoder
+// runs: one scan that allocates next to nothing estimates a document's
+// nodes and nesting, and a document with aliases has its expansion counted
+// exactly. Bundles, charts and catalogs are hostile input, and the YAML
+// libraries that decode them bound neither.
+package yamlcost
+
+import (
+	"bytes"
+	"fmt"
+
+	yamlv3 "go.yaml.in/yaml/v3"
+)
+
+// Check estimates what decoding one YAML (or JSON) document's text costs
+// and refuses it when it nests deeper than maxDepth or holds more than
+// maxNodes nodes, aliases expanded, before any decoder allocates. It returns
+// the estimated node count (aliases expanded). Error messages continue a
+// subject ("document 3 ", "values.yaml ").
+func Check(text []byte, maxNodes, maxDepth int) (int, error) {
+	nodes, depth, aliases := scanCost(text, maxNodes, maxDepth)
+	switch {
+	case depth > maxDepth:
+		return 0, fmt.Errorf("is nested more than %d levels deep", maxDepth)
+	case nodes > maxNodes:
+		return 0, fmt.Errorf("has more than %d YAML nodes", maxNodes)
+	case !aliases:
+		return nodes, nil
+	}
+	// Aliases repeat the node they name, so a few kilobytes can stand for
+	// billions of nodes. Count them exactly: the text's own nodes are
+	// bounded by now, and so is its parse tree.
+	expanded, err := expandedNodes(text, maxNodes)
+	if err != nil {
+		// Left to the decoder, which reports the syntax error; it also
+		// bounds aliasing on its own.
+		return nodes, nil //nolint:nilerr // the decoder reports the error
+	}
+	if expanded > maxNodes {
+		return 0, fmt.Errorf("expands to more than %d YAML nodes through aliases", maxNodes)
+	}
+	return max(nodes, expanded), nil
+}
+
+// scanCost estimates, in one pass that allocates next to nothing, the YAML nodes of
+// a document and how deeply it nests, and reports whether it may hold
+// aliases. The node estimate is never lower than the real count (aliases not
+// expanded): every node needs a line of its own or an indicator ([ ] { } ,
+// and ":", "-", "?" before a space), and each of those is counted. It stops
+// counting once over maxNodes or maxDepth.
+//
+// Comment lines and block scalars' text are skipped; other text is not
+// parsed (quotes and comments after content are counted as if they were
+// YAML), which only overestimates.
+func scanCost(text []byte, maxNodes, maxDepth int) (nodes, depth int, aliases bool) {
+	nodes = 1 // the document itself
+	flow := 0 // open [ and {
+	// The block indentation levels open; its length is bounded by maxDepth,
+	// as the scan stops past it.
+	indents := make([]int, 0, 32)
+	// blockScalar is the indentation of the line that started a block
+	// scalar ("|" or ">"), whose more indented lines are text; -1 outside.
+	blockScalar := -1
+	for len(text) > 0 {
+		line := text
+		if i := bytes.IndexByte(text, '\n'); i >= 0 {
+			line, text = text[:i], text[i+1:]
+		} else {
+			text = nil
+		}
+		indent := 0
+		for indent < len(line) && (line[indent] == ' ' || line[indent] == '\t') {
+			indent++
+		}
+		if indent == len(line) || line[indent] == '#' {
+			continue // blank or comment: no nodes
+		}
+		if blockScalar >= 0 {
+			if indent > blockScalar {
+				continue // text, whatever it looks like ("*Warning*")
+			}
+			blockScalar = -1
+		}
+		if flow == 0 {
+			// Block context: indentation opens and closes levels.
+			for len(indents) > 0 && indents[len(indents)-1] >= indent {
+				indents = indents[:len(indents)-1]
+			}
+			indents = append(indents, indent)
+		}
+		nodes++
+		lineDepth := 0
+		// afterIndicator: the bytes before i on this line, blanks aside,
+		// end with an indicator (or there are none), so a node may start.
+		afterIndicator := true
+		for i := indent; i < len(line); i++ {
+			c := line[i]
+			next := byte(' ')
+			if i+1 < len(line) {
+				next = line[i+1]
+			}
+			indicator := false
+			switch c {
+			case '[', '{':
+				flow++
+				nodes += 2
+				indicator = true
+			case ']', '}':
+				if flow > 0 {
+					flow--
+				}
+				nodes += 2
+			case ',':
+				nodes += 2
+				indicator = true
+			case ':', '-', '?':
+				if next == ' ' || next == '\t' || next == '\r' || (c == ':' && flow > 0 && (next == ',' || next == ']' || next == '}')) {
+					nodes += 2
+					lineDepth++
+					indicator = true
+				}
+			case '*':
+				// An alias starts a node: first on its line, or after an
+				// indicator. "*" inside text ("matches *.example.com",
+				// "--tls-*") does not.
+				if afterIndicator && next != ' ' && next != '\t' {
+					aliases = true
+				}
+			}
+			if c != ' ' && c != '\t' {
+				afterIndicator = indicator
+			}
+			if d := len(indents) + lineDepth + flow; d > depth {
+				depth = d
+			}
+		}
+		if flow == 0 && endsWithBlockScalarHeader(line) {
+			blockScalar = indent
+		}
+		if depth > maxDepth || nodes > maxNodes {
+			return nodes, depth, aliases
+		}
+	}
+	return nodes, depth, aliases
+}
+
+// endsWithBlockScalarHeader reports whether line ends with a block scalar
+// header such as "|", "|-" or ">+2" after a blank.
+func endsWithBlockScalarHeader(line []byte) bool {
+	line = bytes.TrimRight(line, " \t\r")
+	i := bytes.LastIndexAny(line, " \t")
+	if i < 0 || i+1 >= len(line) {
+		return false
+	}
+	header := line[i+1:]
+	if header[0] != '|' && header[0] != '>' {
+		return false
+	}
+	for _, c := range header[1:] {
+		if c != '-' && c != '+' && (c < '0' || c > '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// expandedNodes counts the nodes of the YAML text with every alias replaced
+// by the node it names, stopping early once over limit.
+func expandedNodes(text []byte, limit int) (int, error) {
+	var doc yamlv3.Node
+	if err := yamlv3.Unmarshal(text, &doc); err != nil {
+		return 0, err
+	}
+	memo := map[*yamlv3.Node]int{}
+	var count func(n *yamlv3.Node) int
+	count = func(n *yamlv3.Node) int {
+		if n == nil {
+			return 0
+		}
+		if c, ok := memo[n]; ok {
+			return c
+		}
+		memo[n] = limit + 1 // a node that contains itself expands forever
+		c := 1
+		if n.Kind == yamlv3.AliasNode {
+			c = count(n.Alias)
+		}
+		for _, child := range n.Content {
+			if c += count(child); c > limit {
+				break
+			}
+		}
+		c = min(c, limit+1)
+		memo[n] = c
+		return c
+	}
+	return count(&doc), nil
+}

@@ -1,0 +1,44 @@
+package yamlcost
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestCheck(t *testing.T) {
+	laughs := "a: &a [x, x, x, x, x, x, x, x, x, x]\n"
+	for i, prev := 0, "a"; i < 8; i++ {
+		name := string(rune('b' + i))
+		laughs += name + ": &" + name + " [" + strings.Repeat("*"+prev+", ", 9) + "*" + prev + "]\n"
+		prev = name
+	}
+	for _, tc := range []struct {
+		name, text string
+		want       string // error words; "" accepts
+	}{
+		{"a manifest", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\ndata:\n  k: v\n", ""},
+		{"JSON", `{"a": [1, 2, {"b": "c"}]}`, ""},
+		{"deep block nesting", nested(40), "is nested more than 32 levels deep"},
+		{"deep flow nesting", strings.Repeat("[", 40) + strings.Repeat("]", 40), "is nested more than 32 levels deep"},
+		{"many nodes", strings.Repeat("- x\n", 2000), "has more than 1000 YAML nodes"},
+		{"billion laughs", laughs, "expands to more than 1000 YAML nodes through aliases"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Check([]byte(tc.text), 1000, 32)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("error %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func nested(n int) string {
+	var sb strings.Builder
+	for i := range n {
+		sb.WriteString(strings.Repeat("  ", i) + "k:\n")
+	}
+	return sb.String()
+}

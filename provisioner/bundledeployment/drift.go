@@ -202,7 +202,7 @@ func subset(want, got any) bool {
 }
 
 // sameScalar compares numbers across int64/float64 and resource quantities
-// across their spellings ("1000m" and "1").
+// across their spellings ("1000m" and "1") and the API server's rounding.
 func sameScalar(a, b any) bool {
 	if fa, ok := number(a); ok {
 		if fb, ok := number(b); ok {
@@ -214,7 +214,13 @@ func sameScalar(a, b any) bool {
 	if okA && okB {
 		qa, errA := resource.ParseQuantity(sa)
 		qb, errB := resource.ParseQuantity(sb)
-		return errA == nil && errB == nil && qa.Cmp(qb) == 0
+		if errA != nil || errB != nil {
+			return false
+		}
+		// The API server rounds resource lists up to thousandths
+		// ("100n" is stored as "1m").
+		qa.RoundUp(resource.Milli)
+		return qa.Cmp(qb) == 0
 	}
 	return false
 }

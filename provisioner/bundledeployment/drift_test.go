@@ -62,14 +62,28 @@ func TestDrifted(t *testing.T) {
 		}, want: true},
 		{name: "label removed", mutate: func(m map[string]any) { m["metadata"].(map[string]any)["labels"] = map[string]any{} }, want: true},
 		{name: "spec removed", mutate: func(m map[string]any) { delete(m, "spec") }, want: true},
+		{name: "a quantity below a milli rounded up by the API server", mutate: func(m map[string]any) {
+			wantC := want.Object["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)
+			wantC["resources"] = map[string]any{"requests": map[string]any{"cpu": "100n"}}
+			c := m["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)
+			c["resources"] = map[string]any{"requests": map[string]any{"cpu": "1m"}}
+		}, want: false},
+		{name: "a quantity changed beyond its rounding", mutate: func(m map[string]any) {
+			wantC := want.Object["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)
+			wantC["resources"] = map[string]any{"requests": map[string]any{"cpu": "100n"}}
+			c := m["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)
+			c["resources"] = map[string]any{"requests": map[string]any{"cpu": "2m"}}
+		}, want: true},
 		{name: "zero values the server dropped", mutate: func(m map[string]any) {
 			delete(m["spec"].(map[string]any), "paused")
 			delete(m["spec"].(map[string]any), "minReadySeconds")
 			delete(m["spec"].(map[string]any), "selector")
 		}, want: false},
 	}
+	orig := want.DeepCopy()
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			want = orig.DeepCopy()
 			if got := drifted(want, live(tc.mutate)); got != tc.want {
 				t.Errorf("drifted = %v, want %v", got, tc.want)
 			}

@@ -19,7 +19,8 @@ import (
 	"time"
 )
 
-// The cluster is sized for a fleet of operators: kube-apiserver's default
+// The cluster is sized for a fleet of operators, and calls no mutating
+// admission webhook (see Create). kube-apiserver's default
 // Service range (10.0.0.0/24) holds 254 Services, which a few hundred
 // operators' metrics and webhook Services exceed ("range is full"), and
 // kwokctl's node template allows 110 pods.
@@ -61,6 +62,11 @@ func Create(ctx context.Context, assets, workdir, name string) (*Cluster, error)
 		"--kwok-controller-binary", bin("kwok"),
 		"--kubeconfig", c.Kubeconfig,
 		"--extra-args", "kube-apiserver=service-cluster-ip-range="+ServiceCIDR,
+		// No webhook server runs on a kwok node, so an operator's
+		// mutating webhook on pods with failurePolicy Fail (one of the
+		// fleet's has one) would refuse every pod of the cluster. rukpak's
+		// own webhook is a validating one, which stays on.
+		"--extra-args", "kube-apiserver=disable-admission-plugins=MutatingAdmissionWebhook",
 		// Minutes on a busy machine; the context bounds it too.
 		"--wait", "10m",
 	); err != nil {

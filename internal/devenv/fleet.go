@@ -1,6 +1,7 @@
 package devenv
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -159,6 +161,16 @@ func InstallFleet(ctx context.Context, o FleetOptions) error {
 		}
 		bds[i] = FleetBundleDeployment(b, rukpakv1alpha1.BundleSource{Type: rukpakv1alpha1.SourceTypeImage, Image: &rukpakv1alpha1.ImageSource{Ref: ref}})
 	}
+	pcs, err := RuntimePriorityClasses(bundles)
+	if err != nil {
+		return err
+	}
+	if len(pcs) > 0 {
+		fmt.Fprintf(o.Out, ">> creating PriorityClasses that operators create when they run: %s\n", strings.Join(pcs, ", "))
+		if err := EnsurePriorityClasses(ctx, c, pcs); err != nil {
+			return err
+		}
+	}
 	fmt.Fprintf(o.Out, ">> creating %d BundleDeployments (label %s=true)\n", len(bds), FleetLabel)
 	for _, bd := range bds {
 		if err := c.Create(ctx, bd); err != nil && !apierrors.IsAlreadyExists(err) {
@@ -254,4 +266,65 @@ func waitFleet(ctx context.Context, c client.Client, n int, timeout time.Duratio
 		case <-time.After(2 * time.Second):
 		}
 	}
+}
+
+var (
+	// priorityClassRef finds the priority classes pod templates name.
+	priorityClassRef = regexp.MustCompile(`(?m)^\s*priorityClassName:\s*["']?([a-z0-9][a-z0-9.-]*)["']?\s*$`)
+	// metadataName finds top-level objects' names in a YAML file.
+	metadataName = regexp.MustCompile(`(?m)^  name:\s*(\S+)`)
+)
+
+// RuntimePriorityClasses lists the PriorityClasses that bundles' pod
+// templates name but no bundle of the fleet carries, besides the built-in
+// system-* ones: an operator creates them when it runs (kubevirt's
+// hyperconverged operator creates kubevirt-cluster-critical), and on a
+// kwok node no operator runs, so without them the pods that name them are
+// refused ("no PriorityClass with name ... was found").
+func RuntimePriorityClasses(bundles []FleetBundle) ([]string, error) {
+	named, carried := map[string]bool{}, map[string]bool{}
+	for _, b := range bundles {
+		files, err := filepath.Glob(filepath.Join(b.Dir, "manifests", "*"))
+		if err != nil {
+			return nil, err
+		}
+		for _, f := range files {
+			data, err := readBounded(f, maxCatalogExample)
+			if err != nil {
+				return nil, err
+			}
+			for _, m := range priorityClassRef.FindAllSubmatch(data, -1) {
+				named[string(m[1])] = true
+			}
+			if bytes.Contains(data, []byte("kind: PriorityClass")) {
+				for _, m := range metadataName.FindAllSubmatch(data, -1) {
+					carried[string(m[1])] = true
+				}
+			}
+		}
+	}
+	var out []string
+	for n := range named {
+		if !carried[n] && !strings.HasPrefix(n, "system-") {
+			out = append(out, n)
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// EnsurePriorityClasses creates the named PriorityClasses (a value below
+// the system ones) unless they exist.
+func EnsurePriorityClasses(ctx context.Context, c client.Client, names []string) error {
+	for _, n := range names {
+		pc := &schedulingv1.PriorityClass{
+			ObjectMeta:  metav1.ObjectMeta{Name: n, Labels: map[string]string{FleetLabel: "true"}},
+			Value:       1_000_000,
+			Description: "Created for a fleet on a kwok node, where the operator that creates it at run time does not run.",
+		}
+		if err := c.Create(ctx, pc); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating PriorityClass %s: %w", n, err)
+		}
+	}
+	return nil
 }

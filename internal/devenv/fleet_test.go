@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
+	"github.com/rukpak-dev/rukpak/internal/testenv"
 )
 
 func TestFleetBundles(t *testing.T) {
@@ -95,5 +96,37 @@ func TestStatusOf(t *testing.T) {
 	want := []string{"failed: Installed=False InstallFailed: m", "new: no Installed condition yet", "unhealthy: Healthy=False Unhealthy: m"}
 	if strings.Join(s.Waiting, "|") != strings.Join(want, "|") {
 		t.Errorf("waiting %q, want %q", s.Waiting, want)
+	}
+}
+
+func TestRuntimePriorityClasses(t *testing.T) {
+	dir := t.TempDir()
+	write := func(path, content string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, path)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, path), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("a-1.0.0/manifests/csv.yaml", "spec:\n  template:\n    spec:\n      priorityClassName: made-at-runtime\n      containers: []\n")
+	write("b-1.0.0/manifests/csv.yaml", "spec:\n  priorityClassName: \"system-cluster-critical\"\n---\n  priorityClassName: shipped\n")
+	write("b-1.0.0/manifests/pc.yaml", "apiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata:\n  name: shipped\nvalue: 10\n")
+	bundles, err := FleetBundles(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := RuntimePriorityClasses(bundles)
+	if err != nil || strings.Join(got, ",") != "made-at-runtime" {
+		t.Fatalf("got %v, %v; want [made-at-runtime]", got, err)
+	}
+	// The shared fleet: kubevirt's hyperconverged operator creates its own.
+	shared, err := FleetBundles(testenv.SharedTestdata("fleet"))
+	if err != nil {
+		t.Skipf("the shared fleet: %v", err)
+	}
+	if got, err = RuntimePriorityClasses(shared); err != nil || strings.Join(got, ",") != "kubevirt-cluster-critical" {
+		t.Fatalf("shared fleet: %v, %v; want [kubevirt-cluster-critical]", got, err)
 	}
 }

@@ -29,6 +29,10 @@ const (
 	ServiceCIDR = "10.96.0.0/16"
 	// NodePods is the fake node's pod capacity (and allocatable).
 	NodePods = 20000
+	// NodeEphemeralStorage is the fake node's ephemeral storage: kwokctl's
+	// node has none, so a pod that requests some (one of the fleet's
+	// operators does) was never scheduled.
+	NodeEphemeralStorage = "1Ti"
 )
 
 // Cluster is a running local cluster.
@@ -74,7 +78,8 @@ func Create(ctx context.Context, assets, workdir, name string) (*Cluster, error)
 		return nil, fmt.Errorf("creating local cluster: %w", err)
 	}
 	if _, err := c.kwokctl(ctx, "scale", "node", "--name", name, "--replicas", "1",
-		"--param", fmt.Sprintf(".allocatable.pods = %d", NodePods)); err != nil {
+		"--param", fmt.Sprintf(".allocatable.pods = %d", NodePods),
+		"--param", fmt.Sprintf(".allocatable[%q] = %q", "ephemeral-storage", NodeEphemeralStorage)); err != nil {
 		_ = c.Delete()
 		return nil, fmt.Errorf("adding a node to the local cluster: %w", err)
 	}

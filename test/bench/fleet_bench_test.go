@@ -197,6 +197,17 @@ func pushFleetBundle(t *testing.T, reg *testregistry.Registry, tag, dir string) 
 func benchFleetRound(t *testing.T, r *report, reg *testregistry.Registry, bundles []fleetBundle, failing int, content int64, idle time.Duration, shape string) {
 	ctx := context.Background()
 	c, lc := newLocalCluster(t, reg)
+	plain := make([]devenv.FleetBundle, len(bundles))
+	for i := range bundles {
+		plain[i] = bundles[i].FleetBundle
+	}
+	pcs, err := devenv.RuntimePriorityClasses(plain)
+	if err == nil {
+		err = devenv.EnsurePriorityClasses(ctx, c.c, pcs)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
 	label := fmt.Sprintf("fleet of %d", len(bundles))
 	if failing > 0 {
 		label += fmt.Sprintf(", %d failing", failing)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
@@ -54,6 +55,9 @@ func TestLocalClusterHoldsAFleet(t *testing.T) {
 		for name, l := range map[string]corev1.ResourceList{"capacity": n.Status.Capacity, "allocatable": n.Status.Allocatable} {
 			if got := l[corev1.ResourcePods]; got.Value() < localcluster.NodePods {
 				t.Errorf("node %s: pods %s %s, want at least %d", n.Name, name, got.String(), localcluster.NodePods)
+			}
+			if got, want := l[corev1.ResourceEphemeralStorage], resource.MustParse(localcluster.NodeEphemeralStorage); got.Cmp(want) < 0 {
+				t.Errorf("node %s: ephemeral-storage %s %s, want %s", n.Name, name, got.String(), want.String())
 			}
 		}
 	}

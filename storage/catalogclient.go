@@ -72,7 +72,7 @@ func (c *CatalogClient) OpenPackage(ctx context.Context, name, pkg string) (io.R
 		token, err := c.Token()
 		if err != nil {
 			// Not wrapped: a missing token file is no missing package.
-			return nil, fmt.Errorf("getting bearer token: %s", err)
+			return nil, errors.New("getting bearer token: " + err.Error())
 		}
 		if c.Audience != "" {
 			if err := checkAudience(token, c.Audience); err != nil {

@@ -172,7 +172,7 @@ func (l *FallbackLoader) download(ctx context.Context, u, wantDigest string) (fs
 		token, err := l.Token()
 		if err != nil {
 			// Not wrapped: a missing token file is no missing content.
-			return nil, fmt.Errorf("getting bearer token: %s", err)
+			return nil, errors.New("getting bearer token: " + err.Error())
 		}
 		if l.Audience != "" {
 			if err := checkAudience(token, l.Audience); err != nil {

@@ -21,11 +21,6 @@ var realPackages = []string{"cat-facts-operator", "infinispan", "kube-green", "s
 // testdataDir is shared/testdata/catalogs beside the repository.
 func testdataDir() string { return testenv.SharedTestdata("catalogs") }
 
-func isDir(p string) bool {
-	fi, err := os.Stat(p)
-	return err == nil && fi.IsDir()
-}
-
 type fbcBlob struct {
 	Schema         string `yaml:"schema"`
 	Name           string `yaml:"name"`

@@ -83,6 +83,16 @@ func Create(ctx context.Context, assets, workdir, name string) (*Cluster, error)
 		_ = c.Delete()
 		return nil, fmt.Errorf("adding a node to the local cluster: %w", err)
 	}
+	// The one node is the cluster's control-plane node too, as on a
+	// single-node cluster: operators that must run there (kubevirt's
+	// virt-operator requires the label) are scheduled. No taint: every
+	// pod may run on it.
+	kubectl := exec.CommandContext(ctx, filepath.Join(assets, "kubectl"), "--kubeconfig", c.Kubeconfig,
+		"label", "node", "--all", "--overwrite", "node-role.kubernetes.io/control-plane=")
+	if out, err := kubectl.CombinedOutput(); err != nil {
+		_ = c.Delete()
+		return nil, fmt.Errorf("labelling the local cluster's node: %w: %s", err, out)
+	}
 	return c, nil
 }
 

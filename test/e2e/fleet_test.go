@@ -52,6 +52,9 @@ func TestLocalClusterHoldsAFleet(t *testing.T) {
 		t.Fatalf("nodes: %v (%d)", err, len(nodes.Items))
 	}
 	for _, n := range nodes.Items {
+		if _, ok := n.Labels["node-role.kubernetes.io/control-plane"]; !ok {
+			t.Errorf("node %s is not labelled as a control-plane node: %v", n.Name, n.Labels)
+		}
 		for name, l := range map[string]corev1.ResourceList{"capacity": n.Status.Capacity, "allocatable": n.Status.Allocatable} {
 			if got := l[corev1.ResourcePods]; got.Value() < localcluster.NodePods {
 				t.Errorf("node %s: pods %s %s, want at least %d", n.Name, name, got.String(), localcluster.NodePods)

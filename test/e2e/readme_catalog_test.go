@@ -2,9 +2,6 @@ package e2e
 
 import (
 	"context"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -12,7 +9,6 @@ import (
 
 	"github.com/rukpak-dev/rukpak/internal/devenv"
 	"github.com/rukpak-dev/rukpak/internal/testenv"
-	"github.com/rukpak-dev/rukpak/internal/testnet"
 )
 
 // readmeCatalogMarker precedes the README's catalog walk-through.
@@ -27,19 +23,9 @@ const readmeCatalogMarker = "<!-- e2e: TestReadmeCatalog runs this block as writ
 // the deprecation the catalog's next tag adds, and rukpakctl's resolution
 // agrees with what the provisioner recorded.
 func TestReadmeCatalog(t *testing.T) {
-	if suite.local == nil {
-		t.Skip("needs the local environment, whose provisioner reaches the example registry on this host's loopback")
-	}
-	shared(t)
-	root := testenv.RepoRoot()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
-	regAddr := testnet.FreeAddr(t)
-	ex, err := devenv.ServeExamples(ctx, root, t.TempDir(), regAddr, testnet.FreeAddr(t))
-	if err != nil {
-		t.Fatalf("serving the examples: %v", err)
-	}
-	defer ex.Close()
+	ex := serveReadmeExamples(ctx, t)
 	if err := ex.ServeCatalog(ctx, testenv.SharedTestdata("catalogs", "kube-green"), devenv.KubeGreenDeprecations); err != nil {
 		t.Fatalf("serving the catalog example: %v", err)
 	}
@@ -47,28 +33,21 @@ func TestReadmeCatalog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-
-	block, err := readmeBlock(filepath.Join(root, "README.md"), readmeCatalogMarker)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range []string{"127.0.0.1:5001/" + devenv.CatalogExampleImage, "127.0.0.1:5001/" + devenv.CatalogExampleDeprecatedImage, "bin/rukpakctl ", ".run/content-ca.pem"} {
-		if !strings.Contains(block, want) {
-			t.Fatalf("the README's catalog block no longer names %s:\n%s", want, block)
-		}
-	}
-	block = strings.NewReplacer("127.0.0.1:5001", regAddr, "bin/rukpakctl ", ctl+" ", ".run/content-ca.pem", suite.local.ContentCA).Replace(block)
 	defer func() {
 		_, _, _ = kubectl(t, "", "delete", "bd", "kube-green", "--ignore-not-found", "--wait", "--timeout=5m")
 		_, _, _ = kubectl(t, "", "delete", "catalog", "operators", "--ignore-not-found", "--wait", "--timeout=5m")
 	}()
-	cmd := exec.CommandContext(ctx, "bash", "-euo", "pipefail", "-c", block)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+suite.kubeconfig)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		status, _, _ := kubectl(t, "", "get", "bd", "kube-green", "-o", "yaml")
-		t.Fatalf("the README's catalog block: %v\n%s\n%s", err, out, status)
-	}
+	out := runReadmeBlock(ctx, t, readmeWalk{
+		marker: readmeCatalogMarker,
+		names:  []string{"127.0.0.1:5001/" + devenv.CatalogExampleImage, "127.0.0.1:5001/" + devenv.CatalogExampleDeprecatedImage},
+		replace: []string{
+			"127.0.0.1:5001", ex.registry,
+			"bin/rukpakctl ", ctl + " ",
+			".run/content-ca.pem", suite.local.ContentCA,
+		},
+		bd: "kube-green",
+	})
+	regAddr := ex.registry
 
 	// The provisioner's record of what it installed and resolved, and
 	// rukpakctl's resolution of the same source, printed by the block.

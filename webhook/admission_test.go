@@ -87,6 +87,7 @@ func TestAdmission(t *testing.T) {
 	t.Run("bad requests", func(t *testing.T) { testBadRequests(t, env.Env.WebhookInstallOptions) })
 	t.Run("access to referenced Secrets and ConfigMaps", func(t *testing.T) { testAccess(t, env) })
 	t.Run("catalogs", func(t *testing.T) { testCatalogs(t, env) })
+	t.Run("catalog sources only in templates", func(t *testing.T) { testCatalogSourceOnlyInTemplates(t, env) })
 	t.Run("access to values sources", func(t *testing.T) { testValuesFrom(t, env) })
 	t.Run("access to the ServiceAccount", func(t *testing.T) { testServiceAccount(t, env) })
 	t.Run("delegation", func(t *testing.T) { testDelegation(t, env) })

@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -105,5 +106,49 @@ func testCatalogs(t *testing.T, env *testenv.Env) {
 		if err == nil || !strings.Contains(err.Error(), "pollInterval must be at least 1m") {
 			t.Fatalf("got %v", err)
 		}
+	})
+}
+
+// testCatalogSourceOnlyInTemplates proves through the API server that a
+// catalog source is resolved only from a BundleDeployment's template: a
+// Bundle names its content, so one created (or a Catalog pointed) at a
+// catalog is refused, while the same source in a template passes. The
+// CRDs' schema refuses it before any webhook is called (so it holds while
+// the webhook is down); the webhooks refuse it too (unit-tested in
+// TestCatalogSourceRefusedOnBundlesAndCatalogs).
+func testCatalogSourceOnlyInTemplates(t *testing.T, env *testenv.Env) {
+	ctx := context.Background()
+	c := env.Client
+	src := rukpakv1alpha1.BundleSource{Type: rukpakv1alpha1.SourceTypeCatalog, Catalog: &rukpakv1alpha1.CatalogSource{PackageName: "kube-green", Version: "0.5.x"}}
+	check := func(t *testing.T, err error, want string) {
+		t.Helper()
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("got %v, want %s", err, want)
+		}
+		if !apierrors.IsInvalid(err) {
+			t.Fatalf("reason = %q, want Invalid", apierrors.ReasonForError(err))
+		}
+	}
+	t.Run("a Bundle", func(t *testing.T) {
+		b := &rukpakv1alpha1.Bundle{ObjectMeta: metav1.ObjectMeta{Name: "from-catalog"}, Spec: rukpakv1alpha1.BundleSpec{ProvisionerClassName: rukpakv1alpha1.ProvisionerClassRegistry, Source: src}}
+		check(t, c.Create(ctx, b), `bundle.spec.source.type "catalog" is for bundle deployment templates only: a Bundle's source names its content`)
+		if err := c.Get(ctx, client.ObjectKeyFromObject(b), &rukpakv1alpha1.Bundle{}); !apierrors.IsNotFound(err) {
+			t.Fatalf("the refused Bundle: %v, want NotFound", err)
+		}
+	})
+	t.Run("a Catalog", func(t *testing.T) {
+		cat := &rukpakv1alpha1.Catalog{ObjectMeta: metav1.ObjectMeta{Name: "from-catalog"}, Spec: rukpakv1alpha1.CatalogSpec{Source: src}}
+		check(t, c.Create(ctx, cat), `spec.source.type "catalog" is for bundle deployment templates only`)
+	})
+	t.Run("a BundleDeployment's template", func(t *testing.T) {
+		bd := &rukpakv1alpha1.BundleDeployment{
+			ObjectMeta: metav1.ObjectMeta{Name: "from-catalog"},
+			Spec: rukpakv1alpha1.BundleDeploymentSpec{
+				ProvisionerClassName: rukpakv1alpha1.ProvisionerClassPlain,
+				Template:             rukpakv1alpha1.BundleTemplate{Spec: rukpakv1alpha1.BundleSpec{ProvisionerClassName: rukpakv1alpha1.ProvisionerClassRegistry, Source: src}},
+			},
+		}
+		testenv.MustNotError(t, c.Create(ctx, bd), "creating a BundleDeployment with a catalog source")
+		testenv.MustNotError(t, c.Delete(ctx, bd), "deleting it")
 	})
 }

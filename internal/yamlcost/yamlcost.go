@@ -42,6 +42,45 @@ func Check(text []byte, maxNodes, maxDepth int) (int, error) {
 	return max(nodes, expanded), nil
 }
 
+// CheckJSON is Check for text a JSON decoder decodes (which has no
+// aliases): it counts nesting and values outside strings, so a document of
+// compact JSON on one line, whose strings hold ": " and "- " that Check's
+// line-based estimate would count as nesting, is held to the same limits.
+func CheckJSON(text []byte, maxNodes, maxDepth int) (int, error) {
+	nodes, depth := 1, 0
+	inString, escaped := false, false
+	for _, c := range text {
+		if inString {
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			inString = true
+		case '{', '[':
+			if depth++; depth > maxDepth {
+				return 0, fmt.Errorf("is nested more than %d levels deep", maxDepth)
+			}
+			nodes++
+		case '}', ']':
+			depth = max(depth-1, 0)
+		case ',', ':':
+			// A value after each: the key's and the next element's.
+			if nodes++; nodes > maxNodes {
+				return 0, fmt.Errorf("has more than %d YAML nodes", maxNodes)
+			}
+		}
+	}
+	return nodes, nil
+}
+
 // scanCost estimates, in one pass that allocates next to nothing, the YAML nodes of
 // a document and how deeply it nests, and reports whether it may hold
 // aliases. The node estimate is never lower than the real count (aliases not

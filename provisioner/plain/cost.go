@@ -13,6 +13,12 @@ func (l Limits) check(text []byte) (int, error) {
 	return yamlcost.Check(text, l.MaxNodes, l.MaxDepth)
 }
 
+// checkJSON is check for a document of a JSON file, which is decoded as
+// JSON (no aliases, and strings may hold anything).
+func (l Limits) checkJSON(text []byte) (int, error) {
+	return yamlcost.CheckJSON(text, l.MaxNodes, l.MaxDepth)
+}
+
 // CheckYAML estimates what decoding YAML text (JSON included) costs and
 // refuses it when over l (MaxDocumentBytes, MaxNodes with aliases expanded,
 // MaxDepth), before any decoder allocates: for YAML that other formats hand

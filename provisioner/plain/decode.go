@@ -73,7 +73,11 @@ func (l Limits) decode(name string, r io.Reader, total *atomic.Int64, visit func
 		case err != nil:
 			return fmt.Errorf("decode %s: document %d: %w", name, doc, err)
 		}
-		cost, err := l.check(text)
+		check := l.check
+		if jsonFile {
+			check = l.checkJSON
+		}
+		cost, err := check(text)
 		if err != nil {
 			return fmt.Errorf("decode %s: document %d %w", name, doc, err)
 		}

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 
+	"sigs.k8s.io/yaml"
+
 	"github.com/rukpak-dev/rukpak/provisioner/plain"
 )
 
@@ -51,7 +53,21 @@ func dump(t *testing.T, fsys fs.FS) []byte {
 			fmt.Fprintf(&buf, "# sha256:%x\n", sha256.Sum256(data))
 			continue
 		}
-		buf.Write(data)
+		// Stored as JSON; pinned as YAML, which reviews better.
+		objs, err := plain.Decode(p, data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, o := range objs {
+			if i > 0 {
+				buf.WriteString("---\n")
+			}
+			text, err := yaml.Marshal(o.Object)
+			if err != nil {
+				t.Fatal(err)
+			}
+			buf.Write(text)
+		}
 	}
 	return buf.Bytes()
 }

@@ -523,8 +523,35 @@ func describe(o *unstructured.Unstructured) string {
 	return fmt.Sprintf("%s %s", o.GetKind(), o.GetName())
 }
 
-// decodeManifest reads a release manifest back into objects.
+// decodeManifest reads a release manifest back into objects: its JSON
+// documents (Manifest's) without a YAML parser, others (releases recorded
+// by earlier versions) as YAML.
 func decodeManifest(manifest string) ([]*unstructured.Unstructured, error) {
+	if !jsonManifest(manifest) {
+		return decodeYAMLManifest(manifest)
+	}
+	var objs []*unstructured.Unstructured
+	for rest := manifest; rest != ""; {
+		rest = strings.TrimPrefix(rest, docSeparator)
+		doc, next, found := strings.Cut(rest, "\n"+docSeparator)
+		if found {
+			next = docSeparator + next
+		}
+		rest = next
+		// apimachinery's JSON keeps integers int64, as Kubernetes has them.
+		u := &unstructured.Unstructured{}
+		if err := utiljson.Unmarshal([]byte(doc), &u.Object); err != nil {
+			return nil, fmt.Errorf("decoding release manifest: document %d: %w", len(objs), err)
+		}
+		if len(u.Object) > 0 {
+			objs = append(objs, u)
+		}
+	}
+	return objs, nil
+}
+
+// decodeYAMLManifest reads a manifest of YAML documents.
+func decodeYAMLManifest(manifest string) ([]*unstructured.Unstructured, error) {
 	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(manifest), 4096)
 	var objs []*unstructured.Unstructured
 	for {
@@ -538,7 +565,6 @@ func decodeManifest(manifest string) ([]*unstructured.Unstructured, error) {
 		if len(raw) == 0 {
 			continue // an empty document
 		}
-		// apimachinery's JSON keeps integers int64, as Kubernetes has them.
 		u := &unstructured.Unstructured{}
 		if err := utiljson.Unmarshal(raw, &u.Object); err != nil {
 			return nil, fmt.Errorf("decoding release manifest: %w", err)

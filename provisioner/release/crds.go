@@ -2,7 +2,9 @@ package release
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"math"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -23,22 +25,20 @@ const (
 const crdEstablishTimeout = time.Minute
 
 // waitEstablished waits until every CRD in crds serves its kind, then drops
-// cached discovery so the kinds they define can be mapped.
+// cached discovery so the kinds they define can be mapped. It reads only
+// the CRDs' conditions (crdEstablished), with m's own identity: waiting
+// grants the installing identity nothing.
 func (m *Manager) waitEstablished(ctx context.Context, crds []*unstructured.Unstructured) error {
 	for _, crd := range crds {
 		name := crd.GetName()
-		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, crdEstablishTimeout, true, func(ctx context.Context) (bool, error) {
-			live := &apiextensionsv1.CustomResourceDefinition{}
-			if err := m.client.Get(ctx, client.ObjectKey{Name: name}, live); err != nil {
-				return false, client.IgnoreNotFound(err)
-			}
-			for _, c := range live.Status.Conditions {
-				if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
-					return true, nil
-				}
-			}
-			return false, nil
+		// Established takes milliseconds on an idle API server and seconds
+		// beside hundreds of other CRDs: polled often at first, then less.
+		delay := wait.Backoff{Duration: 50 * time.Millisecond, Factor: 2, Cap: time.Second, Steps: math.MaxInt32}.DelayFunc()
+		waitCtx, cancel := context.WithTimeout(ctx, crdEstablishTimeout)
+		err := delay.Until(waitCtx, true, false, func(ctx context.Context) (bool, error) {
+			return m.crdEstablished(ctx, name)
 		})
+		cancel()
 		if err != nil {
 			return fmt.Errorf("waiting for CRD %s to be established: %w", name, err)
 		}
@@ -47,4 +47,32 @@ func (m *Manager) waitEstablished(ctx context.Context, crds []*unstructured.Unst
 		m.getter.Reset()
 	}
 	return nil
+}
+
+// crdEstablished reports whether the CRD called name is Established (false
+// while it does not exist). It decodes the conditions alone: a CRD's
+// schema can be megabytes, which decoding whole on every poll made the
+// largest cost of installing CRDs after rendering.
+func (m *Manager) crdEstablished(ctx context.Context, name string) (bool, error) {
+	body, err := m.crdReader.Get().AbsPath("/apis", apiextensionsv1.SchemeGroupVersion.Group, apiextensionsv1.SchemeGroupVersion.Version, "customresourcedefinitions", name).DoRaw(ctx)
+	if err != nil {
+		return false, client.IgnoreNotFound(err)
+	}
+	var crd struct {
+		Status struct {
+			Conditions []struct {
+				Type   apiextensionsv1.CustomResourceDefinitionConditionType `json:"type"`
+				Status apiextensionsv1.ConditionStatus                       `json:"status"`
+			} `json:"conditions"`
+		} `json:"status"`
+	}
+	if err := json.Unmarshal(body, &crd); err != nil {
+		return false, fmt.Errorf("decoding CRD %s: %w", name, err)
+	}
+	for _, c := range crd.Status.Conditions {
+		if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
+			return true, nil
+		}
+	}
+	return false, nil
 }

@@ -1,8 +1,13 @@
 package release
 
 import (
+	"maps"
+	"slices"
 	"strings"
 	"testing"
+
+	"helm.sh/helm/v3/pkg/releaseutil"
+	"sigs.k8s.io/yaml"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -23,10 +28,15 @@ func TestManifestOrdersByKindAndStamps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	decoded, err := decodeManifest(got)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var kinds []string
-	for _, line := range strings.Split(got, "\n") {
-		if k, ok := strings.CutPrefix(line, "kind: "); ok {
-			kinds = append(kinds, k)
+	for _, o := range decoded {
+		kinds = append(kinds, o.GetKind())
+		if o.GetLabels()["stamped"] != "yes" {
+			t.Errorf("%s %s was not stamped:\n%s", o.GetKind(), o.GetName(), got)
 		}
 	}
 	// Helm's install order: namespaces first, CRDs before workloads, unknown kinds
@@ -34,9 +44,6 @@ func TestManifestOrdersByKindAndStamps(t *testing.T) {
 	want := "Namespace,ConfigMap,CustomResourceDefinition,Deployment,Widget"
 	if strings.Join(kinds, ",") != want {
 		t.Errorf("install order %v, want %s", kinds, want)
-	}
-	if strings.Count(got, "stamped: \"yes\"") != len(objs) {
-		t.Errorf("not every object was stamped:\n%s", got)
 	}
 	if objs[0].GetLabels() != nil {
 		t.Errorf("Manifest modified its input")
@@ -85,5 +92,75 @@ func TestManifestRoundTrips(t *testing.T) {
 	}
 	if !equality.Semantic.DeepEqual(got[0].Object, other.Object) || !equality.Semantic.DeepEqual(got[1].Object, obj.Object) {
 		t.Fatalf("round trip changed the objects:\n got %v\nwant %v\nmanifest:\n%s", got[1].Object, obj.Object, manifest)
+	}
+}
+
+// Helm reads the manifest as it reads any: split into documents, each
+// decoded as YAML (JSON is YAML), so helm get manifest, helm's uninstall
+// and kubectl read what the provisioner records.
+func TestManifestReadsAsHelmManifest(t *testing.T) {
+	cm := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{"name": "cm", "namespace": "ns"},
+		"data":     map[string]any{"html": "<b>&</b>", "doc": "a\n---\nb", "line": "x: y"},
+	}}
+	ns := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": "ns"}}}
+	manifest, err := Manifest([]*unstructured.Unstructured{cm, ns}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(manifest, `\u003c`) {
+		t.Errorf("HTML characters escaped:\n%s", manifest)
+	}
+	docs := releaseutil.SplitManifests(manifest)
+	if len(docs) != 2 {
+		t.Fatalf("helm splits the manifest into %d documents, want 2:\n%s", len(docs), manifest)
+	}
+	var got []string
+	for _, key := range releaseutil.BySplitManifestsOrder(slices.Collect(maps.Keys(docs))) {
+		var head releaseutil.SimpleHead
+		if err := yaml.Unmarshal([]byte(docs[key]), &head); err != nil {
+			t.Fatalf("helm's YAML reading of %q: %v", docs[key], err)
+		}
+		got = append(got, head.Kind+"/"+head.Metadata.Name)
+	}
+	if want := []string{"Namespace/ns", "ConfigMap/cm"}; !slices.Equal(got, want) {
+		t.Errorf("helm reads %v, want %v", got, want)
+	}
+	var data struct{ Data map[string]string }
+	if err := yaml.Unmarshal([]byte(docs[releaseutil.BySplitManifestsOrder(slices.Collect(maps.Keys(docs)))[1]]), &data); err != nil || !maps.Equal(data.Data, map[string]string{"html": "<b>&</b>", "doc": "a\n---\nb", "line": "x: y"}) {
+		t.Errorf("helm's YAML reading of the ConfigMap: %v %v", data.Data, err)
+	}
+}
+
+// A release recorded as YAML by an earlier version holds the same objects
+// as today's JSON rendering of them: unchanged, so upgrading the
+// provisioner writes no new revision of every release.
+func TestUnchangedAcrossManifestFormats(t *testing.T) {
+	cm := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{"name": "cm", "namespace": "ns"},
+		"data":     map[string]any{"k": "v", "n": "1"},
+	}}
+	legacy := "---\napiVersion: v1\ndata:\n  k: v\n  \"n\": \"1\"\nkind: ConfigMap\nmetadata:\n  name: cm\n  namespace: ns\n"
+	manifest, err := Manifest([]*unstructured.Unstructured{cm}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if jsonManifest(legacy) || !jsonManifest(manifest) {
+		t.Fatalf("formats misread: legacy %v, current %v", jsonManifest(legacy), jsonManifest(manifest))
+	}
+	same, _, err := unchanged(legacy, manifest, []*unstructured.Unstructured{cm})
+	if err != nil || len(same) != 1 {
+		t.Fatalf("the YAML record of the same object: unchanged = %v, %v; want it unchanged", same, err)
+	}
+	changed := cm.DeepCopy()
+	changed.Object["data"] = map[string]any{"k": "w"}
+	manifest, err = Manifest([]*unstructured.Unstructured{changed}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if same, _, err := unchanged(legacy, manifest, []*unstructured.Unstructured{changed}); err != nil || same != nil {
+		t.Fatalf("a changed object: unchanged = %v, %v; want nil", same, err)
 	}
 }

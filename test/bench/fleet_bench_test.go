@@ -234,8 +234,11 @@ func benchFleetRound(t *testing.T, r *report, reg *testregistry.Registry, bundle
 				return
 			case <-tick.C:
 			}
-			if text, err := fetch("http://" + pprofAddr + "/debug/pprof/heap?debug=1"); err == nil {
-				peakHeap = max(peakHeap, memStat(text, "HeapAlloc"))
+			// From /metrics, which the harness reads anyway: the heap
+			// profile's text costs the provisioner megabytes per read,
+			// which would be counted in the allocation figure.
+			if text, err := pm.fetch(); err == nil {
+				peakHeap = max(peakHeap, uint64(parseSamples(string(text)).sum("go_memstats_heap_alloc_bytes", "", "")))
 			}
 		}
 	})
@@ -270,6 +273,15 @@ func benchFleetRound(t *testing.T, r *report, reg *testregistry.Registry, bundle
 	sampled.Wait()
 	hwm := pm.proc.hwm(t)
 
+	// Where the bytes went, for pprof -sample_index=alloc_space (read
+	// after the figure: a profile costs the process allocations too).
+	name := "fleet"
+	if failing > 0 {
+		name += "-failing"
+	}
+	if prof, err := fetch("http://" + pprofAddr + "/debug/pprof/allocs"); err == nil {
+		writeProfile(t, filepath.Join(profileDir(t), name+"-install.allocs"), prof)
+	}
 	alloc := s1.sum("go_memstats_alloc_bytes_total", "", "") - s0.sum("go_memstats_alloc_bytes_total", "", "")
 	done := "all Installed / all Healthy"
 	if failing > 0 {

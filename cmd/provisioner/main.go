@@ -31,6 +31,7 @@ import (
 	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
 	"github.com/rukpak-dev/rukpak/catalog/fbc"
 	"github.com/rukpak-dev/rukpak/internal/crdupgrade"
+	"github.com/rukpak-dev/rukpak/internal/idlemem"
 	"github.com/rukpak-dev/rukpak/internal/memlimit"
 	"github.com/rukpak-dev/rukpak/internal/securemetrics"
 	"github.com/rukpak-dev/rukpak/internal/selfsigned"
@@ -361,6 +362,11 @@ func run(ctx context.Context, o options) error {
 		}
 		o.tlsCertFile = filepath.Join(o.contentCertDir, certs.CertFile)
 		o.tlsKeyFile = filepath.Join(o.contentCertDir, certs.KeyFile)
+	}
+	// What a burst of installs left free goes back to the system once the
+	// process is idle again, so its footprint follows its live heap.
+	if err := mgr.Add(idlemem.Default()); err != nil {
+		return err
 	}
 	// A generated certificate exists, and its CA is in --tls-ca-out, before
 	// the process reports ready: clients that start on readiness trust it.

@@ -45,6 +45,13 @@ func (l Limits) Decode(name string, r io.Reader) ([]*unstructured.Unstructured, 
 // files cost) before they were reused.
 var readers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 64<<10) }}
 
+// docBuffers are the splitters' document buffers, which grew anew for
+// every file decoded (twice its largest document). One over
+// maxPooledDocBuffer is left to the collector rather than kept.
+var docBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 64<<10); return &b }}
+
+const maxPooledDocBuffer = 1 << 20
+
 // decode streams the documents of one file, checks each against l before
 // converting it, and hands every object to visit. total counts the nodes
 // of every document of the bundle. l must be OrDefault'ed.
@@ -59,7 +66,14 @@ func (l Limits) decode(name string, r io.Reader, total *atomic.Int64, visit func
 	// YAMLOrJSONDecoder decides.
 	head, _ := br.Peek(4096)
 	jsonFile := utilyaml.IsJSONBuffer(head)
-	s := splitter{r: br, max: l.MaxDocumentBytes}
+	bp := docBuffers.Get().(*[]byte)
+	s := splitter{r: br, max: l.MaxDocumentBytes, buf: (*bp)[:0]}
+	defer func() {
+		if cap(s.buf) <= maxPooledDocBuffer {
+			*bp = s.buf[:0]
+			docBuffers.Put(bp)
+		}
+	}()
 	doc := 0
 	for {
 		text, err := s.next()
@@ -124,6 +138,12 @@ func decodeText(text []byte, jsonFile bool, cost int, first int, each func(doc i
 			return 0, &documentError{first, err}
 		}
 		return 1, each(first, raw)
+	}
+	// One JSON value, as a file of one object is (converted registry+v1
+	// content): decoded as it is, without a stream decoder, its buffer
+	// and a copy of the value.
+	if trimmed := bytes.TrimSpace(text); json.Valid(trimmed) {
+		return 1, each(first, trimmed)
 	}
 	reader := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(text), 4096)
 	for n := 0; ; n++ {

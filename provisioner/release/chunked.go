@@ -14,6 +14,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -406,10 +407,8 @@ func (d *chunkedSecrets) encode(rls *helmrelease.Release) ([]byte, error) {
 		return nil, fmt.Errorf("%w: release %q revision %d has a %d-byte manifest, more than the maximum of %d bytes", ErrRecordTooLarge, rls.Name, rls.Version, len(rls.Manifest), d.maxRecordBytes)
 	}
 	var buf bytes.Buffer
-	zw, err := gzip.NewWriterLevel(&buf, recordCompression)
-	if err != nil {
-		return nil, err
-	}
+	zw := newRecordWriter(&buf)
+	defer putRecordWriter(zw)
 	cw := &countingWriter{w: zw}
 	if err := writeReleaseJSON(cw, rls); err != nil {
 		return nil, fmt.Errorf("encoding release %q: %w", rls.Name, err)
@@ -507,12 +506,34 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
+// recordWriters recycles the records' compressors: each holds ~1 MiB of
+// tables, allocated anew for every record written before.
+var recordWriters = sync.Pool{New: func() any {
+	zw, err := gzip.NewWriterLevel(io.Discard, recordCompression)
+	if err != nil {
+		panic(err) // only for an invalid level
+	}
+	return zw
+}}
+
+// newRecordWriter returns a pooled compressor writing to w; put it back in
+// recordWriters when done.
+func newRecordWriter(w io.Writer) *gzip.Writer {
+	zw := recordWriters.Get().(*gzip.Writer)
+	zw.Reset(w)
+	return zw
+}
+
+// putRecordWriter returns zw to the pool, holding none of what it wrote.
+func putRecordWriter(zw *gzip.Writer) {
+	zw.Reset(io.Discard)
+	recordWriters.Put(zw)
+}
+
 func gzipBytes(b []byte) ([]byte, error) {
 	var buf bytes.Buffer
-	zw, err := gzip.NewWriterLevel(&buf, recordCompression)
-	if err != nil {
-		return nil, err
-	}
+	zw := newRecordWriter(&buf)
+	defer putRecordWriter(zw)
 	if _, err := zw.Write(b); err != nil {
 		return nil, err
 	}

@@ -87,8 +87,11 @@ func (l Limits) decode(name string, r io.Reader, total *atomic.Int64, visit func
 		case err != nil:
 			return fmt.Errorf("decode %s: document %d: %w", name, doc, err)
 		}
+		// Estimated as the decoder will read it: a document of a JSON file
+		// that starts as JSON is decoded as JSON, and any other (a YAML
+		// document after a "---" line) as YAML, aliases and all.
 		check := l.check
-		if jsonFile {
+		if jsonFile && utilyaml.IsJSONBuffer(text) {
 			check = l.checkJSON
 		}
 		cost, err := check(text)

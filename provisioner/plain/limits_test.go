@@ -145,6 +145,30 @@ var hostile = []struct {
 		size:    int64(300*3 + 300*299/2),
 		wantErr: "decode manifests/list.yaml: document 0 is nested more than 256 levels deep",
 	},
+	// A file that starts as JSON is estimated as JSON (strings do not
+	// count as nesting), but not what follows a "---" line in it.
+	{
+		name: "JSON nested 64,000 deep",
+		input: func() io.Reader {
+			return strings.NewReader(`{"a":` + strings.Repeat("[", 64000) + strings.Repeat("]", 64000) + "}\n")
+		},
+		size:    5 + 128000 + 2,
+		wantErr: "decode manifests/list.yaml: document 0 is nested more than 256 levels deep",
+	},
+	{
+		name: "JSON flow map of null values just under the document size",
+		input: func() io.Reader {
+			return repeat(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x"},"m":[`, "0,", 3<<20-80, "0]}\n")
+		},
+		size:    3<<20 - 80,
+		wantErr: "decode manifests/list.yaml: document 0 has more than 262144 YAML nodes",
+	},
+	{
+		name:    "billion laughs after a JSON document",
+		input:   func() io.Reader { return strings.NewReader(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x"}}` + "\n---\n" + billionLaughs()) },
+		size:    int64(len(billionLaughs()) + 66),
+		wantErr: "decode manifests/list.yaml: document 1 expands to more than 262144 YAML nodes through aliases",
+	},
 	{
 		name: "file larger than the file limit, in small documents",
 		input: func() io.Reader {

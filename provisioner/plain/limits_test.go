@@ -164,8 +164,10 @@ var hostile = []struct {
 		wantErr: "decode manifests/list.yaml: document 0 has more than 262144 YAML nodes",
 	},
 	{
-		name:    "billion laughs after a JSON document",
-		input:   func() io.Reader { return strings.NewReader(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x"}}` + "\n---\n" + billionLaughs()) },
+		name: "billion laughs after a JSON document",
+		input: func() io.Reader {
+			return strings.NewReader(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x"}}` + "\n---\n" + billionLaughs())
+		},
 		size:    int64(len(billionLaughs()) + 66),
 		wantErr: "decode manifests/list.yaml: document 1 expands to more than 262144 YAML nodes through aliases",
 	},

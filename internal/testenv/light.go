@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 )
@@ -78,8 +79,8 @@ func gogcWrappers(assets string) (map[string]string, error) {
 		if err != nil {
 			return nil, err
 		}
-		script := fmt.Sprintf("#!/bin/sh\nif [ \"$#\" = 1 ] && [ \"$1\" = --help ]; then exec cat %s; fi\nGOGC=%s exec %s \"$@\"\n",
-			shellQuote(help), apiServerGOGC, shellQuote(real))
+		script := fmt.Sprintf("#!/bin/sh\nif [ \"$#\" = 1 ] && [ \"$1\" = --help ]; then exec cat %s; fi\nGOGC=%s exec %s%s \"$@\"\n",
+			shellQuote(help), apiServerGOGC, pdeathsig(), shellQuote(real))
 		p := filepath.Join(dir, name)
 		if b, err := os.ReadFile(p); err == nil && string(b) == script {
 			paths[name] = p
@@ -92,6 +93,23 @@ func gogcWrappers(assets string) (map[string]string, error) {
 	}
 	return paths, nil
 }
+
+// pdeathsig is the command prefix that has the kernel send a wrapped
+// server SIGTERM when the test process that started it dies, however it
+// dies (a -timeout panic, Ctrl-C, a kill): envtest starts each server in a
+// process group of its own, so nothing else stops it then, and an orphaned
+// API server and etcd kept a core busy through the rest of make test. It
+// is util-linux's setpriv, "" where it is missing or too old.
+var pdeathsig = sync.OnceValue(func() string {
+	p, err := exec.LookPath("setpriv")
+	if err != nil {
+		return ""
+	}
+	if out, err := exec.Command(p, "--help").CombinedOutput(); err != nil || !strings.Contains(string(out), "--pdeathsig") {
+		return ""
+	}
+	return shellQuote(p) + " --pdeathsig TERM -- "
+})
 
 // helpCopy returns the path of a copy of `real --help`'s output (its
 // standard output and error, as envtest reads them), written once per

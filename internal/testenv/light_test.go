@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/client-go/discovery"
 )
@@ -108,5 +109,46 @@ func TestUnusedAPIsAreOff(t *testing.T) {
 				t.Errorf("API group %s is served", g.Name)
 			}
 		}
+	}
+}
+
+// A wrapped server dies with the process that started it: the kernel
+// sends it SIGTERM, so a test binary killed by its -timeout leaves no API
+// server or etcd behind.
+func TestWrappedServerDiesWithItsParent(t *testing.T) {
+	if pdeathsig() == "" {
+		t.Skip("setpriv with --pdeathsig (util-linux) is not installed")
+	}
+	t.Setenv("TMPDIR", t.TempDir())
+	assets := t.TempDir()
+	fake := "#!/bin/sh\nif [ \"$1\" = --help ]; then echo help; exit 0; fi\nexec sleep 300\n"
+	for _, name := range []string{"etcd", "kube-apiserver"} {
+		if err := os.WriteFile(filepath.Join(assets, name), []byte(fake), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wrappers, err := gogcWrappers(assets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The parent: a shell that starts the server and exits a second later
+	// (the server sets its parent-death signal as it starts).
+	out, err := exec.Command("sh", "-c", `"$0" >/dev/null 2>&1 & echo $!; sleep 1`, wrappers["etcd"]).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := strings.TrimSpace(string(out))
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		stat, err := os.ReadFile("/proc/" + pid + "/stat")
+		// Gone, or a zombie its new parent has not reaped yet.
+		if err != nil || strings.Contains(string(stat), ") Z ") {
+			return
+		}
+		if time.Now().After(deadline) {
+			_ = exec.Command("kill", pid).Run()
+			t.Fatalf("the server (pid %s) outlived its parent by 30 s: %s", pid, stat)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

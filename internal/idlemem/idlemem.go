@@ -87,6 +87,10 @@ type watch struct {
 	sinceRelease       uint64 // allocated since the last release
 	free               uint64
 	seen               bool
+	// busy: a look since the last release saw the process not idle. A
+	// trickle of allocation under the idle rate adds up too, but is no
+	// burst: without this it forced a collection every few minutes.
+	busy bool
 }
 
 // observe records a reading; false for the first, which has nothing to
@@ -103,12 +107,15 @@ func (w *watch) observe(allocs, free uint64) bool {
 	return true
 }
 
-func (w *watch) released() { w.sinceRelease = 0 }
+func (w *watch) released() { w.sinceRelease, w.busy = 0, false }
 
 // due reports whether the process is idle after a burst worth releasing.
 func (r *Releaser) due(w *watch) bool {
-	idle := w.allocs-w.lastAllocs < r.IdleBytes
-	return idle && w.sinceRelease >= r.MinBurst && w.free >= r.MinFree
+	if w.allocs-w.lastAllocs >= r.IdleBytes {
+		w.busy = true
+		return false
+	}
+	return w.busy && w.sinceRelease >= r.MinBurst && w.free >= r.MinFree
 }
 
 func (r *Releaser) readMetrics() (allocs, free uint64) {

@@ -87,11 +87,14 @@ func (l Limits) decode(name string, r io.Reader, total *atomic.Int64, visit func
 		case err != nil:
 			return fmt.Errorf("decode %s: document %d: %w", name, doc, err)
 		}
-		// Estimated as the decoder will read it: a document of a JSON file
-		// that starts as JSON is decoded as JSON, and any other (a YAML
-		// document after a "---" line) as YAML, aliases and all.
+		// Estimated as the decoder will read it: only a document that is
+		// one valid JSON value is decoded as JSON alone. Any other text of
+		// a JSON file (a YAML document after a "---" line, or YAML flow
+		// style that starts like JSON) reaches a decoder that falls back
+		// to YAML, aliases and all.
+		oneJSON := jsonFile && json.Valid(bytes.TrimSpace(text))
 		check := l.check
-		if jsonFile && utilyaml.IsJSONBuffer(text) {
+		if oneJSON {
 			check = l.checkJSON
 		}
 		cost, err := check(text)
@@ -101,7 +104,7 @@ func (l Limits) decode(name string, r io.Reader, total *atomic.Int64, visit func
 		if total.Add(int64(cost)) > int64(l.MaxTotalNodes) {
 			return fmt.Errorf("the files of %s/ hold more than %d YAML nodes together", ManifestsDir, l.MaxTotalNodes)
 		}
-		n, err := decodeText(text, jsonFile, cost, doc, func(doc int, raw json.RawMessage) error {
+		n, err := decodeText(text, jsonFile, oneJSON, cost, doc, func(doc int, raw json.RawMessage) error {
 			return decodeValue(name, doc, raw, visit)
 		})
 		doc += n
@@ -126,8 +129,9 @@ func (e *documentError) Error() string { return e.err.Error() }
 // decodeText converts the values of one document's text (one YAML document,
 // or in a JSON file a stream of JSON values) into JSON, holding cost nodes
 // of the process's decoding budget meanwhile. It returns how many values it
-// read. The conversions are apimachinery's YAMLOrJSONDecoder's.
-func decodeText(text []byte, jsonFile bool, cost int, first int, each func(doc int, raw json.RawMessage) error) (int, error) {
+// read. The conversions are apimachinery's YAMLOrJSONDecoder's; oneJSON
+// says the text is exactly one valid JSON value, decoded as it is.
+func decodeText(text []byte, jsonFile, oneJSON bool, cost int, first int, each func(doc int, raw json.RawMessage) error) (int, error) {
 	w := weight(cost, text)
 	if err := decoding.Acquire(context.Background(), w); err != nil {
 		return 0, err
@@ -145,8 +149,8 @@ func decodeText(text []byte, jsonFile bool, cost int, first int, each func(doc i
 	// One JSON value, as a file of one object is (converted registry+v1
 	// content): decoded as it is, without a stream decoder, its buffer
 	// and a copy of the value.
-	if trimmed := bytes.TrimSpace(text); json.Valid(trimmed) {
-		return 1, each(first, trimmed)
+	if oneJSON {
+		return 1, each(first, bytes.TrimSpace(text))
 	}
 	reader := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(text), 4096)
 	for n := 0; ; n++ {

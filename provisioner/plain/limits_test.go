@@ -171,6 +171,40 @@ var hostile = []struct {
 		size:    int64(len(billionLaughs()) + 66),
 		wantErr: "decode manifests/list.yaml: document 1 expands to more than 262144 YAML nodes through aliases",
 	},
+	// YAML flow style that starts like JSON is not JSON: a JSON-aware
+	// estimate would read '"' in single quotes as a string's bounds and
+	// count nothing between them.
+	{
+		name: "nodes hidden between single-quoted double quotes",
+		input: func() io.Reader {
+			return repeat(`{apiVersion: v1, kind: ConfigMap, metadata: {name: x}, q: '"', d: [`, "0,", 2_000_000, `0], r: '"'}`+"\n")
+		},
+		size:    2_000_000 + 90,
+		wantErr: "decode manifests/list.yaml: document 0 has more than 262144 YAML nodes",
+	},
+	{
+		name: "nesting hidden between single-quoted double quotes",
+		input: func() io.Reader {
+			return strings.NewReader(`{apiVersion: v1, kind: ConfigMap, metadata: {name: x}, q: '"', d: ` + strings.Repeat("[", 5000) + strings.Repeat("]", 5000) + `, r: '"'}` + "\n")
+		},
+		size:    10_000 + 90,
+		wantErr: "decode manifests/list.yaml: document 0 is nested more than 256 levels deep",
+	},
+	{
+		name: "aliases in flow style that starts like JSON",
+		input: func() io.Reader {
+			var b strings.Builder
+			b.WriteString("{apiVersion: v1, kind: ConfigMap, metadata: {name: x}, s: &s " + strings.Repeat("x", 200) + ", ")
+			b.WriteString("l0: &l0 [" + strings.TrimSuffix(strings.Repeat("*s,", 8), ",") + "], ")
+			for i := 1; i <= 6; i++ {
+				b.WriteString(fmt.Sprintf("l%d: &l%d [%s], ", i, i, strings.TrimSuffix(strings.Repeat(fmt.Sprintf("*l%d,", i-1), 8), ",")))
+			}
+			b.WriteString("end: 1}\n")
+			return strings.NewReader(b.String())
+		},
+		size:    2000,
+		wantErr: "decode manifests/list.yaml: document 0 expands to more than 262144 YAML nodes through aliases",
+	},
 	{
 		name: "file larger than the file limit, in small documents",
 		input: func() io.Reader {

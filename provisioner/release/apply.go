@@ -523,13 +523,23 @@ func describe(o *unstructured.Unstructured) string {
 	return fmt.Sprintf("%s %s", o.GetKind(), o.GetName())
 }
 
-// decodeManifest reads a release manifest back into objects: its JSON
-// documents (Manifest's) without a YAML parser, others (releases recorded
-// by earlier versions) as YAML.
+// decodeManifest reads a release manifest back into objects: one of
+// Manifest's JSON documents without a YAML parser, anything else (releases
+// recorded by earlier versions, a chart's files) as YAML.
 func decodeManifest(manifest string) ([]*unstructured.Unstructured, error) {
-	if !jsonManifest(manifest) {
-		return decodeYAMLManifest(manifest)
+	if jsonManifest(manifest) {
+		if objs, err := decodeJSONManifest(manifest); err == nil {
+			return objs, nil
+		}
+		// YAML that starts like Manifest's JSON: flow style, a comment
+		// after a separator, a YAML document after a JSON one.
 	}
+	return decodeYAMLManifest(manifest)
+}
+
+// decodeJSONManifest reads Manifest's format: documents of one JSON value
+// each, after "---" lines.
+func decodeJSONManifest(manifest string) ([]*unstructured.Unstructured, error) {
 	var objs []*unstructured.Unstructured
 	for rest := manifest; rest != ""; {
 		rest = strings.TrimPrefix(rest, docSeparator)

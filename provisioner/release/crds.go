@@ -54,7 +54,7 @@ func (m *Manager) waitEstablished(ctx context.Context, crds []*unstructured.Unst
 // schema can be megabytes, which decoding whole on every poll made the
 // largest cost of installing CRDs after rendering.
 func (m *Manager) crdEstablished(ctx context.Context, name string) (bool, error) {
-	body, err := m.crdReader.Get().AbsPath("/apis", apiextensionsv1.SchemeGroupVersion.Group, apiextensionsv1.SchemeGroupVersion.Version, "customresourcedefinitions", name).DoRaw(ctx)
+	body, err := m.crdReader.Get().SetHeader("Accept", "application/json").AbsPath("/apis", apiextensionsv1.SchemeGroupVersion.Group, apiextensionsv1.SchemeGroupVersion.Version, "customresourcedefinitions", name).DoRaw(ctx)
 	if err != nil {
 		return false, client.IgnoreNotFound(err)
 	}

@@ -164,3 +164,32 @@ func TestUnchangedAcrossManifestFormats(t *testing.T) {
 		t.Fatalf("a changed object: unchanged = %v, %v; want nil", same, err)
 	}
 }
+
+// DecodeManifest also reads chart files, whose YAML may start the way
+// Manifest's JSON does: each reads as Helm reads it.
+func TestDecodeManifestReadsYAMLThatStartsLikeJSON(t *testing.T) {
+	for _, tc := range []struct {
+		name, text string
+		want       []string // kind/name of each object
+	}{
+		{"flow style", "---\n{apiVersion: v1, kind: ConfigMap, metadata: {name: a}}\n", []string{"ConfigMap/a"}},
+		{"a YAML document after a JSON one", "---\n{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"a\"}}\n---\napiVersion: v1\nkind: Secret\nmetadata:\n  name: b\n", []string{"ConfigMap/a", "Secret/b"}},
+		{"a comment after a separator", "---\n{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"a\"}}\n--- # next\n{\"apiVersion\":\"v1\",\"kind\":\"Secret\",\"metadata\":{\"name\":\"b\"}}\n", []string{"ConfigMap/a", "Secret/b"}},
+		{"a trailing comment", "---\n{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"a\"}}\n---\n# the end\n", []string{"ConfigMap/a"}},
+		{"Manifest's own", "---\n{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"a\"}}\n---\n{\"apiVersion\":\"v1\",\"kind\":\"Secret\",\"metadata\":{\"name\":\"b\"}}\n", []string{"ConfigMap/a", "Secret/b"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			objs, err := DecodeManifest(tc.text)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, o := range objs {
+				got = append(got, o.GetKind()+"/"+o.GetName())
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Fatalf("read %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

@@ -197,7 +197,7 @@ var hostile = []struct {
 			b.WriteString("{apiVersion: v1, kind: ConfigMap, metadata: {name: x}, s: &s " + strings.Repeat("x", 200) + ", ")
 			b.WriteString("l0: &l0 [" + strings.TrimSuffix(strings.Repeat("*s,", 8), ",") + "], ")
 			for i := 1; i <= 6; i++ {
-				b.WriteString(fmt.Sprintf("l%d: &l%d [%s], ", i, i, strings.TrimSuffix(strings.Repeat(fmt.Sprintf("*l%d,", i-1), 8), ",")))
+				fmt.Fprintf(&b, "l%d: &l%d [%s], ", i, i, strings.TrimSuffix(strings.Repeat(fmt.Sprintf("*l%d,", i-1), 8), ","))
 			}
 			b.WriteString("end: 1}\n")
 			return strings.NewReader(b.String())

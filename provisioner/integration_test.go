@@ -73,7 +73,7 @@ func newHarness(t *testing.T) *harness { return newHarnessWith(t, nil) }
 // configure (also on every restart).
 func newHarnessWith(t *testing.T, configure func(*provisioner.Options)) *harness {
 	setLoggerOnce.Do(func() { ctrl.SetLogger(testLogger()) })
-	env := testenv.Start(t)
+	env := testenv.Pooled(t)
 	h := &harness{t: t, env: env, c: env.Client, reg: testregistry.New(t), storeDir: t.TempDir(), unpackDir: t.TempDir(), configure: configure,
 		reconciles: &reconcileCounts{n: map[string]int{}}}
 	ctx := context.Background()

@@ -10,8 +10,8 @@ import (
 )
 
 // TestEnvtestTestsRunInParallel keeps this package's run time in bounds:
-// each test that starts an API server (newHarness, newHarnessWith,
-// testenv.Start) spends most of its time waiting on it, and one after
+// each test that takes an API server (newHarness, newHarnessWith,
+// testenv.Pooled or testenv.Start) spends most of its time waiting on it, and one after
 // another they took eight minutes. Each calls t.Parallel() first, or opens
 // with a "// Not parallel: why" comment when it measures something the
 // whole process shares (its heap, its metrics).
@@ -52,8 +52,8 @@ func TestEnvtestTestsRunInParallel(t *testing.T) {
 	}
 }
 
-// startsAPIServer reports whether body calls newHarness, newHarnessWith or
-// testenv.Start.
+// startsAPIServer reports whether body calls newHarness, newHarnessWith,
+// testenv.Pooled or testenv.Start.
 func startsAPIServer(body *ast.BlockStmt) bool {
 	found := false
 	ast.Inspect(body, func(n ast.Node) bool {
@@ -65,7 +65,7 @@ func startsAPIServer(body *ast.BlockStmt) bool {
 		case *ast.Ident:
 			found = found || fun.Name == "newHarness" || fun.Name == "newHarnessWith"
 		case *ast.SelectorExpr:
-			if pkg, ok := fun.X.(*ast.Ident); ok && pkg.Name == "testenv" && fun.Sel.Name == "Start" {
+			if pkg, ok := fun.X.(*ast.Ident); ok && pkg.Name == "testenv" && (fun.Sel.Name == "Start" || fun.Sel.Name == "Pooled") {
 				found = true
 			}
 		}

@@ -204,7 +204,7 @@ func (h *harness) releaseRecords(bd string) []string {
 // content and release, without applying anything again, and back.
 func TestIntegrationSharding(t *testing.T) {
 	t.Parallel()
-	env := testenv.Start(t)
+	env := testenv.Pooled(t)
 	ctx := context.Background()
 	testenv.MustNotError(t, env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}), "creating namespace")
 	h := &harness{t: t, env: env, c: env.Client, reg: testregistry.New(t)}

@@ -92,6 +92,11 @@ var gzipWriters = sync.Pool{New: func() any {
 	return gz
 }}
 
+var copyBuffers = sync.Pool{New: func() any {
+	b := make([]byte, 32<<10)
+	return &b
+}}
+
 func writeFile(tw *tar.Writer, fsys fs.FS, name string, d fs.DirEntry) error {
 	info, err := d.Info()
 	if err != nil {
@@ -112,8 +117,12 @@ func writeFile(tw *tar.Writer, fsys fs.FS, name string, d fs.DirEntry) error {
 		return fmt.Errorf("writing header of %q: %w", name, err)
 	}
 	// The header promised info.Size() bytes: a file that changes size while
-	// it is stored is an error, not a silently truncated entry.
-	n, err := io.Copy(tw, f)
+	// it is stored is an error, not a silently truncated entry. The copy
+	// uses a pooled buffer (io.Copy allocates 32 KiB per file, also through
+	// *os.File's WriteTo, which the wrapper hides).
+	buf := copyBuffers.Get().(*[]byte)
+	defer copyBuffers.Put(buf)
+	n, err := io.CopyBuffer(tw, struct{ io.Reader }{f}, *buf)
 	if err != nil {
 		return fmt.Errorf("copying %q: %w", name, err)
 	}

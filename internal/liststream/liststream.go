@@ -142,12 +142,14 @@ func Items(ctx context.Context, body io.Reader, maxItem int64, each func(raw []b
 			if err := expectDelim(dec, '['); err != nil {
 				return "", readErr(err, dec, maxItem)
 			}
+			// One buffer for every item (RawMessage's decode appends to
+			// it from its start): each does not keep what it is given.
+			var raw json.RawMessage
 			for dec.More() {
 				if err := ctx.Err(); err != nil {
 					return "", err
 				}
 				bound()
-				var raw json.RawMessage
 				if err := dec.Decode(&raw); err != nil {
 					return "", readErr(err, dec, maxItem)
 				}

@@ -191,14 +191,15 @@ var shared struct {
 }
 
 // RunShared runs a package's tests (its TestMain calls
-// os.Exit(testenv.RunShared(m))) and stops the API server of Shared after
-// them, if one was started: a test binary that exits leaves its API server
-// and etcd running otherwise.
+// os.Exit(testenv.RunShared(m))) and stops the API servers of Shared and
+// Pooled after them, if any were started: a test binary that exits leaves
+// its API servers and etcds running otherwise.
 func RunShared(m *testing.M) int {
 	shared.mu.Lock()
 	shared.inMain = true
 	shared.mu.Unlock()
 	code := m.Run()
+	stopPool()
 	shared.mu.Lock()
 	defer shared.mu.Unlock()
 	if shared.env != nil {

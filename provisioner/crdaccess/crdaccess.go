@@ -21,7 +21,6 @@ import (
 	"strings"
 
 	rbacv1 "k8s.io/api/rbac/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -100,7 +99,9 @@ type Reconciler struct {
 func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
 	list := &metav1.PartialObjectMetadataList{}
 	list.SetGroupVersionKind(crdGVK.GroupVersion().WithKind("CustomResourceDefinitionList"))
-	if err := r.Cache.List(ctx, list); err != nil {
+	// Names are all it reads: no copy of every CRD's metadata, on each of
+	// the many CRD events of a fleet's install.
+	if err := r.Cache.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
 		return reconcile.Result{}, fmt.Errorf("listing release-owned CRDs: %w", err)
 	}
 	names := make([]string, 0, len(list.Items))
@@ -110,7 +111,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 	want := Rules(names)
 	live := &rbacv1.ClusterRole{}
 	err := r.Cache.Get(ctx, client.ObjectKey{Name: r.Name}, live)
-	if err == nil && live.AggregationRule == nil && equality.Semantic.DeepEqual(live.Rules, want) {
+	if err == nil && live.AggregationRule == nil && sameRules(live.Rules, want) {
 		return reconcile.Result{}, nil
 	}
 	if err != nil && !apierrors.IsNotFound(err) {
@@ -128,6 +129,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 		return reconcile.Result{}, fmt.Errorf("writing ClusterRole %s: %w", r.Name, err)
 	}
 	return reconcile.Result{}, nil
+}
+
+// sameRules compares the fields Rules sets (reflection-based equality cost
+// more than the rest of a reconcile).
+func sameRules(a, b []rbacv1.PolicyRule) bool {
+	return slices.EqualFunc(a, b, func(x, y rbacv1.PolicyRule) bool {
+		return slices.Equal(x.APIGroups, y.APIGroups) && slices.Equal(x.Resources, y.Resources) && slices.Equal(x.Verbs, y.Verbs) &&
+			len(x.ResourceNames) == 0 && len(y.ResourceNames) == 0 && len(x.NonResourceURLs) == 0 && len(y.NonResourceURLs) == 0
+	})
 }
 
 // Rules grant list on the resources of the named CRDs (PLURAL.GROUP, as

@@ -1,10 +1,13 @@
 package release
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
+	"sync"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -49,15 +52,43 @@ func (m *Manager) waitEstablished(ctx context.Context, crds []*unstructured.Unst
 	return nil
 }
 
+// maxCRDBody bounds a CRD read while waiting for it: etcd holds objects
+// of at most 1.5 MiB, which JSON makes at most a few times larger.
+const maxCRDBody = 16 << 20
+
+// crdBodies holds buffers for CRD bodies; one that grew past keepCRDBody
+// is dropped, not kept.
+var crdBodies = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+const keepCRDBody = 4 << 20
+
+func putCRDBody(b *bytes.Buffer) {
+	if b.Cap() <= keepCRDBody {
+		crdBodies.Put(b)
+	}
+}
+
 // crdEstablished reports whether the CRD called name is Established (false
 // while it does not exist). It decodes the conditions alone: a CRD's
 // schema can be megabytes, which decoding whole on every poll made the
 // largest cost of installing CRDs after rendering.
 func (m *Manager) crdEstablished(ctx context.Context, name string) (bool, error) {
-	body, err := m.crdReader.Get().SetHeader("Accept", "application/json").AbsPath("/apis", apiextensionsv1.SchemeGroupVersion.Group, apiextensionsv1.SchemeGroupVersion.Version, "customresourcedefinitions", name).DoRaw(ctx)
+	rc, err := m.crdReader.Get().SetHeader("Accept", "application/json").AbsPath("/apis", apiextensionsv1.SchemeGroupVersion.Group, apiextensionsv1.SchemeGroupVersion.Version, "customresourcedefinitions", name).Stream(ctx)
 	if err != nil {
 		return false, client.IgnoreNotFound(err)
 	}
+	defer rc.Close() //nolint:errcheck // read to the end or failed
+	// The body is read into a pooled buffer: polls of megabyte CRDs
+	// otherwise allocate their size (and its growth) every time.
+	buf := crdBodies.Get().(*bytes.Buffer)
+	defer putCRDBody(buf)
+	buf.Reset()
+	if n, err := buf.ReadFrom(io.LimitReader(rc, maxCRDBody+1)); err != nil {
+		return false, fmt.Errorf("reading CRD %s: %w", name, err)
+	} else if n > maxCRDBody {
+		return false, fmt.Errorf("reading CRD %s: larger than %d MiB", name, maxCRDBody>>20)
+	}
+	body := buf.Bytes()
 	var crd struct {
 		Status struct {
 			Conditions []struct {

@@ -3,6 +3,7 @@ package release
 import (
 	"maps"
 	"slices"
+	"sort"
 	"strings"
 	"testing"
 
@@ -116,8 +117,12 @@ func TestManifestReadsAsHelmManifest(t *testing.T) {
 	if len(docs) != 2 {
 		t.Fatalf("helm splits the manifest into %d documents, want 2:\n%s", len(docs), manifest)
 	}
+	// In the order helm reads them (BySplitManifestsOrder is a sort, not a
+	// function).
+	keys := slices.Collect(maps.Keys(docs))
+	sort.Sort(releaseutil.BySplitManifestsOrder(keys))
 	var got []string
-	for _, key := range releaseutil.BySplitManifestsOrder(slices.Collect(maps.Keys(docs))) {
+	for _, key := range keys {
 		var head releaseutil.SimpleHead
 		if err := yaml.Unmarshal([]byte(docs[key]), &head); err != nil {
 			t.Fatalf("helm's YAML reading of %q: %v", docs[key], err)
@@ -128,7 +133,7 @@ func TestManifestReadsAsHelmManifest(t *testing.T) {
 		t.Errorf("helm reads %v, want %v", got, want)
 	}
 	var data struct{ Data map[string]string }
-	if err := yaml.Unmarshal([]byte(docs[releaseutil.BySplitManifestsOrder(slices.Collect(maps.Keys(docs)))[1]]), &data); err != nil || !maps.Equal(data.Data, map[string]string{"html": "<b>&</b>", "doc": "a\n---\nb", "line": "x: y"}) {
+	if err := yaml.Unmarshal([]byte(docs[keys[1]]), &data); err != nil || !maps.Equal(data.Data, map[string]string{"html": "<b>&</b>", "doc": "a\n---\nb", "line": "x: y"}) {
 		t.Errorf("helm's YAML reading of the ConfigMap: %v %v", data.Data, err)
 	}
 }

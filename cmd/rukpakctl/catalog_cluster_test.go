@@ -34,7 +34,7 @@ import (
 // by spec.priority, and the temporary catalog-reader ServiceAccount is
 // removed afterwards.
 func TestCatalogCluster(t *testing.T) {
-	env := testenv.Start(t)
+	env := testenv.Pooled(t)
 	ctx := context.Background()
 	cs, err := kubernetes.NewForConfig(env.Config)
 	testenv.MustNotError(t, err, "creating clientset")

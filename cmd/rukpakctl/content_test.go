@@ -30,7 +30,7 @@ import (
 // as tar -tv does, through a temporary ServiceAccount it removes after,
 // and a user who may not create that ServiceAccount is told what to do.
 func TestContent(t *testing.T) {
-	env := testenv.Start(t)
+	env := testenv.Pooled(t)
 	ctx := context.Background()
 	cs, err := kubernetes.NewForConfig(env.Config)
 	testenv.MustNotError(t, err, "creating clientset")

@@ -45,7 +45,7 @@ func helloWorldArchive(t *testing.T, replicas int) string {
 // installed: the chart .tgz rendered with the BundleDeployment's values.
 func TestDiffHelm(t *testing.T) {
 	ctrl.SetLogger(logr.Discard())
-	env := testenv.Start(t)
+	env := testenv.Pooled(t)
 	ctx := context.Background()
 	const ns = "rukpak-system"
 	for _, name := range []string{ns, "hw"} {

@@ -35,7 +35,7 @@ import (
 // bundle that adds one object and drops another.
 func TestDiffAgainstInstalledRelease(t *testing.T) {
 	ctrl.SetLogger(logr.Discard())
-	env := testenv.Start(t)
+	env := testenv.Pooled(t)
 	ctx := context.Background()
 	const ns = "rukpak-system"
 	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {

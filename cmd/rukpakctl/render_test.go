@@ -32,7 +32,7 @@ func TestMain(m *testing.M) {
 		main()
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	os.Exit(testenv.RunShared(m))
 }
 
 func shared(t *testing.T, rel string) string {

@@ -77,7 +77,7 @@ func generateBundles(ctx context.Context, t *testing.T, c client.Client) {
 // without the right refused, a digest other than the pin refused, an
 // archive over the limit refused.
 func TestRun(t *testing.T) {
-	env := testenv.Start(t)
+	env := testenv.Pooled(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	cs, err := kubernetes.NewForConfig(env.Config)

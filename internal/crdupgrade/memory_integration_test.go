@@ -35,7 +35,7 @@ func TestIntegrationPreflightMemory(t *testing.T) {
 	if n <= 0 {
 		t.Skip("set RUKPAK_PREFLIGHT_OBJECTS=100000 to measure")
 	}
-	env := testenv.Start(t)
+	env := testenv.Pooled(t)
 	ctx := context.Background()
 	old := crd(t, ns, []string{"v1"}, v1(baseSchema))
 	if err := env.Client.Create(ctx, old.DeepCopy()); err != nil {
@@ -108,7 +108,7 @@ func TestIntegrationPreflightMemory(t *testing.T) {
 // before any is decoded. Listing pages of whole objects instead grew the
 // heap by hundreds of MiB.
 func TestIntegrationPreflightHostileObjects(t *testing.T) {
-	env := testenv.Start(t)
+	env := testenv.Pooled(t)
 	ctx := context.Background()
 	props := "      mode: {type: string, enum: [a, b]}\n      pad: {type: string}\n      items: {type: array, items: {x-kubernetes-preserve-unknown-fields: true}}\n"
 	old := crd(t, ns, []string{"v1"}, v1(edit(props, "")))

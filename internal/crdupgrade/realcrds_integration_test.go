@@ -100,7 +100,7 @@ spec:
 // object by object once the new CRDs are installed.
 func TestIntegrationPrometheusOperatorCRDs(t *testing.T) {
 	old, new := oldPrometheusCRDs(t), newPrometheusCRDs(t)
-	env := testenv.Start(t)
+	env := testenv.Pooled(t)
 	ctx := context.Background()
 	c := env.Client
 	for _, name := range sortedKeys(old) {

@@ -57,7 +57,7 @@ func newEnv(t *testing.T) *env {
 	} else {
 		ctrl.SetLogger(logr.Discard())
 	}
-	e := testenv.Start(t)
+	e := testenv.Pooled(t)
 	if err := e.Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}); err != nil {
 		t.Fatal(err)
 	}

@@ -29,7 +29,7 @@ import (
 // will add, and a render in the child looks the cluster up as the REST
 // config given may.
 func TestSandboxAgainstCluster(t *testing.T) {
-	env := testenv.Start(t)
+	env := testenv.Pooled(t)
 	dc, err := discovery.NewDiscoveryClientForConfig(env.Config)
 	testenv.MustNotError(t, err, "creating a discovery client")
 	cached := memory.NewMemCacheClient(dc)
@@ -121,7 +121,7 @@ func (g getter) ToRawKubeConfigLoader() clientcmd.ClientConfig { return nil }
 // in the deployed release's namespace without; lookups read as the user
 // given; the action configuration gets the capabilities rendered with.
 func TestFreezeForAction(t *testing.T) {
-	env := testenv.Start(t)
+	env := testenv.Pooled(t)
 	dc, err := discovery.NewDiscoveryClientForConfig(env.Config)
 	testenv.MustNotError(t, err, "creating a discovery client")
 	crd, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "test", "testdata", "charts", "hooks", "crds", "gadgets.yaml"))

@@ -23,7 +23,7 @@ import (
 // identity holds through its binding are still found. Reading them in
 // pages of 500 whole bindings (as before) held all of them at once.
 func TestIntegrationEscalationCheckLargeBindings(t *testing.T) {
-	env := testenv.Start(t)
+	env := testenv.Pooled(t)
 	ctx := context.Background()
 	for _, o := range objects(t, `apiVersion: v1
 kind: Namespace

@@ -16,7 +16,7 @@ import (
 // needs bind. Each case's identity may apply every object already, so
 // only the escalation rules can be missing.
 func TestMissingEscalation(t *testing.T) {
-	env := testenv.Start(t)
+	env := testenv.Pooled(t)
 	ctx := context.Background()
 	for _, o := range objects(t, `apiVersion: v1
 kind: Namespace

@@ -139,14 +139,8 @@ func (x *recordIndex) recordedAt(name string) (rv uint64, ok bool) {
 	if !x.informer.HasSynced() {
 		return 0, false
 	}
-	x.mu.Lock()
-	pending := len(x.created[name]) > 0
-	x.mu.Unlock()
-	if pending {
-		return 0, false
-	}
 	objs, err := x.informer.GetIndexer().ByIndex(byReleaseName, name)
-	if err != nil || len(objs) == 0 {
+	if err != nil || len(objs) == 0 || x.pending(name, objs) {
 		return 0, false
 	}
 	for _, o := range objs {
@@ -171,14 +165,8 @@ func (x *recordIndex) fingerprint(name string) (string, bool) {
 	if !x.informer.HasSynced() {
 		return "", false
 	}
-	x.mu.Lock()
-	pending := len(x.created[name]) > 0
-	x.mu.Unlock()
-	if pending {
-		return "", false
-	}
 	objs, err := x.informer.GetIndexer().ByIndex(byReleaseName, name)
-	if err != nil {
+	if err != nil || x.pending(name, objs) {
 		return "", false
 	}
 	parts := make([]string, 0, len(objs))
@@ -191,4 +179,27 @@ func (x *recordIndex) fingerprint(name string) (string, bool) {
 	}
 	sort.Strings(parts)
 	return strings.Join(parts, ","), true
+}
+
+// pending reports whether a record this process created for release name
+// is not yet among objs (the informer's records of it), and forgets those
+// that are: the first reconcile after an install finds the release indexed
+// as soon as the informer has shown its record, not only after a history
+// read.
+func (x *recordIndex) pending(name string, objs []any) bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if len(x.created[name]) == 0 {
+		return false
+	}
+	for _, o := range objs {
+		if m, ok := o.(*metav1.PartialObjectMetadata); ok {
+			delete(x.created[name], m.Name)
+		}
+	}
+	if len(x.created[name]) == 0 {
+		delete(x.created, name)
+		return false
+	}
+	return true
 }

@@ -173,13 +173,15 @@ func (d *chunkedSecrets) Create(key string, rls *helmrelease.Release) error {
 	}
 	lbs := recordLabels(rls, "createdAt")
 	if fitsOneSecret(gz) {
-		if _, err := d.secrets.Create(ctx, helmSecret(key, gz, lbs), metav1.CreateOptions{}); err != nil {
+		s, err := d.secrets.Create(ctx, helmSecret(key, gz, lbs), metav1.CreateOptions{})
+		if err != nil {
+			d.unsure(rls.Name)
 			if apierrors.IsAlreadyExists(err) {
 				return driver.ErrReleaseExists
 			}
 			return fmt.Errorf("creating release record %s: %w", key, err)
 		}
-		d.wrote(rls.Name, key)
+		d.wrote(rls.Name, key, s)
 		return nil
 	}
 	// Checked first so an existing revision costs no chunk writes.
@@ -192,7 +194,9 @@ func (d *chunkedSecrets) Create(key string, rls *helmrelease.Release) error {
 	if err != nil {
 		return err
 	}
-	if _, err := d.secrets.Create(ctx, index, metav1.CreateOptions{}); err != nil {
+	s, err := d.secrets.Create(ctx, index, metav1.CreateOptions{})
+	if err != nil {
+		d.unsure(rls.Name)
 		if apierrors.IsAlreadyExists(err) {
 			err = driver.ErrReleaseExists
 		} else {
@@ -200,14 +204,46 @@ func (d *chunkedSecrets) Create(key string, rls *helmrelease.Release) error {
 		}
 		return errors.Join(err, d.sweep(ctx, rls.Name))
 	}
-	d.wrote(rls.Name, key)
+	d.wrote(rls.Name, key, s)
 	return d.sweep(ctx, rls.Name)
 }
 
-// wrote tells the index about a record this process created.
-func (d *chunkedSecrets) wrote(name, key string) {
+// wrote tells the index about a record this process created, s as the
+// create answered.
+func (d *chunkedSecrets) wrote(name, key string, s *corev1.Secret) {
 	if d.index != nil {
 		d.index.wrote(name, key)
+		d.index.wroteAt(name, key, s.UID, s.ResourceVersion)
+	}
+}
+
+// track, untrack and settle are the index's (index.go), for the records
+// of release name; without an index nothing is tracked and settle reports
+// false.
+func (d *chunkedSecrets) track(name string) {
+	if d.index != nil {
+		d.index.track(name)
+	}
+}
+
+func (d *chunkedSecrets) untrack(name string) {
+	if d.index != nil {
+		d.index.untrack(name)
+	}
+}
+
+func (d *chunkedSecrets) settle(name string) (string, bool) {
+	if d.index == nil {
+		return "", false
+	}
+	return d.index.settle(name)
+}
+
+// unsure tells the index that a write of one of release name's records
+// may or may not have happened.
+func (d *chunkedSecrets) unsure(name string) {
+	if d.index != nil {
+		d.index.unsure(name)
 	}
 }
 
@@ -233,12 +269,17 @@ func (d *chunkedSecrets) Update(key string, rls *helmrelease.Release) error {
 	// Conditional on what was read: the switch to the new chunks is one
 	// compare-and-swap.
 	obj.ResourceVersion = old.ResourceVersion
-	if _, err := d.secrets.Update(ctx, obj, metav1.UpdateOptions{}); err != nil {
+	updated, err := d.secrets.Update(ctx, obj, metav1.UpdateOptions{})
+	if err != nil {
+		d.unsure(rls.Name)
 		err = fmt.Errorf("updating release record %s: %w", key, err)
 		if obj.Labels[labelDigest] != "" {
 			err = errors.Join(err, d.sweep(ctx, rls.Name))
 		}
 		return err
+	}
+	if d.index != nil {
+		d.index.wroteAt(rls.Name, key, updated.UID, updated.ResourceVersion)
 	}
 	if old.Labels[labelDigest] != "" || obj.Labels[labelDigest] != "" {
 		return d.sweep(ctx, rls.Name)
@@ -261,15 +302,19 @@ func (d *chunkedSecrets) Delete(key string) (*helmrelease.Release, error) {
 	}
 	rls, readErr := d.decode(ctx, s)
 	uid := s.UID
+	name := s.Labels["name"]
+	if rls != nil {
+		name = rls.Name
+	}
 	if err := d.secrets.Delete(ctx, key, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}); err != nil {
+		d.unsure(name)
 		if apierrors.IsNotFound(err) {
 			return nil, driver.ErrReleaseNotFound
 		}
 		return nil, fmt.Errorf("deleting release record %s: %w", key, err)
 	}
-	name := s.Labels["name"]
-	if rls != nil {
-		name = rls.Name
+	if d.index != nil {
+		d.index.deletedAt(name, key)
 	}
 	sweepErr := d.sweep(ctx, name)
 	if readErr != nil {

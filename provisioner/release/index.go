@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/tools/cache"
@@ -37,6 +38,18 @@ type recordIndex struct {
 
 	mu      sync.Mutex
 	created map[string]map[string]bool // release name → record keys
+	// writes are the record writes of the Apply under way for a release
+	// (track), so that once it has succeeded the release's fingerprint can
+	// be told before the informer shows it (settle).
+	writes map[string]*recordWrites
+}
+
+// recordWrites are one Apply's writes of a release's records: what the
+// index showed when it began to write, and what each write answered.
+type recordWrites struct {
+	before map[string]string // key → "uid@resourceVersion"
+	wrote  map[string]string // key → "uid@resourceVersion", "" once deleted
+	unsure bool              // a write whose outcome is not known
 }
 
 const byReleaseName = "release-name"
@@ -68,7 +81,7 @@ func newRecordIndex(mc metadata.Interface, namespace string) *recordIndex {
 			},
 		}, nil
 	})
-	return &recordIndex{informer: inf, created: map[string]map[string]bool{}}
+	return &recordIndex{informer: inf, created: map[string]map[string]bool{}, writes: map[string]*recordWrites{}}
 }
 
 // run keeps the index until ctx is done.
@@ -202,4 +215,114 @@ func (x *recordIndex) pending(name string, objs []any) bool {
 		return false
 	}
 	return true
+}
+
+// versions are release name's records as the informer has them: key →
+// "uid@resourceVersion"; ok is false while it has not synced.
+func (x *recordIndex) versions(name string) (map[string]string, bool) {
+	if !x.informer.HasSynced() {
+		return nil, false
+	}
+	objs, err := x.informer.GetIndexer().ByIndex(byReleaseName, name)
+	if err != nil {
+		return nil, false
+	}
+	v := make(map[string]string, len(objs))
+	for _, o := range objs {
+		m, ok := o.(*metav1.PartialObjectMetadata)
+		if !ok {
+			return nil, false
+		}
+		v[m.Name] = string(m.UID) + "@" + m.ResourceVersion
+	}
+	return v, true
+}
+
+// track begins noting this process's writes of release name's records
+// (wroteAt, deletedAt, unsure), until settle or untrack. Calls for one
+// release are serialised by the caller (Manager's per-release lock).
+func (x *recordIndex) track(name string) {
+	before, ok := x.versions(name)
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.writes[name] = &recordWrites{before: before, wrote: map[string]string{}, unsure: !ok}
+}
+
+// untrack stops noting writes of release name's records.
+func (x *recordIndex) untrack(name string) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	delete(x.writes, name)
+}
+
+// wroteAt notes that a write of record key of release name left it at uid
+// and resourceVersion rv.
+func (x *recordIndex) wroteAt(name, key string, uid types.UID, rv string) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if w := x.writes[name]; w != nil {
+		w.wrote[key] = string(uid) + "@" + rv
+	}
+}
+
+// deletedAt notes that record key of release name was deleted.
+func (x *recordIndex) deletedAt(name, key string) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if w := x.writes[name]; w != nil {
+		w.wrote[key] = ""
+	}
+}
+
+// unsure notes a write of one of release name's records whose outcome is
+// not known (it failed, or went where the index does not look).
+func (x *recordIndex) unsure(name string) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if w := x.writes[name]; w != nil {
+		w.unsure = true
+	}
+}
+
+// settle ends the tracking of release name's writes and returns the
+// fingerprint its records will have once the informer shows those writes,
+// or ok false when that cannot be told: a write went unnoted, or the
+// informer shows a record (or a version of one) that neither the writes
+// nor what it showed before them account for, which someone else wrote.
+// A fingerprint it returns can only match a later one if the records are
+// then exactly as this process left them: versions are the API server's.
+func (x *recordIndex) settle(name string) (string, bool) {
+	now, ok := x.versions(name)
+	x.mu.Lock()
+	w := x.writes[name]
+	delete(x.writes, name)
+	x.mu.Unlock()
+	if !ok || w == nil || w.unsure {
+		return "", false
+	}
+	expect := make(map[string]string, len(w.before)+len(w.wrote))
+	for k, v := range w.before {
+		expect[k] = v
+	}
+	for k, v := range w.wrote {
+		if v == "" {
+			delete(expect, k)
+			continue
+		}
+		expect[k] = v
+	}
+	for k, v := range now {
+		if _, ours := w.wrote[k]; ours {
+			continue
+		}
+		if expect[k] != v {
+			return "", false
+		}
+	}
+	parts := make([]string, 0, len(expect))
+	for k, v := range expect {
+		parts = append(parts, k+"@"+v)
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ","), true
 }

@@ -257,3 +257,96 @@ func TestIntegrationCrowdedNamespaceListedOnce(t *testing.T) {
 		t.Errorf("%d LISTs of the crowded namespace's ConfigMaps for three releases, want 1 (the first's)", n)
 	}
 }
+
+// TestIntegrationWrittenReleaseNeedsNoHistoryRead: an Apply that installed
+// or upgraded a release knows what its records are as its writes left
+// them, so the next Apply of the same objects (a BundleDeployment's first
+// reconcile after its install) reads no record back, once the informer
+// shows those writes; a record someone else wrote since is noticed, and
+// read.
+func TestIntegrationWrittenReleaseNeedsNoHistoryRead(t *testing.T) {
+	t.Parallel()
+	env := testenv.Shared(t)
+	ctx := context.Background()
+	ns, apps := testenv.Namespace(t, env, "rukpak-system"), testenv.Namespace(t, env, "apps")
+	reqs := &secretRequests{ns: ns}
+	m := startedManager(t, reqs.config(env.Config), ns)
+
+	cm := func(v string) []*unstructured.Unstructured {
+		return []*unstructured.Unstructured{{Object: map[string]any{
+			"apiVersion": "v1", "kind": "ConfigMap",
+			"metadata": map[string]any{"name": "written", "namespace": apps},
+			"data":     map[string]any{"k": v},
+		}}}
+	}
+	// shown waits until the index shows every record as the API server has
+	// it: what a reconcile a moment after the write finds.
+	shown := func() {
+		t.Helper()
+		deadline := time.Now().Add(testenv.WaitTimeout)
+		for {
+			var list corev1.SecretList
+			if err := env.Client.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{"owner": "helm", "name": "written"}); err != nil {
+				t.Fatal(err)
+			}
+			want := map[string]string{}
+			for _, s := range list.Items {
+				want[s.Name] = string(s.UID) + "@" + s.ResourceVersion
+			}
+			got, ok := m.records.index.versions("written")
+			if ok && fmt.Sprint(got) == fmt.Sprint(want) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the index shows %v, the API server %v", got, want)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	again := func(what string, v string, version int) {
+		t.Helper()
+		shown()
+		gets := reqs.gets.Load()
+		res, err := m.Apply(ctx, "written", cm(v), nil)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if res.Changed || res.Release.Version != version {
+			t.Errorf("%s: changed %v revision %d, want unchanged %d", what, res.Changed, res.Release.Version, version)
+		}
+		if n := reqs.gets.Load() - gets; n != 0 {
+			t.Errorf("%s: %d reads of release records, want none", what, n)
+		}
+	}
+
+	if res, err := m.Apply(ctx, "written", cm("v1"), nil); err != nil || !res.Changed {
+		t.Fatalf("install: %v", err)
+	}
+	again("after the install", "v1", 1)
+	if res, err := m.Apply(ctx, "written", cm("v2"), nil); err != nil || !res.Changed || res.Release.Version != 2 {
+		t.Fatalf("upgrade: %v", err)
+	}
+	again("after the upgrade", "v2", 2)
+
+	// Someone else writes a record (here: a label on the deployed one):
+	// the next Apply reads the history again, and still finds nothing to
+	// change.
+	var rec corev1.Secret
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: recordKey("written", 2)}, &rec); err != nil {
+		t.Fatal(err)
+	}
+	rec.Labels["touched"] = "yes"
+	if err := env.Client.Update(ctx, &rec); err != nil {
+		t.Fatal(err)
+	}
+	shown()
+	gets := reqs.gets.Load()
+	res, err := m.Apply(ctx, "written", cm("v2"), nil)
+	if err != nil || res.Changed || res.Release.Version != 2 {
+		t.Fatalf("after a foreign write: %v", err)
+	}
+	if reqs.gets.Load() == gets {
+		t.Errorf("after a foreign write of a record: no record read, want the history read again")
+	}
+	again("once read again", "v2", 2)
+}

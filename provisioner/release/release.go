@@ -312,6 +312,12 @@ func (m *Manager) apply(ctx context.Context, name string, objs []*unstructured.U
 		}
 	}
 
+	// The records this Apply writes are noted as their writes answer, so
+	// that the next Apply of the same objects finds the release unchanged
+	// without reading its history back (settle, below).
+	m.records.track(name)
+	defer m.records.untrack(name)
+
 	now := helmtime.Now()
 	rel := &helmrelease.Release{
 		Name:      name,
@@ -381,6 +387,11 @@ func (m *Manager) apply(ctx context.Context, name string, objs []*unstructured.U
 		}
 	}
 	m.pruneHistory(ctx, name, append(hist.all, rel))
+	if len(res.Dropped) == 0 {
+		if records, ok := m.records.settle(name); ok {
+			m.applied.remember(name, digest, records, rel, nil)
+		}
+	}
 	res.Changed = true
 	res.Objects = stamped
 	return res, nil

@@ -10,7 +10,8 @@ import (
 // appliedReleases remembers, per release, the digest of the objects its
 // deployed revision holds and the fingerprint of its records (names, UIDs
 // and resourceVersions, from the record index) when an Apply last found
-// nothing to change. An Apply of the same objects while the records are
+// nothing to change, or as an Apply's own writes of them left them
+// (recordIndex.settle). An Apply of the same objects while the records are
 // still those changes nothing either: it renders no manifest and reads no
 // record. Any write of a record (by this process, Helm or anyone) changes
 // the fingerprint. Drift is not its business: the reconciler compares the

@@ -315,6 +315,7 @@ func (d *chunkedSecrets) Delete(key string) (*helmrelease.Release, error) {
 	}
 	if d.index != nil {
 		d.index.deletedAt(name, key)
+		d.index.gone(name, key)
 	}
 	sweepErr := d.sweep(ctx, name)
 	if readErr != nil {

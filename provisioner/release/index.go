@@ -300,11 +300,21 @@ func (x *recordIndex) settle(name string) (string, bool) {
 	if !ok || w == nil || w.unsure {
 		return "", false
 	}
-	expect := make(map[string]string, len(w.before)+len(w.wrote))
-	for k, v := range w.before {
+	return settled(w.before, w.wrote, now)
+}
+
+// settled is the fingerprint of records that were before (key →
+// "uid@resourceVersion") and then written as wrote ("" for deleted), or ok
+// false when now, what the informer shows, holds a record or a version of
+// one that neither accounts for. Records written are left out of that
+// check: the informer may not show the writes yet, or already a later
+// write, which the fingerprint then differs from.
+func settled(before, wrote, now map[string]string) (string, bool) {
+	expect := make(map[string]string, len(before)+len(wrote))
+	for k, v := range before {
 		expect[k] = v
 	}
-	for k, v := range w.wrote {
+	for k, v := range wrote {
 		if v == "" {
 			delete(expect, k)
 			continue
@@ -312,7 +322,7 @@ func (x *recordIndex) settle(name string) (string, bool) {
 		expect[k] = v
 	}
 	for k, v := range now {
-		if _, ours := w.wrote[k]; ours {
+		if _, ours := wrote[k]; ours {
 			continue
 		}
 		if expect[k] != v {

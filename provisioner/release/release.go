@@ -280,8 +280,19 @@ func (m *Manager) apply(ctx context.Context, name string, objs []*unstructured.U
 		if e, ok := m.applied.unchanged(name, digest, records); ok {
 			return &Result{Release: e.release, Upgraded: true, Objects: carryRecorded(stamped, e.drops), manifestSize: e.manifestSize}, nil
 		}
+		// Remembered for other objects or records: of no more use.
+		m.applied.forget(name)
 	}
-	m.applied.forget(name)
+	// (Not indexed: the informer has not shown a record this process
+	// wrote. What a write of it remembered is kept for when it has; it can
+	// only match records exactly as they are remembered.)
+
+	// The records this Apply reads and writes are noted from here, before
+	// the history is read, so that a record someone else writes meanwhile
+	// is not taken for one that was there before (settle, below).
+	m.records.track(name)
+	defer m.records.untrack(name)
+
 	metrics.Step(metrics.StepRender)
 	manifest, err := Manifest(stamped, nil)
 	if err != nil {
@@ -311,12 +322,6 @@ func (m *Manager) apply(ctx context.Context, name string, objs []*unstructured.U
 			return res, err
 		}
 	}
-
-	// The records this Apply writes are noted as their writes answer, so
-	// that the next Apply of the same objects finds the release unchanged
-	// without reading its history back (settle, below).
-	m.records.track(name)
-	defer m.records.untrack(name)
 
 	now := helmtime.Now()
 	rel := &helmrelease.Release{
@@ -387,6 +392,9 @@ func (m *Manager) apply(ctx context.Context, name string, objs []*unstructured.U
 		}
 	}
 	m.pruneHistory(ctx, name, append(hist.all, rel))
+	// The records as this Apply's writes left them: the next Apply of the
+	// same objects needs neither render nor history once the informer
+	// shows them.
 	if len(res.Dropped) == 0 {
 		if records, ok := m.records.settle(name); ok {
 			m.applied.remember(name, digest, records, rel, nil)

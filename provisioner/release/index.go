@@ -149,23 +149,17 @@ func (x *recordIndex) gone(name, key string) {
 // informer has not synced, while a record this process wrote has not
 // shown in it yet, or when a resourceVersion is not a number.
 func (x *recordIndex) recordedAt(name string) (rv uint64, ok bool) {
-	if !x.informer.HasSynced() {
+	shown, ok := x.versions(name)
+	if !ok || len(shown) == 0 || x.pending(name, shown) {
 		return 0, false
 	}
-	objs, err := x.informer.GetIndexer().ByIndex(byReleaseName, name)
-	if err != nil || len(objs) == 0 || x.pending(name, objs) {
-		return 0, false
-	}
-	for _, o := range objs {
-		m, isMeta := o.(*metav1.PartialObjectMetadata)
-		if !isMeta {
-			return 0, false
-		}
-		v, err := strconv.ParseUint(m.ResourceVersion, 10, 64)
+	for _, v := range shown {
+		_, version, _ := strings.Cut(v, "@")
+		n, err := strconv.ParseUint(version, 10, 64)
 		if err != nil {
 			return 0, false
 		}
-		rv = max(rv, v)
+		rv = max(rv, n)
 	}
 	return rv, true
 }
@@ -175,40 +169,37 @@ func (x *recordIndex) recordedAt(name string) (rv uint64, ok bool) {
 // another) changes it. ok is false while the informer has not synced or
 // has not shown a record this process created.
 func (x *recordIndex) fingerprint(name string) (string, bool) {
-	if !x.informer.HasSynced() {
+	shown, ok := x.versions(name)
+	if !ok || x.pending(name, shown) {
 		return "", false
 	}
-	objs, err := x.informer.GetIndexer().ByIndex(byReleaseName, name)
-	if err != nil || x.pending(name, objs) {
-		return "", false
-	}
-	parts := make([]string, 0, len(objs))
-	for _, o := range objs {
-		m, ok := o.(*metav1.PartialObjectMetadata)
-		if !ok {
-			return "", false
-		}
-		parts = append(parts, m.Name+"@"+string(m.UID)+"@"+m.ResourceVersion)
+	return joinVersions(shown), true
+}
+
+// joinVersions is the fingerprint of records given as key →
+// "uid@resourceVersion".
+func joinVersions(records map[string]string) string {
+	parts := make([]string, 0, len(records))
+	for k, v := range records {
+		parts = append(parts, k+"@"+v)
 	}
 	sort.Strings(parts)
-	return strings.Join(parts, ","), true
+	return strings.Join(parts, ",")
 }
 
 // pending reports whether a record this process created for release name
-// is not yet among objs (the informer's records of it), and forgets those
+// is not yet among shown (the informer's records of it), and forgets those
 // that are: the first reconcile after an install finds the release indexed
 // as soon as the informer has shown its record, not only after a history
 // read.
-func (x *recordIndex) pending(name string, objs []any) bool {
+func (x *recordIndex) pending(name string, shown map[string]string) bool {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if len(x.created[name]) == 0 {
 		return false
 	}
-	for _, o := range objs {
-		if m, ok := o.(*metav1.PartialObjectMetadata); ok {
-			delete(x.created[name], m.Name)
-		}
+	for k := range shown {
+		delete(x.created[name], k)
 	}
 	if len(x.created[name]) == 0 {
 		delete(x.created, name)
@@ -329,10 +320,5 @@ func settled(before, wrote, now map[string]string) (string, bool) {
 			return "", false
 		}
 	}
-	parts := make([]string, 0, len(expect))
-	for k, v := range expect {
-		parts = append(parts, k+"@"+v)
-	}
-	sort.Strings(parts)
-	return strings.Join(parts, ","), true
+	return joinVersions(expect), true
 }

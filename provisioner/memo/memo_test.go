@@ -1,10 +1,12 @@
 package memo
 
 import (
+	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
-	"runtime"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -32,7 +34,7 @@ func key(name string) Key {
 
 func TestCacheBound(t *testing.T) {
 	small := configMaps("small", 2, 100)
-	size := SizeOf(small)
+	size := sizeOf(t, small)
 	for _, tc := range []struct {
 		name     string
 		max      int64
@@ -54,8 +56,8 @@ func TestCacheBound(t *testing.T) {
 			}
 			if tc.huge {
 				huge := configMaps("huge", 20, 1000)
-				if SizeOf(huge) <= tc.max/4 {
-					t.Fatalf("test objects of %d bytes are not over a quarter of %d", SizeOf(huge), tc.max)
+				if n := sizeOf(t, huge); n <= tc.max/4 {
+					t.Fatalf("test objects of %d bytes are not over a quarter of %d", n, tc.max)
 				}
 				if c.Add(key("huge"), huge) {
 					t.Error("an entry over a quarter of the bound was kept")
@@ -82,7 +84,7 @@ func TestCacheBound(t *testing.T) {
 }
 
 func TestCacheGetRefreshes(t *testing.T) {
-	size := SizeOf(configMaps("a", 2, 100))
+	size := sizeOf(t, configMaps("a", 2, 100))
 	c := New(4 * size)
 	for _, k := range []string{"a", "b", "c", "d"} {
 		c.Add(key(k), configMaps(k, 2, 100))
@@ -174,27 +176,6 @@ func TestDigestOf(t *testing.T) {
 	}
 }
 
-func TestSizeOfGrowsWithContent(t *testing.T) {
-	prev := SizeOf(nil)
-	for _, objs := range [][]*unstructured.Unstructured{
-		configMaps("s", 1, 0),
-		configMaps("s", 1, 100),
-		configMaps("s", 2, 100),
-		configMaps("s", 2, 10000),
-		configMaps("s", 20, 10000),
-	} {
-		n := SizeOf(objs)
-		if n <= prev {
-			t.Errorf("SizeOf = %d, not more than %d for more content", n, prev)
-		}
-		prev = n
-	}
-	// At least the bytes of the strings it holds.
-	if n := SizeOf(configMaps("s", 20, 10000)); n < 20*10000 {
-		t.Errorf("SizeOf = %d, less than the 200,000 bytes of values", n)
-	}
-}
-
 func BenchmarkDigest(b *testing.B) {
 	objs := configMaps("b", 100, 1000)
 	b.ReportAllocs()
@@ -203,10 +184,62 @@ func BenchmarkDigest(b *testing.B) {
 	}
 }
 
-// SizeOf is close to what the runtime reports for real manifests (the
-// fleet's sixty operators), so the cache's bound is one in bytes of heap.
-// Not parallel: it measures this process's heap.
-func TestSizeOfMatchesTheHeap(t *testing.T) {
+// sizeOf is what an entry of objs counts against the bound.
+func sizeOf(t *testing.T, objs []*unstructured.Unstructured) int64 {
+	t.Helper()
+	e, err := encode(objs, math.MaxInt64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e.size()
+}
+
+// What a hit returns is what the decoder returned: every JSON type as
+// apimachinery decodes it, with the same digest, and a value JSON cannot
+// hold is not kept.
+func TestRoundTrip(t *testing.T) {
+	decoded := func() []*unstructured.Unstructured {
+		return []*unstructured.Unstructured{{Object: map[string]any{
+			"apiVersion": "v1", "kind": "ConfigMap",
+			"metadata": map[string]any{"name": "x", "labels": map[string]any{"a": "<&>"}},
+			"spec": map[string]any{
+				"int": int64(-3), "big": int64(math.MaxInt64), "float": 1.5, "whole": 2.0, "huge": 1e300,
+				"bool": true, "null": nil, "list": []any{"a", int64(1), map[string]any{"z": false}, []any{}},
+				"empty": map[string]any{}, "unicode": "é\u2028\x00",
+			},
+		}}}
+	}
+	c := New(1 << 20)
+	if !c.Add(key("a"), decoded()) {
+		t.Fatal("not kept")
+	}
+	got, ok := c.Get(key("a"))
+	if !ok {
+		t.Fatal("not found")
+	}
+	want := decoded()
+	// The one change: JSON writes 2.0 as 2, read back as an int64.
+	want[0].Object["spec"].(map[string]any)["whole"] = int64(2)
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("round trip changed the objects:\n got %#v\nwant %#v", got[0].Object, want[0].Object)
+	}
+	if Digest(got) != Digest(decoded()) {
+		t.Error("the objects a hit returns digest differently from the decoded ones")
+	}
+
+	for name, v := range map[string]any{"NaN": math.NaN(), "infinity": math.Inf(1), "a channel": make(chan int)} {
+		objs := configMaps("bad", 1, 1)
+		objs[0].Object["data"].(map[string]any)["v"] = v
+		if c.Add(key(name), objs) || c.Contains(key(name)) {
+			t.Errorf("objects holding %s were kept", name)
+		}
+	}
+}
+
+// The bound counts the JSON the cache holds: the real fleet's sixty
+// operators, decoded, take their JSON's size (json.Marshal's, which also
+// escapes <, > and &) within a tenth.
+func TestSizeIsTheJSON(t *testing.T) {
 	if testing.Short() {
 		t.Skip("reads the shared fleet")
 	}
@@ -215,6 +248,7 @@ func TestSizeOfMatchesTheHeap(t *testing.T) {
 		t.Fatalf("%d fleet manifests (%v)", len(files), err)
 	}
 	var objs []*unstructured.Unstructured
+	var jsonBytes int64
 	for _, f := range files {
 		data, err := os.ReadFile(f)
 		if err != nil {
@@ -225,48 +259,23 @@ func TestSizeOfMatchesTheHeap(t *testing.T) {
 			continue
 		}
 		objs = append(objs, &unstructured.Unstructured{Object: m})
-	}
-	const copies = 3
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	kept := make([][]*unstructured.Unstructured, copies)
-	for i := range kept {
-		// Strings copied too: once the decoder's objects are gone, the
-		// cache's are the only reference to them.
-		kept[i] = make([]*unstructured.Unstructured, len(objs))
-		for j, o := range objs {
-			kept[i][j] = &unstructured.Unstructured{Object: copyAll(o.Object).(map[string]any)}
+		j, err := json.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
 		}
+		jsonBytes += int64(len(j)) + 1
 	}
-	runtime.GC()
-	runtime.ReadMemStats(&after)
-	heap := float64(after.HeapAlloc-before.HeapAlloc) / copies
-	ratio := float64(SizeOf(objs)) / heap
-	t.Logf("%d objects: %.1f MB of heap each copy, SizeOf %.1f MB (%.2f×)", len(objs), heap/1e6, float64(SizeOf(objs))/1e6, ratio)
-	if ratio < 0.8 || ratio > 1.25 {
-		t.Errorf("SizeOf is %.2f× the heap the objects hold, want within 0.8–1.25×", ratio)
+	c := New(1 << 30)
+	if !c.Add(key("fleet"), objs) {
+		t.Fatal("not kept")
 	}
-	runtime.KeepAlive(kept)
-}
-
-func copyAll(v any) any {
-	switch v := v.(type) {
-	case map[string]any:
-		m := make(map[string]any, len(v))
-		for k, e := range v {
-			m[strings.Clone(k)] = copyAll(e)
-		}
-		return m
-	case []any:
-		s := make([]any, len(v))
-		for i, e := range v {
-			s[i] = copyAll(e)
-		}
-		return s
-	case string:
-		return strings.Clone(v)
-	default:
-		return v
+	_, size := c.Stats()
+	t.Logf("%d objects: %.1f MB of JSON, kept as %.1f MB", len(objs), float64(jsonBytes)/1e6, float64(size)/1e6)
+	if float64(size) < 0.9*float64(jsonBytes) || float64(size) > 1.1*float64(jsonBytes) {
+		t.Errorf("kept %d bytes for %d bytes of JSON", size, jsonBytes)
+	}
+	got, ok := c.Get(key("fleet"))
+	if !ok || len(got) != len(objs) || Digest(got) != Digest(objs) {
+		t.Errorf("the fleet's objects did not come back as they were (%d of %d)", len(got), len(objs))
 	}
 }

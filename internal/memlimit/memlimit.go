@@ -9,9 +9,16 @@
 // every controller has run). Setting GOMEMLIMIT to the container's limit
 // itself, as a resourceFieldRef can, lets the heap grow into the room those
 // pages need: the kernel then evicts and re-reads the binary, or kills the
-// process. The limit set here is the container's limit less the size of
-// the executable and a margin (bounded to between a tenth and a half of
-// the limit).
+// process. The limit set here keeps the whole process within three
+// quarters of the container's limit: the container's limit less a quarter
+// of it, the size of the executable and a margin (bounded to between a
+// tenth and a half of the limit). The quarter is room for what a soft
+// limit cannot hold back: a burst of allocation between two collections
+// (a reconcile decoding a bundle of large CRDs), and a live heap that
+// outgrows the limit, which the runtime then lets through rather than
+// collect without end. The cost is collections that come sooner when the
+// live heap is large: measured at 10,000 BundleDeployments in
+// docs/benchmarks.md.
 package memlimit
 
 import (
@@ -32,7 +39,7 @@ const margin = 16 << 20
 // For returns the Go memory limit for a container limit of limit bytes and
 // an executable of exe bytes.
 func For(limit, exe int64) int64 {
-	reserve := exe + margin
+	reserve := limit/4 + exe + margin
 	reserve = max(reserve, limit/10)
 	reserve = min(reserve, limit/2)
 	return limit - reserve
@@ -69,5 +76,5 @@ func Set() (string, error) {
 	exe := ExecutableSize()
 	set := For(limit, exe)
 	debug.SetMemoryLimit(set)
-	return fmt.Sprintf("Go memory limit %d bytes (%d MiB): the container's %d MiB less the executable's %d MiB and a margin", set, set>>20, limit>>20, exe>>20), nil
+	return fmt.Sprintf("Go memory limit %d bytes (%d MiB): the container's %d MiB less a quarter of it, the executable's %d MiB and a margin", set, set>>20, limit>>20, exe>>20), nil
 }

@@ -5,10 +5,11 @@ import "testing"
 func TestFor(t *testing.T) {
 	const mi = 1 << 20
 	for _, tc := range []struct{ limit, exe, want int64 }{
-		{512 * mi, 100 * mi, 396 * mi},   // the Deployment's 512Mi, a 100 MiB binary
-		{4096 * mi, 100 * mi, 3686 * mi}, // a tenth at least: 4096 - 409.6
-		{128 * mi, 100 * mi, 64 * mi},    // a half at most
-		{512 * mi, 0, 460 * mi},          // executable unknown: a tenth
+		{512 * mi, 76 * mi, 292 * mi},   // the Deployment's 512Mi, a 76 MiB binary: 512 - 128 - 76 - 16
+		{4096 * mi, 76 * mi, 2980 * mi}, // 4096 - 1024 - 76 - 16
+		{128 * mi, 76 * mi, 64 * mi},    // a half at most
+		{512 * mi, 0, 368 * mi},         // executable unknown: 512 - 128 - 16
+		{64 << 30, 76 * mi, 49060 * mi}, // 64 GiB
 	} {
 		if got := For(tc.limit, tc.exe); got/mi != tc.want/mi {
 			t.Errorf("For(%d MiB, %d MiB) = %d MiB, want %d MiB", tc.limit/mi, tc.exe/mi, got/mi, tc.want/mi)

@@ -502,7 +502,8 @@ func provisionerBinary(t *testing.T) string {
 			t.Fatal(err)
 		}
 		p := filepath.Join(dir, "provisioner")
-		goBuild(t, testenv.RepoRoot(), "-trimpath", "-ldflags=-s -w", "-o", p, "./cmd/provisioner")
+		// As make build does, and the image holds: static, stripped.
+		goBuild(t, testenv.RepoRoot(), []string{"CGO_ENABLED=0"}, "-trimpath", "-ldflags=-s -w", "-o", p, "./cmd/provisioner")
 		builtProvisioner.dir, builtProvisioner.path = dir, p
 	}
 	return builtProvisioner.path
@@ -517,10 +518,11 @@ func removeProvisionerBinary() {
 	}
 }
 
-func goBuild(t *testing.T, dir string, args ...string) {
+func goBuild(t *testing.T, dir string, env []string, args ...string) {
 	t.Helper()
 	cmd := exec.Command("go", append([]string{"build"}, args...)...)
 	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build %v: %v\n%s", args, err, out)
 	}

@@ -167,7 +167,7 @@ func benchManySize(t *testing.T, r *report, reg *testregistry.Registry, srcs []r
 			after.sum("rest_client_rate_limiter_duration_seconds_sum", "", "")))
 	r.add("many", label+": API writes per install", fmt.Sprintf("%.2f", writes.totalf()/float64(n)), "target ≤ 15", "",
 		"by verb and resource: "+writes.perEach(n)+"; reads per install: "+reads.perEach(n))
-	r.add("many", label+": provisioner peak RSS (VmHWM, separate process)", mib(hwm), "target ≤ 512 MiB at 10,000", "",
+	r.add("many", label+": provisioner peak RSS (VmHWM, separate process)", mib(hwm), "target ≤ 384 MiB at 10,000", "",
 		fmt.Sprintf("%.1f KiB per BundleDeployment over the %s after start-up", float64(hwm-base)/float64(n), mib(base)))
 
 	time.Sleep(steadySettle)

@@ -125,18 +125,16 @@ func trimMetadata(in any) (any, error) {
 	out.Name, out.Namespace = m.Name, m.Namespace
 	out.ResourceVersion = m.ResourceVersion
 	out.DeletionTimestamp = m.DeletionTimestamp
-	kept := make(map[string]string, 4)
+	var set labelSet
 	if v, ok := m.Labels[rukpakv1alpha1.LabelOwnerKind]; ok {
 		if v == "BundleDeployment" {
 			v = "BundleDeployment" // the constant, not a decoded copy
 		}
-		kept[rukpakv1alpha1.LabelOwnerKind] = v
+		set.values[0], set.has[0] = v, true
 	}
 	owner, hasOwner := m.Labels[rukpakv1alpha1.LabelOwnerName]
-	if hasOwner {
-		kept[rukpakv1alpha1.LabelOwnerName] = owner
-	}
-	for _, k := range annotatedKeys {
+	set.values[1], set.has[1] = owner, hasOwner
+	for i, k := range annotatedKeys {
 		v, ok := m.Annotations[k]
 		if !ok {
 			// Already trimmed: client-go may transform an object twice.
@@ -146,11 +144,76 @@ func trimMetadata(in any) (any, error) {
 			if hasOwner && v == owner {
 				v = owner // one string for both
 			}
-			kept[annotatedKey(k)] = v
+			set.values[2+i], set.has[2+i] = v, true
 		}
 	}
-	out.Labels = kept
+	out.Labels = sharedLabels.get(set)
 	return out, nil
+}
+
+// labelSet is what trimMetadata keeps of an object's labels: the owner
+// kind and name labels and the annotatedKeys, each with whether it is set.
+type labelSet struct {
+	values [4]string
+	has    [4]bool
+}
+
+func (s labelSet) labels() map[string]string {
+	m := make(map[string]string, 4)
+	for i, k := range [4]string{rukpakv1alpha1.LabelOwnerKind, rukpakv1alpha1.LabelOwnerName, annotatedKey(annotatedKeys[0]), annotatedKey(annotatedKeys[1])} {
+		if s.has[i] {
+			m[k] = s.values[i]
+		}
+	}
+	return m
+}
+
+func (s labelSet) bytes() int {
+	n := 0
+	for _, v := range s.values {
+		n += len(v)
+	}
+	return n
+}
+
+// labelMaps hands out one labels map for all the cached objects that keep
+// the same labels: the objects of one BundleDeployment usually do, and a
+// map is ~340 bytes of a cached object's ~900 (100,000 objects at 10,000
+// BundleDeployments of 10). Cached objects are never changed (reads get
+// deep copies, event handlers only read them), so sharing is safe. The
+// table is bounded in entries and bytes, whoever labels objects: when
+// full it starts afresh, and the maps it handed out stay with their
+// objects (unshared from then on, as they were before).
+type labelMaps struct {
+	mu    sync.Mutex
+	maps  map[labelSet]map[string]string
+	bytes int
+}
+
+const (
+	maxLabelSets     = 1 << 14
+	maxLabelSetBytes = 1 << 20
+)
+
+var sharedLabels = &labelMaps{}
+
+func (l *labelMaps) get(s labelSet) map[string]string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if m, ok := l.maps[s]; ok {
+		return m
+	}
+	m := s.labels()
+	n := s.bytes()
+	if n > maxLabelSetBytes/64 {
+		return m // too long to keep: a valid name is at most 253 bytes
+	}
+	if l.maps == nil || len(l.maps) >= maxLabelSets || l.bytes+n > maxLabelSetBytes {
+		l.maps, l.bytes = map[labelSet]map[string]string{}, 0
+	}
+	l.maps[s] = m
+	l.bytes += n
+	return m
 }
 
 // annotatedKeys are the annotations the tracker keeps: Helm's ownership

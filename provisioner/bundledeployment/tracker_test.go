@@ -1,6 +1,9 @@
 package bundledeployment
 
 import (
+	"fmt"
+	"reflect"
+	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -87,6 +90,57 @@ func TestTrimMetadataKeepsWhatTheTrackerReads(t *testing.T) {
 	// The cache is never changed by a read: unfold works on a copy.
 	if len(out.Labels) != 4 {
 		t.Fatalf("cached labels changed: %v", out.Labels)
+	}
+}
+
+// The objects of one owner share one labels map in the cache; other labels
+// get their own, and the table behind the sharing stays bounded whatever
+// labels it is fed.
+func TestTrimMetadataSharesLabels(t *testing.T) {
+	obj := func(name, owner, release string) *metav1.PartialObjectMetadata {
+		return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns",
+			Labels:      map[string]string{rukpakv1alpha1.LabelOwnerKind: "BundleDeployment", rukpakv1alpha1.LabelOwnerName: owner},
+			Annotations: map[string]string{"meta.helm.sh/release-name": release, "meta.helm.sh/release-namespace": "ns"},
+		}}
+	}
+	labelsOf := func(in *metav1.PartialObjectMetadata) map[string]string {
+		out, err := trimMetadata(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out.(*metav1.PartialObjectMetadata).Labels
+	}
+	same := func(a, b map[string]string) bool {
+		return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
+	}
+	a, b := labelsOf(obj("a", "bd", "bd")), labelsOf(obj("b", "bd", "bd"))
+	if !same(a, b) {
+		t.Error("two objects of one owner and release hold two labels maps")
+	}
+	if c := labelsOf(obj("c", "bd", "other")); same(a, c) || c[annotatedKey(annotatedKeys[0])] != "other" {
+		t.Errorf("an object of another release shares the map: %v", c)
+	}
+	if d := labelsOf(obj("d", "bd2", "bd2")); same(a, d) || d[rukpakv1alpha1.LabelOwnerName] != "bd2" {
+		t.Errorf("an object of another owner shares the map: %v", d)
+	}
+
+	l := &labelMaps{}
+	long := strings.Repeat("x", 250)
+	for i := range 3 * maxLabelSets {
+		s := labelSet{values: [4]string{"BundleDeployment", fmt.Sprintf("%s-%d", long, i)}, has: [4]bool{true, true}}
+		if got := l.get(s); got[rukpakv1alpha1.LabelOwnerName] != s.values[1] {
+			t.Fatalf("labels %v for owner %s", got, s.values[1])
+		}
+		if len(l.maps) > maxLabelSets || l.bytes > maxLabelSetBytes {
+			t.Fatalf("table holds %d sets, %d bytes", len(l.maps), l.bytes)
+		}
+	}
+	huge := labelSet{values: [4]string{"BundleDeployment", strings.Repeat("y", 1<<20)}, has: [4]bool{true, true}}
+	if got := l.get(huge); len(got[rukpakv1alpha1.LabelOwnerName]) != 1<<20 {
+		t.Fatal("a long label lost")
+	}
+	if _, kept := l.maps[huge]; kept {
+		t.Error("a set of 1 MiB was kept in the table")
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -109,17 +110,49 @@ func (c *cluster) manyFloor(t *testing.T, n int) time.Duration {
 	took := time.Since(start)
 
 	// Gone before the provisioner starts.
-	for _, o := range []client.Object{&rukpakv1alpha1.BundleDeployment{}, &rukpakv1alpha1.Bundle{}} {
-		if err := c.c.DeleteAllOf(ctx, o, client.MatchingLabels{floorLabel: "true"}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, o := range []client.Object{&corev1.ConfigMap{}, &corev1.Secret{}} {
-		if err := c.c.DeleteAllOf(ctx, o, client.InNamespace(floorNamespace)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	c.deleteAll(t, &rukpakv1alpha1.BundleDeploymentList{}, client.MatchingLabels{floorLabel: "true"})
+	c.deleteAll(t, &rukpakv1alpha1.BundleList{}, client.MatchingLabels{floorLabel: "true"})
+	c.deleteAll(t, &corev1.ConfigMapList{}, client.InNamespace(floorNamespace))
+	c.deleteAll(t, &corev1.SecretList{}, client.InNamespace(floorNamespace))
 	return took
+}
+
+// deleteAll deletes every object list's kind selects until none is left. A
+// collection of 100,000 takes the API server longer than a request may
+// last: it answers with a timeout and goes on deleting, so the delete is
+// sent again until a list finds nothing.
+func (c *cluster) deleteAll(t *testing.T, list client.ObjectList, opts ...client.ListOption) {
+	t.Helper()
+	ctx := context.Background()
+	gvk, err := c.c.GroupVersionKindFor(list)
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj := &unstructured.Unstructured{}
+	obj.SetGroupVersionKind(gvk.GroupVersion().WithKind(strings.TrimSuffix(gvk.Kind, "List")))
+	var del []client.DeleteAllOfOption
+	for _, o := range opts {
+		if d, ok := o.(client.DeleteAllOfOption); ok {
+			del = append(del, d)
+		}
+	}
+	deadline := time.Now().Add(30 * time.Minute)
+	for {
+		err := c.c.DeleteAllOf(ctx, obj, del...)
+		if err != nil && !apierrors.IsTimeout(err) && !apierrors.IsServerTimeout(err) {
+			t.Fatalf("deleting %s: %v", obj.GetKind(), err)
+		}
+		if err := c.c.List(ctx, list, append(opts, client.Limit(1))...); err != nil {
+			t.Fatalf("listing %s: %v", obj.GetKind(), err)
+		}
+		if meta.LenList(list) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s left after deleting them for 30 minutes", obj.GetKind())
+		}
+		time.Sleep(time.Second)
+	}
 }
 
 // crdsFloor applies each BundleDeployment's CRDs (server-side, all of one

@@ -12,10 +12,7 @@
 package memo
 
 import (
-	"bytes"
 	"crypto/sha256"
-	"encoding/json"
-	"fmt"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
@@ -108,29 +105,6 @@ func (c *Cache) Add(k Key, objs []*unstructured.Unstructured) bool {
 		return false
 	}
 	return c.lru.Add(k, e, e.size())
-}
-
-func encode(objs []*unstructured.Unstructured, maxBytes int64) (*entry, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false) // the same values, fewer bytes
-	e := &entry{ends: make([]int, 0, len(objs))}
-	for _, o := range objs {
-		var v any // a nil object is kept as null
-		if o != nil {
-			v = o.Object
-		}
-		if err := enc.Encode(v); err != nil {
-			return nil, err
-		}
-		if int64(buf.Len()) > maxBytes {
-			return nil, fmt.Errorf("objects over %d bytes of JSON", maxBytes)
-		}
-		e.ends = append(e.ends, buf.Len())
-	}
-	// Exactly its length: the buffer's spare capacity would count too.
-	e.data = bytes.Clone(buf.Bytes())
-	return e, nil
 }
 
 // decode decodes as plain.decodeValue does: integers stay int64.

@@ -227,7 +227,7 @@ func TestRoundTrip(t *testing.T) {
 		t.Error("the objects a hit returns digest differently from the decoded ones")
 	}
 
-	for name, v := range map[string]any{"NaN": math.NaN(), "infinity": math.Inf(1), "a channel": make(chan int)} {
+	for name, v := range map[string]any{"NaN": math.NaN(), "infinity": math.Inf(1), "a channel": make(chan int), "an int": 1, "not UTF-8": "\xff"} {
 		objs := configMaps("bad", 1, 1)
 		objs[0].Object["data"].(map[string]any)["v"] = v
 		if c.Add(key(name), objs) || c.Contains(key(name)) {

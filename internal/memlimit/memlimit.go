@@ -11,8 +11,9 @@
 // pages need: the kernel then evicts and re-reads the binary, or kills the
 // process. The limit set here keeps the whole process within three
 // quarters of the container's limit: the container's limit less a quarter
-// of it, the size of the executable and a margin (bounded to between a
-// tenth and a half of the limit). The quarter is room for what a soft
+// of it (at most 512 MiB: a large container needs no more headroom than a
+// small one's), the size of the executable and a margin, and leaves at
+// least half of the limit to the runtime. The quarter is room for what a soft
 // limit cannot hold back: a burst of allocation between two collections
 // (a reconcile decoding a bundle of large CRDs), and a live heap that
 // outgrows the limit, which the runtime then lets through rather than
@@ -36,11 +37,13 @@ const EnvContainerLimit = "RUKPAK_MEMORY_LIMIT"
 // resident (thread stacks outside the heap, the vDSO, libc's few pages).
 const margin = 16 << 20
 
+// maxHeadroom bounds the quarter of the limit left for bursts.
+const maxHeadroom = 512 << 20
+
 // For returns the Go memory limit for a container limit of limit bytes and
 // an executable of exe bytes.
 func For(limit, exe int64) int64 {
-	reserve := limit/4 + exe + margin
-	reserve = max(reserve, limit/10)
+	reserve := min(limit/4, maxHeadroom) + exe + margin
 	reserve = min(reserve, limit/2)
 	return limit - reserve
 }
@@ -76,5 +79,5 @@ func Set() (string, error) {
 	exe := ExecutableSize()
 	set := For(limit, exe)
 	debug.SetMemoryLimit(set)
-	return fmt.Sprintf("Go memory limit %d bytes (%d MiB): the container's %d MiB less a quarter of it, the executable's %d MiB and a margin", set, set>>20, limit>>20, exe>>20), nil
+	return fmt.Sprintf("Go memory limit %d bytes (%d MiB): the container's %d MiB less a quarter of it (at most 512 MiB), the executable's %d MiB and a margin", set, set>>20, limit>>20, exe>>20), nil
 }

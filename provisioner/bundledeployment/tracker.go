@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"hash/maphash"
+	"maps"
 	"strconv"
 	"sync"
 
@@ -183,7 +184,9 @@ func (s labelSet) bytes() int {
 // deep copies, event handlers only read them), so sharing is safe. The
 // table is bounded in entries and bytes, whoever labels objects: when
 // full it starts afresh, and the maps it handed out stay with their
-// objects (unshared from then on, as they were before).
+// objects (unshared from then on, as they were before). Full, it holds
+// ~8 MiB: 16,384 maps of ~300 bytes, its own slots, and at most 1 MiB of
+// values.
 type labelMaps struct {
 	mu    sync.Mutex
 	maps  map[labelSet]map[string]string
@@ -198,16 +201,18 @@ const (
 var sharedLabels = &labelMaps{}
 
 func (l *labelMaps) get(s labelSet) map[string]string {
+	n := s.bytes()
+	if n > maxLabelSetBytes/64 {
+		// Too long to keep (a valid name is at most 253 bytes), or to hash
+		// under the lock.
+		return s.labels()
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if m, ok := l.maps[s]; ok {
 		return m
 	}
 	m := s.labels()
-	n := s.bytes()
-	if n > maxLabelSetBytes/64 {
-		return m // too long to keep: a valid name is at most 253 bytes
-	}
 	if l.maps == nil || len(l.maps) >= maxLabelSets || l.bytes+n > maxLabelSetBytes {
 		l.maps, l.bytes = map[labelSet]map[string]string{}, 0
 	}
@@ -232,8 +237,10 @@ func annotatedKey(k string) string {
 	return "annotation " + k
 }
 
-// unfold moves the annotations trimMetadata kept in m's labels back.
+// unfold moves the annotations trimMetadata kept in m's labels back, in a
+// copy of the labels: cached objects share their labels maps.
 func unfold(m *metav1.PartialObjectMetadata) {
+	m.Labels = maps.Clone(m.Labels)
 	for _, k := range annotatedKeys {
 		v, ok := m.Labels[annotatedKey(k)]
 		if !ok {

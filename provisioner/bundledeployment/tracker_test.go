@@ -87,6 +87,13 @@ func TestTrimMetadataKeepsWhatTheTrackerReads(t *testing.T) {
 	if p.Annotations != nil || len(p.Labels) != 2 {
 		t.Fatalf("unfold of an object without annotations: %+v", p.ObjectMeta)
 	}
+	// unfold of an object sharing its labels map leaves the map as it was.
+	shared := out.DeepCopy()
+	shared.Labels = out.Labels
+	unfold(shared)
+	if len(out.Labels) != 4 {
+		t.Fatalf("unfold changed the labels map it shares: %v", out.Labels)
+	}
 	// The cache is never changed by a read: unfold works on a copy.
 	if len(out.Labels) != 4 {
 		t.Fatalf("cached labels changed: %v", out.Labels)

@@ -13,8 +13,7 @@ import (
 
 // Digest is the SHA-256 of objs' content, in order: equal for equal objects
 // (map keys are hashed sorted), different for any change of a key, a value,
-// a type or the order of objs, except a whole float64 and the int64 of the
-// same value, which JSON does not tell apart. It writes the objects straight into the
+// a type or the order of objs. It writes the objects straight into the
 // hash, with none of the allocation of rendering them as JSON or YAML.
 func Digest(objs []*unstructured.Unstructured) [sha256.Size]byte {
 	d := digester{h: sha256.New(), out: make([]byte, 0, 2*outBuffer)}
@@ -89,8 +88,16 @@ func (d *digester) value(v any) {
 	case nil:
 		d.tag(tagNil)
 	case map[string]any:
+		if v == nil { // as JSON writes it
+			d.tag(tagNil)
+			return
+		}
 		d.mapValue(v)
 	case []any:
+		if v == nil {
+			d.tag(tagNil)
+			return
+		}
 		d.int(tagList, int64(len(v)))
 		for _, e := range v {
 			d.value(e)
@@ -104,12 +111,6 @@ func (d *digester) value(v any) {
 	case int32:
 		d.int(tagInt, int64(v))
 	case float64:
-		if isJSONInt(v) {
-			// JSON writes it as an integer, and reads it back as an int64
-			// (the cache keeps JSON): the same object either way.
-			d.int(tagInt, int64(v))
-			return
-		}
 		d.int(tagFloat, int64(math.Float64bits(v)))
 	case bool:
 		if v {
@@ -142,11 +143,4 @@ func (d *digester) mapValue(m map[string]any) {
 		d.value(m[k])
 	}
 	d.depth--
-}
-
-// isJSONInt says whether encoding/json writes f as an integer literal that
-// apimachinery's JSON decodes as an int64: a whole number in int64's range
-// (JSON uses an exponent only from 1e21).
-func isJSONInt(f float64) bool {
-	return f == math.Trunc(f) && f >= math.MinInt64 && f < math.MaxInt64
 }

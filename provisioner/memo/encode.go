@@ -1,6 +1,7 @@
 package memo
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"math"
@@ -16,11 +17,23 @@ import (
 // not kept.
 var errNotJSON = errors.New("not representable as JSON")
 
+// errTooLarge: objects over the entry bound, given up as soon as the JSON
+// written passes it.
+var errTooLarge = errors.New("objects over the bound of one entry")
+
+// Pooled encoders with more than this kept (buffer, a depth's keys) are
+// dropped rather than pooled: the pool is outside the cache's bound.
+const (
+	maxPooledBuffer = 1 << 20
+	maxPooledKeys   = 1 << 12
+)
+
 // encoder writes decoded objects as compact JSON with sorted keys, as
 // encoding/json would, without its reflection and per-map key slices:
 // the bytes an entry keeps are most of what adding it allocates.
 type encoder struct {
 	buf []byte
+	max int // bytes of JSON it gives up beyond
 	// keys holds each depth's sorted map keys, reused from map to map.
 	keys  [][]string
 	depth int
@@ -33,13 +46,9 @@ var encoders = sync.Pool{New: func() any { return &encoder{} }}
 // infinity, a string that is not UTF-8, a type decoding never produces).
 func encode(objs []*unstructured.Unstructured, maxBytes int64) (*entry, error) {
 	enc := encoders.Get().(*encoder)
-	defer func() {
-		if cap(enc.buf) <= 4<<20 { // a huge buffer is not kept for the next
-			enc.buf = enc.buf[:0]
-			encoders.Put(enc)
-		}
-	}()
+	defer enc.release()
 	enc.buf = enc.buf[:0]
+	enc.max = int(min(maxBytes, math.MaxInt))
 	e := &entry{ends: make([]int, 0, len(objs))}
 	for _, o := range objs {
 		if o == nil {
@@ -47,8 +56,8 @@ func encode(objs []*unstructured.Unstructured, maxBytes int64) (*entry, error) {
 		} else if err := enc.value(o.Object); err != nil {
 			return nil, err
 		}
-		if int64(len(enc.buf)) > maxBytes {
-			return nil, fmt.Errorf("objects over %d bytes of JSON", maxBytes)
+		if len(enc.buf) > enc.max {
+			return nil, errTooLarge
 		}
 		e.ends = append(e.ends, len(enc.buf))
 	}
@@ -56,13 +65,35 @@ func encode(objs []*unstructured.Unstructured, maxBytes int64) (*entry, error) {
 	return e, nil
 }
 
+// release pools e unless it holds more than a small encoder should.
+func (e *encoder) release() {
+	if cap(e.buf) > maxPooledBuffer {
+		return
+	}
+	for _, k := range e.keys {
+		if cap(k) > maxPooledKeys {
+			return
+		}
+	}
+	e.buf, e.depth = e.buf[:0], 0
+	encoders.Put(e)
+}
+
 func (e *encoder) value(v any) error {
 	switch v := v.(type) {
 	case nil:
 		e.buf = append(e.buf, "null"...)
 	case map[string]any:
+		if v == nil {
+			e.buf = append(e.buf, "null"...) // as encoding/json writes it
+			return nil
+		}
 		return e.object(v)
 	case []any:
+		if v == nil {
+			e.buf = append(e.buf, "null"...)
+			return nil
+		}
 		e.buf = append(e.buf, '[')
 		for i, el := range v {
 			if i > 0 {
@@ -70,6 +101,9 @@ func (e *encoder) value(v any) error {
 			}
 			if err := e.value(el); err != nil {
 				return err
+			}
+			if len(e.buf) > e.max {
+				return errTooLarge
 			}
 		}
 		e.buf = append(e.buf, ']')
@@ -83,10 +117,15 @@ func (e *encoder) value(v any) error {
 		if math.IsNaN(v) || math.IsInf(v, 0) {
 			return errNotJSON
 		}
-		// The shortest form that reads back as the same float64; a whole
-		// one in int64's range reads back as an int64, which Digest counts
-		// as the same value.
+		// The shortest form that reads back as the same float64, and as a
+		// float64: apimachinery's JSON reads a number without a fraction
+		// or an exponent as an int64, so a whole one gets ".0" (2.0, not
+		// 2; -0.0, not -0).
+		start := len(e.buf)
 		e.buf = strconv.AppendFloat(e.buf, v, 'g', -1, 64)
+		if !bytes.ContainsAny(e.buf[start:], ".eE") {
+			e.buf = append(e.buf, ".0"...)
+		}
 	default:
 		return fmt.Errorf("%w: a %T", errNotJSON, v)
 	}
@@ -104,7 +143,10 @@ func (e *encoder) object(m map[string]any) error {
 	slices.Sort(keys)
 	e.keys[e.depth] = keys
 	e.depth++
-	defer func() { e.depth-- }()
+	defer func() {
+		e.depth--
+		clear(keys) // the pooled slices must not keep keys alive
+	}()
 	e.buf = append(e.buf, '{')
 	for i, k := range keys {
 		if i > 0 {
@@ -117,10 +159,11 @@ func (e *encoder) object(m map[string]any) error {
 		if err := e.value(m[k]); err != nil {
 			return err
 		}
+		if len(e.buf) > e.max {
+			return errTooLarge
+		}
 	}
 	e.buf = append(e.buf, '}')
-	// Drop the references: the pooled slices must not keep keys alive.
-	clear(keys)
 	return nil
 }
 

@@ -204,6 +204,8 @@ func TestRoundTrip(t *testing.T) {
 			"metadata": map[string]any{"name": "x", "labels": map[string]any{"a": "<&>"}},
 			"spec": map[string]any{
 				"int": int64(-3), "big": int64(math.MaxInt64), "float": 1.5, "whole": 2.0, "huge": 1e300,
+				"million": 2e6, "e21": 1e21, "2^62": float64(1 << 62), "int 2^62": int64(1 << 62), "-0": math.Copysign(0, -1),
+				"nil map": map[string]any(nil), "nil list": []any(nil),
 				"bool": true, "null": nil, "list": []any{"a", int64(1), map[string]any{"z": false}, []any{}},
 				"empty": map[string]any{}, "unicode": "é\u2028\x00",
 			},
@@ -218,13 +220,34 @@ func TestRoundTrip(t *testing.T) {
 		t.Fatal("not found")
 	}
 	want := decoded()
-	// The one change: JSON writes 2.0 as 2, read back as an int64.
-	want[0].Object["spec"].(map[string]any)["whole"] = int64(2)
+	// The one change: a nil map or list is null in JSON, and comes back so.
+	spec := want[0].Object["spec"].(map[string]any)
+	spec["nil map"], spec["nil list"] = nil, nil
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("round trip changed the objects:\n got %#v\nwant %#v", got[0].Object, want[0].Object)
 	}
+	// Every number keeps its type (an int64 of the same value would make
+	// the apply send other JSON), and -0 its sign.
+	gotSpec := got[0].Object["spec"].(map[string]any)
+	for k, v := range spec {
+		if fmt.Sprintf("%T", gotSpec[k]) != fmt.Sprintf("%T", v) {
+			t.Errorf("%s: %T came back as %T", k, v, gotSpec[k])
+		}
+	}
+	if z := gotSpec["-0"].(float64); !math.Signbit(z) {
+		t.Error("-0 came back as 0")
+	}
 	if Digest(got) != Digest(decoded()) {
 		t.Error("the objects a hit returns digest differently from the decoded ones")
+	}
+
+	// What the API server receives differs, so the digests do.
+	for _, pair := range [][2]any{{int64(1 << 62), float64(1 << 62)}, {int64(2), 2.0}, {map[string]any(nil), map[string]any{}}} {
+		a, b := configMaps("n", 1, 1), configMaps("n", 1, 1)
+		a[0].Object["n"], b[0].Object["n"] = pair[0], pair[1]
+		if Digest(a) == Digest(b) {
+			t.Errorf("%#v and %#v digest alike", pair[0], pair[1])
+		}
 	}
 
 	for name, v := range map[string]any{"NaN": math.NaN(), "infinity": math.Inf(1), "a channel": make(chan int), "an int": 1, "not UTF-8": "\xff"} {

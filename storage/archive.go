@@ -15,6 +15,7 @@ import (
 
 	"github.com/klauspost/compress/gzip"
 
+	"github.com/rukpak-dev/rukpak/internal/gzpool"
 	"github.com/rukpak-dev/rukpak/unpack"
 )
 
@@ -191,11 +192,11 @@ func (a ArchiveReader) Read(r io.Reader) (fs.FS, error) {
 	if maxKept <= 0 {
 		maxKept = DefaultMaxLoadBytes
 	}
-	gz, err := gzip.NewReader(r)
+	gz, err := gzpool.NewReader(r)
 	if err != nil {
 		return nil, fmt.Errorf("reading gzip: %w", err)
 	}
-	defer gz.Close()
+	defer gzpool.Put(gz)
 	tr := tar.NewReader(gz)
 	out := fstest.MapFS{}
 	var total, kept int64

@@ -15,11 +15,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/klauspost/compress/gzip"
-
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
+	"github.com/rukpak-dev/rukpak/internal/gzpool"
 	"github.com/rukpak-dev/rukpak/unpack"
 )
 
@@ -198,10 +197,11 @@ func checkFile(file string) error {
 		return err
 	}
 	defer f.Close()
-	gz, err := gzip.NewReader(f)
+	gz, err := gzpool.NewReader(f)
 	if err != nil {
 		return fmt.Errorf("reading gzip: %w", err)
 	}
+	defer gzpool.Put(gz)
 	tr := tar.NewReader(gz)
 	for {
 		_, err := tr.Next()

@@ -28,6 +28,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/metadata"
+
+	"github.com/rukpak-dev/rukpak/internal/gzpool"
 )
 
 // Release records of any size.
@@ -767,10 +769,11 @@ func (d *chunkedSecrets) decodeSecret(s *corev1.Secret) (*helmrelease.Release, e
 	var r io.Reader = bytes.NewReader(b)
 	// Helm reads records from before it compressed them as plain JSON.
 	if len(b) > 3 && bytes.Equal(b[:3], []byte{0x1f, 0x8b, 0x08}) {
-		zr, err := gzip.NewReader(r)
+		zr, err := gzpool.NewReader(r)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %s: %w", ErrCorruptRecord, s.Name, err)
 		}
+		defer gzpool.Put(zr)
 		r = zr
 	}
 	rls, err := d.decodeJSON(s.Name, r)
@@ -823,13 +826,14 @@ func (d *chunkedSecrets) readChunks(ctx context.Context, idx *corev1.Secret) (*h
 		digest: hex.EncodeToString(sum)[:16], hash: sha256.New(), sums: sums,
 		name: idx.Labels["name"], version: idx.Labels["version"],
 	}
-	zr, err := gzip.NewReader(cr)
+	zr, err := gzpool.NewReader(cr)
 	if err != nil {
 		if cr.err != nil {
 			return nil, cr.err
 		}
 		return nil, corrupt("%v", err)
 	}
+	defer gzpool.Put(zr)
 	rls, err := d.decodeJSON(idx.Name, zr)
 	if cr.err != nil {
 		return nil, cr.err

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"hash"
 	"math"
-	"slices"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
@@ -46,11 +45,9 @@ const (
 )
 
 type digester struct {
-	h   hash.Hash
-	out []byte
-	// keys holds each depth's sorted map keys, reused from map to map.
-	keys  [][]string
-	depth int
+	h    hash.Hash
+	out  []byte
+	keys sortedKeys
 }
 
 // write buffers the stream: many small writes to the hash cost more than
@@ -126,21 +123,11 @@ func (d *digester) value(v any) {
 }
 
 func (d *digester) mapValue(m map[string]any) {
-	if d.depth == len(d.keys) {
-		d.keys = append(d.keys, nil)
-	}
-	keys := d.keys[d.depth][:0]
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	// Kept for the next map at this depth (nested maps use the next).
-	d.keys[d.depth] = keys
-	d.depth++
+	keys := d.keys.enter(m)
+	defer d.keys.leave()
 	d.int(tagMap, int64(len(keys)))
 	for _, k := range keys {
 		d.string(tagString, k)
 		d.value(m[k])
 	}
-	d.depth--
 }

@@ -32,11 +32,9 @@ const (
 // encoding/json would, without its reflection and per-map key slices:
 // the bytes an entry keeps are most of what adding it allocates.
 type encoder struct {
-	buf []byte
-	max int // bytes of JSON it gives up beyond
-	// keys holds each depth's sorted map keys, reused from map to map.
-	keys  [][]string
-	depth int
+	buf  []byte
+	max  int // bytes of JSON it gives up beyond
+	keys sortedKeys
 }
 
 var encoders = sync.Pool{New: func() any { return &encoder{} }}
@@ -70,12 +68,10 @@ func (e *encoder) release() {
 	if cap(e.buf) > maxPooledBuffer {
 		return
 	}
-	for _, k := range e.keys {
-		if cap(k) > maxPooledKeys {
-			return
-		}
+	if e.keys.largest() > maxPooledKeys {
+		return
 	}
-	e.buf, e.depth = e.buf[:0], 0
+	e.buf, e.keys.depth = e.buf[:0], 0
 	encoders.Put(e)
 }
 
@@ -133,20 +129,8 @@ func (e *encoder) value(v any) error {
 }
 
 func (e *encoder) object(m map[string]any) error {
-	if e.depth == len(e.keys) {
-		e.keys = append(e.keys, nil)
-	}
-	keys := e.keys[e.depth][:0]
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	e.keys[e.depth] = keys
-	e.depth++
-	defer func() {
-		e.depth--
-		clear(keys) // the pooled slices must not keep keys alive
-	}()
+	keys := e.keys.enter(m)
+	defer e.keys.leave() // the pooled slices must not keep keys alive
 	e.buf = append(e.buf, '{')
 	for i, k := range keys {
 		if i > 0 {

@@ -11,7 +11,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -119,8 +118,8 @@ func (c *cluster) manyFloor(t *testing.T, n int) time.Duration {
 
 // deleteAll deletes every object list's kind selects until none is left. A
 // collection of 100,000 takes the API server longer than a request may
-// last: it answers with a timeout and goes on deleting, so the delete is
-// sent again until a list finds nothing.
+// last: it answers with a timeout (or resets the stream) and goes on
+// deleting, so the delete is sent again until a list finds nothing.
 func (c *cluster) deleteAll(t *testing.T, list client.ObjectList, opts ...client.ListOption) {
 	t.Helper()
 	ctx := context.Background()
@@ -138,9 +137,10 @@ func (c *cluster) deleteAll(t *testing.T, list client.ObjectList, opts ...client
 	}
 	deadline := time.Now().Add(30 * time.Minute)
 	for {
-		err := c.c.DeleteAllOf(ctx, obj, del...)
-		if err != nil && !apierrors.IsTimeout(err) && !apierrors.IsServerTimeout(err) {
-			t.Fatalf("deleting %s: %v", obj.GetKind(), err)
+		// A timeout comes back as a timeout status or as the HTTP/2 stream
+		// reset under it: either way the list below says what is left.
+		if err := c.c.DeleteAllOf(ctx, obj, del...); err != nil {
+			t.Logf("deleting %s (sent again until none is left): %v", obj.GetKind(), err)
 		}
 		if err := c.c.List(ctx, list, append(opts, client.Limit(1))...); err != nil {
 			t.Fatalf("listing %s: %v", obj.GetKind(), err)

@@ -18,8 +18,8 @@ import (
 // TestIntegrationRestartReads counts the reads a provisioner restart
 // sends to re-verify installed BundleDeployments: objects of kinds without
 // a status that nobody wrote since their release's records were are
-// judged from the metadata cache (no GET each), and each release's history
-// is read once, not once more per watched kind. What changed while it was
+// judged from the metadata cache (no GET each), and no release's history
+// is read: its deployed record's labels say which objects it holds. What changed while it was
 // down is still found and restored: an edited and a deleted ConfigMap.
 // Counted with the API server's own request counts, not timed.
 func TestIntegrationRestartReads(t *testing.T) {
@@ -81,11 +81,9 @@ func TestIntegrationRestartReads(t *testing.T) {
 	if cmGets > 4 {
 		t.Errorf("%.0f ConfigMap GETs at restart, want at most 4 (the two changed ones; %d unchanged need none)", cmGets, bds*cms-2)
 	}
-	// One release record each, and again for the two whose restore
-	// brought them back (unless the restore's own answer already said
-	// where the object is, as it mostly does).
-	if recordGets > bds+2 {
-		t.Errorf("%.0f release record GETs at restart, want at most %d (one history read per BundleDeployment, and one more for each of the two restored)", recordGets, bds+2)
+	// None: each deployed record's labels say which objects it holds.
+	if recordGets > 0 {
+		t.Errorf("%.0f release record GETs at restart, want none (the records' labels say what each release holds)", recordGets)
 	}
 	if per := (cmGets + recordGets) / bds; per > 2 {
 		t.Errorf("%.1f GETs per BundleDeployment at restart, want at most 2", per)

@@ -1,7 +1,6 @@
 package storage
 
 import (
-	"bufio"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -74,7 +73,7 @@ func (s *LocalDirectory) LoadHashed(_ context.Context, bundle *rukpakv1alpha1.Bu
 	}
 	h := sha256.New()
 	r := io.TeeReader(f, h)
-	fsys, err := ArchiveReader{Limits: s.Limits, MaxKeptBytes: s.MaxLoadBytes}.Read(bufio.NewReaderSize(r, 64<<10))
+	fsys, err := ArchiveReader{Limits: s.Limits, MaxKeptBytes: s.MaxLoadBytes}.readBuffered(r)
 	if err != nil {
 		return nil, sum, false, fmt.Errorf("loading content of bundle %q: %w", bundle.Name, err)
 	}

@@ -96,7 +96,7 @@ func (s *LocalDirectory) Load(_ context.Context, bundle *rukpakv1alpha1.Bundle) 
 		return nil, fmt.Errorf("loading content of bundle %q: %w", bundle.Name, err)
 	}
 	defer f.Close()
-	fsys, err := ArchiveReader{Limits: s.Limits, MaxKeptBytes: s.MaxLoadBytes}.Read(bufio.NewReaderSize(f, 64<<10))
+	fsys, err := ArchiveReader{Limits: s.Limits, MaxKeptBytes: s.MaxLoadBytes}.readBuffered(f)
 	if err != nil {
 		return nil, fmt.Errorf("loading content of bundle %q: %w", bundle.Name, err)
 	}

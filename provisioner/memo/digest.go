@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash"
 	"math"
+	"sync"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
@@ -15,7 +16,10 @@ import (
 // a type or the order of objs. It writes the objects straight into the
 // hash, with none of the allocation of rendering them as JSON or YAML.
 func Digest(objs []*unstructured.Unstructured) [sha256.Size]byte {
-	d := digester{h: sha256.New(), out: make([]byte, 0, 2*outBuffer)}
+	d := digesters.Get().(*digester)
+	defer d.release()
+	d.h.Reset()
+	d.out = d.out[:0]
 	d.int(tagList, int64(len(objs)))
 	for _, o := range objs {
 		if o == nil {
@@ -48,6 +52,20 @@ type digester struct {
 	h    hash.Hash
 	out  []byte
 	keys sortedKeys
+}
+
+// digesters are reused: a digest of one release's objects allocated its
+// buffer and hasher anew, ~15 KB per reconcile.
+var digesters = sync.Pool{New: func() any { return &digester{h: sha256.New(), out: make([]byte, 0, 2*outBuffer)} }}
+
+// release pools d unless it holds more than a small digester should (a
+// long string grew its buffer).
+func (d *digester) release() {
+	if cap(d.out) > maxPooledBuffer || d.keys.largest() > maxPooledKeys {
+		return
+	}
+	d.out, d.keys.depth = d.out[:0], 0
+	digesters.Put(d)
 }
 
 // write buffers the stream: many small writes to the hash cost more than

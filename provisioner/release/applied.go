@@ -46,9 +46,9 @@ func (a *appliedReleases) unchanged(name string, objects [sha256.Size]byte, reco
 }
 
 // remember notes that deployed, the last revision of release name, holds
-// exactly the objects of digest objects (less drops) while its records are
-// records.
-func (a *appliedReleases) remember(name string, objects [sha256.Size]byte, records string, deployed *helmrelease.Release, drops map[string]string) {
+// exactly the objects of digest objects (less drops) in a manifest of
+// manifestSize bytes while its records are records.
+func (a *appliedReleases) remember(name string, objects [sha256.Size]byte, records string, deployed *helmrelease.Release, manifestSize int, drops map[string]string) {
 	// Kept without the manifest (the largest part by far) or the chart:
 	// the Result only says which revision is deployed.
 	kept := *deployed
@@ -61,7 +61,7 @@ func (a *appliedReleases) remember(name string, objects [sha256.Size]byte, recor
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.byName[name] = appliedRelease{objects: objects, records: records, release: &kept, manifestSize: len(deployed.Manifest), drops: drops}
+	a.byName[name] = appliedRelease{objects: objects, records: records, release: &kept, manifestSize: manifestSize, drops: drops}
 }
 
 // forget drops what is remembered for name: it is about to change.

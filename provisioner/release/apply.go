@@ -80,8 +80,14 @@ func applyObject(ctx context.Context, c client.Client, o *unstructured.Unstructu
 // like a release record would make a later uninstall delete objects of the
 // bundle's choosing. For the same reason nothing is installed there at all.
 // Unknown kinds are left for the apply to report as missing.
-func (m *Manager) place(o *unstructured.Unstructured) error {
-	namespaced, err := m.client.IsObjectNamespaced(o)
+func (m *Manager) place(o *unstructured.Unstructured, scopes map[schema.GroupVersionKind]scope) error {
+	gvk := o.GroupVersionKind()
+	sc, ok := scopes[gvk]
+	if !ok {
+		sc.namespaced, sc.err = m.client.IsObjectNamespaced(o)
+		scopes[gvk] = sc
+	}
+	namespaced, err := sc.namespaced, sc.err
 	switch {
 	case meta.IsNoMatchError(err):
 	case err != nil:
@@ -95,6 +101,13 @@ func (m *Manager) place(o *unstructured.Unstructured) error {
 		return fmt.Errorf("%s is in the provisioner's namespace %q, which holds release records and credentials: bundles may not install objects there", describe(o), m.namespace)
 	}
 	return nil
+}
+
+// scope is what the RESTMapper said of a kind: namespaced or not, or why
+// it could not tell.
+type scope struct {
+	namespaced bool
+	err        error
 }
 
 // applyConcurrency bounds the requests in flight for one release; the API

@@ -318,6 +318,7 @@ func (d *chunkedSecrets) Delete(key string) (*helmrelease.Release, error) {
 	if d.index != nil {
 		d.index.deletedAt(name, key)
 		d.index.gone(name, key)
+		d.index.removed(key, uid)
 	}
 	sweepErr := d.sweep(ctx, name)
 	if readErr != nil {
@@ -951,7 +952,7 @@ func filterSystemLabels(lbs map[string]string) map[string]string {
 	out := map[string]string{}
 	for k, v := range lbs {
 		switch k {
-		case "name", "owner", "status", "version", "createdAt", "modifiedAt", labelDigest:
+		case "name", "owner", "status", "version", "createdAt", "modifiedAt", labelDigest, labelObjects, labelManifestBytes:
 		default:
 			out[k] = v
 		}

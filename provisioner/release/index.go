@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -34,7 +36,9 @@ import (
 // process show up with the informer's delay, as every cached read in a
 // controller does; one writer per release is assumed anyway (Manager).
 type recordIndex struct {
-	informer cache.SharedIndexInformer
+	informer  cache.SharedIndexInformer
+	namespace string
+	started   atomic.Bool
 
 	mu      sync.Mutex
 	created map[string]map[string]bool // release name → record keys
@@ -42,6 +46,10 @@ type recordIndex struct {
 	// (track), so that once it has succeeded the release's fingerprint can
 	// be told before the informer shows it (settle).
 	writes map[string]*recordWrites
+	// deleted are the records this process deleted (key → UID) that the
+	// informer still shows: their labels no longer vouch for anything
+	// (deployedHolds). Each goes when the informer shows its deletion.
+	deleted map[string]types.UID
 }
 
 // recordWrites are one Apply's writes of a release's records: what the
@@ -54,38 +62,105 @@ type recordWrites struct {
 
 const byReleaseName = "release-name"
 
+// recordIndexers index records by their release's name.
+var recordIndexers = cache.Indexers{byReleaseName: func(obj any) ([]string, error) {
+	m, ok := obj.(*metav1.PartialObjectMetadata)
+	if !ok || m.Labels["name"] == "" {
+		return nil, nil
+	}
+	return []string{m.Labels["name"]}, nil
+}}
+
 func newRecordIndex(mc metadata.Interface, namespace string) *recordIndex {
 	inf := metadatainformer.NewFilteredMetadataInformer(mc, corev1.SchemeGroupVersion.WithResource("secrets"), namespace, 0,
-		cache.Indexers{byReleaseName: func(obj any) ([]string, error) {
-			m, ok := obj.(*metav1.PartialObjectMetadata)
-			if !ok || m.Labels["name"] == "" {
-				return nil, nil
-			}
-			return []string{m.Labels["name"]}, nil
-		}},
+		recordIndexers,
 		func(o *metav1.ListOptions) { o.LabelSelector = labels.Set{"owner": "helm"}.String() },
 	).Informer()
-	// What the index reads: a Secret's name and its release's name. The
-	// rest (managed fields, Helm's timestamps) would only cost memory, a
-	// few hundred bytes per record at 10,000 releases.
+	return indexRecords(inf, namespace)
+}
+
+// indexRecords is the index kept by inf, an informer of the record
+// Secrets of namespace indexed by recordIndexers, not started yet.
+func indexRecords(inf cache.SharedIndexInformer, namespace string) *recordIndex {
+	// What the index reads: a Secret's name and the labels that say which
+	// revision of which release it records, in which status, holding what
+	// (recorded.go). The rest (managed fields, Helm's timestamps, a
+	// release's own labels) would only cost memory, a few hundred bytes
+	// per record at 10,000 releases.
 	_ = inf.SetTransform(func(obj any) (any, error) {
 		m, ok := obj.(*metav1.PartialObjectMetadata)
 		if !ok {
 			return obj, nil
 		}
+		kept := make(map[string]string, len(indexedLabels))
+		for _, k := range indexedLabels {
+			if v, ok := m.Labels[k]; ok {
+				kept[k] = v
+			}
+		}
 		return &metav1.PartialObjectMetadata{
 			TypeMeta: m.TypeMeta,
 			ObjectMeta: metav1.ObjectMeta{
 				Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion,
-				Labels: map[string]string{"name": m.Labels["name"]},
+				Labels: kept,
 			},
 		}, nil
 	})
-	return &recordIndex{informer: inf, created: map[string]map[string]bool{}, writes: map[string]*recordWrites{}}
+	x := &recordIndex{informer: inf, namespace: namespace, created: map[string]map[string]bool{}, writes: map[string]*recordWrites{}, deleted: map[string]types.UID{}}
+	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: func(obj any) {
+		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = d.Obj
+		}
+		if m, ok := obj.(*metav1.PartialObjectMetadata); ok {
+			x.mu.Lock()
+			if x.deleted[m.Name] == m.UID {
+				delete(x.deleted, m.Name)
+			}
+			x.mu.Unlock()
+		}
+	}})
+	return x
+}
+
+// removed notes that this process deleted record key, of UID uid, unless
+// the informer no longer shows it: its handler, which forgets the note,
+// runs after the store has dropped the record, and waits for x.mu.
+func (x *recordIndex) removed(key string, uid types.UID) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if !x.started.Load() {
+		return
+	}
+	o, ok, err := x.informer.GetStore().GetByKey(x.namespace + "/" + key)
+	if m, isMeta := o.(*metav1.PartialObjectMetadata); err == nil && ok && isMeta && m.UID == uid {
+		x.deleted[key] = uid
+	}
 }
 
 // run keeps the index until ctx is done.
-func (x *recordIndex) run(ctx context.Context) { x.informer.RunWithContext(ctx) }
+func (x *recordIndex) run(ctx context.Context) {
+	x.started.Store(true)
+	x.informer.RunWithContext(ctx)
+}
+
+// indexSyncWait bounds how long an Apply waits for the index to sync: the
+// LIST it would send instead costs the API server as much as the
+// informer's.
+const indexSyncWait = 10 * time.Second
+
+// waitSynced waits, if the index runs, until it has synced (or
+// indexSyncWait has passed, or ctx is done): right after a start every
+// release is applied at once, and without the index each would list its
+// records and read them, though its record's labels could tell that it
+// changes nothing (recorded.go).
+func (x *recordIndex) waitSynced(ctx context.Context) {
+	if !x.started.Load() || x.informer.HasSynced() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, indexSyncWait)
+	defer cancel()
+	cache.WaitForCacheSync(ctx.Done(), x.informer.HasSynced)
+}
 
 // keys returns the record keys of release name, sorted; ok is false while
 // the informer has not synced, when only a LIST can answer.
@@ -195,6 +270,11 @@ func joinVersions(records map[string]string) string {
 func (x *recordIndex) pending(name string, shown map[string]string) bool {
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	return x.pendingLocked(name, shown)
+}
+
+// pendingLocked is pending with x.mu held.
+func (x *recordIndex) pendingLocked(name string, shown map[string]string) bool {
 	if len(x.created[name]) == 0 {
 		return false
 	}

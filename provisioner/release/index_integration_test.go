@@ -156,18 +156,28 @@ func TestIntegrationHistoryByName(t *testing.T) {
 		t.Errorf("%d LISTs of Secrets once the index had synced, want 0", n)
 	}
 
-	// A new process: its index starts from the records the first wrote.
+	// A new process: its index starts from the records the first wrote,
+	// whose labels say what the deployed revisions hold: nothing to read.
 	m2 := startedManager(t, cfg, ns)
-	lists = reqs.lists.Load()
-	if res := apply(m2, "small", cm("small", map[string]any{"k": "v2"})); res.Changed || res.Release.Version != 2 {
-		t.Errorf("after a restart: changed %v revision %d, want unchanged 2", res.Changed, res.Release.Version)
+	lists, gets := reqs.lists.Load(), reqs.gets.Load()
+	if res := apply(m2, "small", cm("small", map[string]any{"k": "v2"})); res.Changed || res.Release.Version != 2 || res.ManifestSize() == 0 {
+		t.Errorf("after a restart: changed %v revision %d manifest %d bytes, want unchanged 2", res.Changed, res.Release.Version, res.ManifestSize())
 	}
-	if res := apply(m2, "big", big...); res.Changed || res.Release.Version != 1 {
-		t.Errorf("chunked, after a restart: changed %v revision %d, want unchanged 1", res.Changed, res.Release.Version)
+	if res := apply(m2, "big", big...); res.Changed || res.Release.Version != 1 || res.ManifestSize() < 2<<20 {
+		t.Errorf("chunked, after a restart: changed %v revision %d manifest %d bytes, want unchanged 1", res.Changed, res.Release.Version, res.ManifestSize())
 	}
-
 	if n := reqs.lists.Load() - lists; n != 0 {
 		t.Errorf("%d LISTs of Secrets once the restarted index had synced, want 0", n)
+	}
+	if n := reqs.gets.Load() - gets; n != 0 {
+		t.Errorf("%d reads of release records after a restart, want 0 (the records' labels vouch for the objects)", n)
+	}
+	// Other objects after a restart: the labels do not vouch for them.
+	if res := apply(m2, "small", cm("small", map[string]any{"k": "v2b"})); !res.Changed || res.Release.Version != 3 {
+		t.Errorf("other objects after a restart: changed %v revision %d, want an upgrade to 3", res.Changed, res.Release.Version)
+	}
+	if res := apply(m2, "small", cm("small", map[string]any{"k": "v2"})); !res.Changed || res.Release.Version != 4 {
+		t.Errorf("the objects of revision 2 again: changed %v revision %d, want an upgrade to 4", res.Changed, res.Release.Version)
 	}
 
 	// Uninstalled, then installed again: the deleted records are no history
@@ -177,7 +187,7 @@ func TestIntegrationHistoryByName(t *testing.T) {
 		t.Fatal(err)
 	}
 	lists = reqs.lists.Load()
-	if res := apply(m2, "small", cm("small", map[string]any{"k": "v3"})); !res.Changed || res.Release.Version != 1 || res.Upgraded {
+	if res := apply(m2, "small", cm("small", map[string]any{"k": "v2"})); !res.Changed || res.Release.Version != 1 || res.Upgraded {
 		t.Errorf("install after an uninstall: changed %v upgraded %v revision %d, want a first install", res.Changed, res.Upgraded, res.Release.Version)
 	}
 	if n := reqs.lists.Load() - lists; n != 0 {
@@ -334,13 +344,24 @@ func TestIntegrationWrittenReleaseNeedsNoHistoryRead(t *testing.T) {
 	again("after the upgrade", "v2", 2)
 
 	// Someone else writes a record (here: a label on the deployed one):
-	// the next Apply reads the history again, and still finds nothing to
-	// change.
+	// the record's own labels still say it is deployed with these objects,
+	// so nothing is read.
 	var rec corev1.Secret
 	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: recordKey("written", 2)}, &rec); err != nil {
 		t.Fatal(err)
 	}
 	rec.Labels["touched"] = "yes"
+	if err := env.Client.Update(ctx, &rec); err != nil {
+		t.Fatal(err)
+	}
+	again("after a foreign label", "v2", 2)
+	// A write that drops what the labels vouched with (as Helm's own
+	// rewrite of a record would): the next Apply reads the history again,
+	// and still finds nothing to change.
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: recordKey("written", 2)}, &rec); err != nil {
+		t.Fatal(err)
+	}
+	delete(rec.Labels, labelObjects)
 	if err := env.Client.Update(ctx, &rec); err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -228,12 +229,16 @@ func (m *Manager) stamp(name string, objs []*unstructured.Unstructured, mutate f
 // themselves are stamped and returned (in a new slice).
 func (m *Manager) stampInPlace(name string, objs []*unstructured.Unstructured, mutate func(*unstructured.Unstructured)) ([]*unstructured.Unstructured, error) {
 	stamped := make([]*unstructured.Unstructured, 0, len(objs))
+	// The scope of each kind, asked once per kind: the RESTMapper's answer
+	// allocated ~5 KB a call, a tenth of a restart's work at 10,000
+	// releases of 10 ConfigMaps.
+	scopes := map[schema.GroupVersionKind]scope{}
 	for _, o := range objs {
 		if mutate != nil {
 			mutate(o)
 		}
 		m.ownershipMetadata(o, name)
-		if err := m.place(o); err != nil {
+		if err := m.place(o, scopes); err != nil {
 			return nil, err
 		}
 		stamped = append(stamped, o)

@@ -275,6 +275,9 @@ func (m *Manager) apply(ctx context.Context, name string, objs []*unstructured.U
 	// Objects and records as they were when the release last held exactly
 	// these objects: nothing to render, read or write.
 	digest := memo.Digest(stamped)
+	if m.records.index != nil {
+		m.records.index.waitSynced(ctx)
+	}
 	records, indexed := m.records.fingerprint(name)
 	if indexed {
 		if e, ok := m.applied.unchanged(name, digest, records); ok {
@@ -282,6 +285,13 @@ func (m *Manager) apply(ctx context.Context, name string, objs []*unstructured.U
 		}
 		// Remembered for other objects or records: of no more use.
 		m.applied.forget(name)
+		// Not applied by this process since it started: the deployed
+		// record's labels may say the same (recorded.go).
+		if r, ok := m.records.index.deployedHolds(name, digest); ok {
+			rel := r.release(name, m.namespace)
+			m.applied.remember(name, digest, r.records, rel, r.manifestBytes, nil)
+			return &Result{Release: rel, Upgraded: true, Objects: stamped, manifestSize: r.manifestBytes}, nil
+		}
 	}
 	// (Not indexed: the informer has not shown a record this process
 	// wrote. What a write of it remembered is kept for when it has; it can
@@ -310,7 +320,7 @@ func (m *Manager) apply(ctx context.Context, name string, objs []*unstructured.U
 		}
 		if same != nil {
 			if indexed {
-				m.applied.remember(name, digest, records, deployed, drops)
+				m.applied.remember(name, digest, records, deployed, len(deployed.Manifest), drops)
 			}
 			return &Result{Release: deployed, Upgraded: true, Objects: same}, nil
 		}
@@ -361,6 +371,9 @@ func (m *Manager) apply(ctx context.Context, name string, objs []*unstructured.U
 			applyErr = err
 		}
 	}
+	if applyErr == nil && len(res.Dropped) == 0 {
+		labelRecorded(rel, digest)
+	}
 	switch {
 	case applyErr != nil:
 		rel.SetStatus(helmrelease.StatusFailed, applyErr.Error())
@@ -397,7 +410,7 @@ func (m *Manager) apply(ctx context.Context, name string, objs []*unstructured.U
 	// shows them.
 	if len(res.Dropped) == 0 {
 		if records, ok := m.records.settle(name); ok {
-			m.applied.remember(name, digest, records, rel, nil)
+			m.applied.remember(name, digest, records, rel, len(rel.Manifest), nil)
 		}
 	}
 	res.Changed = true

@@ -110,10 +110,10 @@ func TestDeployedHoldsAfterDelete(t *testing.T) {
 		labelObjects: objectsLabel("web", 1, 500, objects), labelManifestBytes: "500"}
 	events := watch.NewFake()
 	lw := &cache.ListWatch{
-		ListFunc: func(metav1.ListOptions) (runtime.Object, error) {
+		ListWithContextFunc: func(context.Context, metav1.ListOptions) (runtime.Object, error) {
 			return &metav1.PartialObjectMetadataList{ListMeta: metav1.ListMeta{ResourceVersion: "10"}, Items: []metav1.PartialObjectMetadata{*rec}}, nil
 		},
-		WatchFunc: func(metav1.ListOptions) (watch.Interface, error) { return events, nil },
+		WatchFuncWithContext: func(context.Context, metav1.ListOptions) (watch.Interface, error) { return events, nil },
 	}
 	x := indexRecords(cache.NewSharedIndexInformer(listOnly{lw}, &metav1.PartialObjectMetadata{}, 0, recordIndexers), "system")
 	ctx, cancel := context.WithCancel(context.Background())

@@ -32,6 +32,7 @@ import (
 	"github.com/rukpak-dev/rukpak/catalog/fbc"
 	"github.com/rukpak-dev/rukpak/internal/crdupgrade"
 	"github.com/rukpak-dev/rukpak/internal/idlemem"
+	"github.com/rukpak-dev/rukpak/internal/lazylog"
 	"github.com/rukpak-dev/rukpak/internal/memlimit"
 	"github.com/rukpak-dev/rukpak/internal/securemetrics"
 	"github.com/rukpak-dev/rukpak/internal/selfsigned"
@@ -159,7 +160,9 @@ func main() {
 	// defaults; set them before anything renders.
 	helm.DefaultSandboxLimits = renderLimits.OrDefault()
 	helm.SetRenderLanes(renderLanes)
-	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	// Lazily: every reconcile's logger carries its request, which zap would
+	// encode at once though most reconciles log nothing.
+	ctrl.SetLogger(lazylog.New(zap.New(zap.UseFlagOptions(&zapOpts))))
 
 	// The Go memory limit from the container's (the Deployment passes
 	// limits.memory), less what the runtime does not count.

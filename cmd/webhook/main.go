@@ -19,6 +19,7 @@ import (
 
 	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
 	"github.com/rukpak-dev/rukpak/internal/crdupgrade"
+	"github.com/rukpak-dev/rukpak/internal/lazylog"
 	"github.com/rukpak-dev/rukpak/internal/securemetrics"
 	"github.com/rukpak-dev/rukpak/webhook"
 	"github.com/rukpak-dev/rukpak/webhook/certs"
@@ -65,7 +66,9 @@ func run() error {
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
-	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	// Lazily: every reconcile's logger carries its request, which zap would
+	// encode at once though most reconciles log nothing.
+	ctrl.SetLogger(lazylog.New(zap.New(zap.UseFlagOptions(&zapOpts))))
 	crdCheck.Resolve()
 	if crdCheck.Timeout <= 0 || crdCheck.Timeout >= 30*time.Second {
 		// The API server waits at most 30 s for a webhook.

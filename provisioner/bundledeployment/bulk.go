@@ -67,7 +67,7 @@ func (t *Tracker) judgeInBulk(ctx context.Context, owner string, objs []*unstruc
 			// Judged from metadata or the apply's answer (Observe).
 			continue
 		}
-		m, err := t.Metadata(ctx, want)
+		m, err := t.peek(ctx, want)
 		if err != nil || !m.DeletionTimestamp.IsZero() {
 			continue
 		}

@@ -19,7 +19,7 @@ func (r *Reconciler) unhealthy(ctx context.Context, owner string, objs []*unstru
 	// verdict yet.
 	r.tracker.judgeInBulk(ctx, owner, objs)
 	for _, want := range objs {
-		m, err := r.tracker.Metadata(ctx, want)
+		m, err := r.tracker.peek(ctx, want)
 		if apierrors.IsNotFound(err) {
 			// The cache may not have an object applied a moment ago yet:
 			// the API server says whether it exists.

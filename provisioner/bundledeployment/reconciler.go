@@ -33,6 +33,7 @@ import (
 
 	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
 	"github.com/rukpak-dev/rukpak/internal/crdupgrade"
+	"github.com/rukpak-dev/rukpak/internal/objmeta"
 	"github.com/rukpak-dev/rukpak/provisioner/catalogsource"
 	"github.com/rukpak-dev/rukpak/provisioner/conditions"
 	"github.com/rukpak-dev/rukpak/provisioner/finalizer"
@@ -503,13 +504,7 @@ func ownerStamper(bd *rukpakv1alpha1.BundleDeployment) func(*unstructured.Unstru
 		BlockOwnerDeletion: ptr(true),
 	}
 	return func(o *unstructured.Unstructured) {
-		l := o.GetLabels()
-		if l == nil {
-			l = map[string]string{}
-		}
-		l[rukpakv1alpha1.LabelOwnerKind] = "BundleDeployment"
-		l[rukpakv1alpha1.LabelOwnerName] = bd.Name
-		o.SetLabels(l)
+		objmeta.Set(o, "labels", []string{rukpakv1alpha1.LabelOwnerKind, "BundleDeployment", rukpakv1alpha1.LabelOwnerName, bd.Name})
 		refs := []metav1.OwnerReference{ref}
 		for _, existing := range o.GetOwnerReferences() {
 			if existing.Controller == nil || !*existing.Controller {

@@ -69,6 +69,11 @@ func newTracker(mgr ctrl.Manager) (*Tracker, error) {
 		HTTPClient:           mgr.GetHTTPClient(),
 		DefaultLabelSelector: labels.NewSelector().Add(*owned),
 		DefaultTransform:     trimMetadata,
+		// Every read of it only reads (Metadata and peek hand out a copy
+		// of the object's struct whose maps and pointers are the cache's;
+		// unfold clones the labels before it changes them): a deep copy
+		// per read was ~1 KB for each installed object on every reconcile.
+		DefaultUnsafeDisableDeepCopy: ptr(true),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating cache of installed objects: %w", err)
@@ -359,11 +364,22 @@ func metadataOf(gvk schema.GroupVersionKind) *metav1.PartialObjectMetadata {
 
 // Metadata reads want's live metadata from the cache.
 func (t *Tracker) Metadata(ctx context.Context, want *unstructured.Unstructured) (*metav1.PartialObjectMetadata, error) {
+	m, err := t.peek(ctx, want)
+	if err != nil {
+		return nil, err
+	}
+	unfold(m)
+	return m, nil
+}
+
+// peek reads want's cached metadata as the cache keeps it (trimMetadata):
+// for its resourceVersion and deletion timestamp. Its labels map is the
+// cache's, never to be changed.
+func (t *Tracker) peek(ctx context.Context, want *unstructured.Unstructured) (*metav1.PartialObjectMetadata, error) {
 	m := metadataOf(want.GroupVersionKind())
 	if err := t.cache.Get(ctx, client.ObjectKeyFromObject(want), m); err != nil {
 		return nil, err
 	}
-	unfold(m)
 	return m, nil
 }
 

@@ -39,6 +39,7 @@ type recordIndex struct {
 	informer  cache.SharedIndexInformer
 	namespace string
 	started   atomic.Bool
+	gaveUp    atomic.Bool // waitSynced timed out
 
 	mu      sync.Mutex
 	created map[string]map[string]bool // release name → record keys
@@ -153,13 +154,17 @@ const indexSyncWait = 10 * time.Second
 // release is applied at once, and without the index each would list its
 // records and read them, though its record's labels could tell that it
 // changes nothing (recorded.go).
+// Once a wait has timed out, none waits again: an index that cannot sync
+// (its LIST refused) must not slow every Apply.
 func (x *recordIndex) waitSynced(ctx context.Context) {
-	if !x.started.Load() || x.informer.HasSynced() {
+	if !x.started.Load() || x.gaveUp.Load() || x.informer.HasSynced() {
 		return
 	}
-	ctx, cancel := context.WithTimeout(ctx, indexSyncWait)
+	wait, cancel := context.WithTimeout(ctx, indexSyncWait)
 	defer cancel()
-	cache.WaitForCacheSync(ctx.Done(), x.informer.HasSynced)
+	if !cache.WaitForCacheSync(wait.Done(), x.informer.HasSynced) && ctx.Err() == nil {
+		x.gaveUp.Store(true)
+	}
 }
 
 // keys returns the record keys of release name, sorted; ok is false while

@@ -30,6 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/rukpak-dev/rukpak/internal/objmeta"
 	"github.com/rukpak-dev/rukpak/provisioner/memo"
 	"github.com/rukpak-dev/rukpak/provisioner/metrics"
 )
@@ -436,21 +437,9 @@ func (m *Manager) recordedElsewhere(ctx context.Context, name, manifest string) 
 // ownershipMetadata marks o as Helm marks a release's objects, so Helm's
 // tooling (and Helm's uninstall) recognises it.
 func (m *Manager) ownershipMetadata(o *unstructured.Unstructured, name string) {
-	labels := o.GetLabels()
-	if labels == nil {
-		labels = map[string]string{}
-	}
-	labels[helmManagedBy] = "Helm"
-	o.SetLabels(labels)
-	ann := o.GetAnnotations()
-	if ann == nil {
-		ann = map[string]string{}
-	}
-	ann[helmReleaseName] = name
-	ann[helmReleaseNamespace] = m.namespace
+	objmeta.Set(o, "labels", []string{helmManagedBy, "Helm"})
 	// Only applyDropping says what was dropped.
-	delete(ann, AnnotationDroppedFields)
-	o.SetAnnotations(ann)
+	objmeta.Set(o, "annotations", []string{helmReleaseName, name, helmReleaseNamespace, m.namespace}, AnnotationDroppedFields)
 }
 
 // unchanged returns the objects a deployed release holds if applying

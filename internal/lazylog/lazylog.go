@@ -11,6 +11,7 @@ package lazylog
 
 import (
 	"slices"
+	"sync"
 
 	"github.com/go-logr/logr"
 )
@@ -29,10 +30,18 @@ func New(l logr.Logger) logr.Logger {
 	return logr.New(&sink{base: base}).V(l.GetV())
 }
 
+// A sink's values are kept as given and encoded when its first line is
+// written: they must not change after WithValues (the loggers here are
+// given strings, names and object references).
 type sink struct {
 	base   logr.LogSink
 	names  []string
 	values []any
+
+	// full is base with names and values, made for the first line and
+	// kept for the next ones.
+	once sync.Once
+	full logr.LogSink
 }
 
 var _ logr.CallDepthLogSink = (*sink)(nil)
@@ -72,12 +81,15 @@ func (s *sink) WithCallDepth(depth int) logr.LogSink {
 // before values, which a logger shows apart from each other whatever the
 // order they were added in.
 func (s *sink) materialize() logr.LogSink {
-	b := s.base
-	for _, n := range s.names {
-		b = b.WithName(n)
-	}
-	if len(s.values) > 0 {
-		b = b.WithValues(s.values...)
-	}
-	return b
+	s.once.Do(func() {
+		b := s.base
+		for _, n := range s.names {
+			b = b.WithName(n)
+		}
+		if len(s.values) > 0 {
+			b = b.WithValues(s.values...)
+		}
+		s.full = b
+	})
+	return s.full
 }

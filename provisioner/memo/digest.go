@@ -1,12 +1,14 @@
 package memo
 
 import (
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
 	"hash"
 	"math"
 	"sync"
+	"sync/atomic"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
@@ -53,6 +55,13 @@ type digester struct {
 	out  []byte
 	keys sortedKeys
 }
+
+// otherSeed and otherCount make every value of a type decoding never
+// produces digest uniquely (value).
+var (
+	otherSeed  = func() (b [32]byte) { _, _ = rand.Read(b[:]); return b }()
+	otherCount atomic.Int64
+)
 
 // digesters are reused: a digest of one release's objects allocated its
 // buffer and hasher anew, ~15 KB per reconcile.
@@ -134,9 +143,14 @@ func (d *digester) value(v any) {
 			d.tag(tagFalse)
 		}
 	default:
-		// Not produced by decoding JSON or YAML; hashed by its printed form
-		// with its type.
-		d.string(tagOther, fmt.Sprintf("%T:%v", v, v))
+		// Not produced by decoding JSON or YAML, and no printed form tells
+		// every value apart (map[a:b c:d] is two maps): such objects digest
+		// as no other objects, not even themselves, so nothing is ever
+		// taken as unchanged because of them (the digest names what a
+		// release holds in its record's labels too).
+		d.string(tagOther, fmt.Sprintf("%T", v))
+		d.int(tagOther, otherCount.Add(1))
+		d.out = append(d.out, otherSeed[:]...)
 	}
 }
 

@@ -47,10 +47,10 @@ type recordIndex struct {
 	// (track), so that once it has succeeded the release's fingerprint can
 	// be told before the informer shows it (settle).
 	writes map[string]*recordWrites
-	// deleted are the records this process deleted (key → UID) that the
-	// informer still shows: their labels no longer vouch for anything
+	// deleted are the records this process deleted that the informer
+	// may still show: their labels no longer vouch for anything
 	// (deployedHolds). Each goes when the informer shows its deletion.
-	deleted map[string]types.UID
+	deleted map[deletedRecord]struct{}
 }
 
 // recordWrites are one Apply's writes of a release's records: what the
@@ -107,36 +107,53 @@ func indexRecords(inf cache.SharedIndexInformer, namespace string) *recordIndex 
 			},
 		}, nil
 	})
-	x := &recordIndex{informer: inf, namespace: namespace, created: map[string]map[string]bool{}, writes: map[string]*recordWrites{}, deleted: map[string]types.UID{}}
+	x := &recordIndex{informer: inf, namespace: namespace, created: map[string]map[string]bool{}, writes: map[string]*recordWrites{}, deleted: map[deletedRecord]struct{}{}}
 	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: func(obj any) {
 		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 			obj = d.Obj
 		}
 		if m, ok := obj.(*metav1.PartialObjectMetadata); ok {
 			x.mu.Lock()
-			if x.deleted[m.Name] == m.UID {
-				delete(x.deleted, m.Name)
-			}
+			delete(x.deleted, deletedRecord{m.Name, m.UID})
 			x.mu.Unlock()
 		}
 	}})
 	return x
 }
 
-// removed notes that this process deleted record key, of UID uid, unless
-// the informer no longer shows it: its handler, which forgets the note,
-// runs after the store has dropped the record, and waits for x.mu.
+// removed notes that this process deleted record key, of UID uid: until
+// the informer shows the deletion, the record vouches for nothing
+// (deployedHolds), even if the informer shows it only now (it was created
+// and deleted before the informer saw it, or a LIST from before the
+// delete is served late).
 func (x *recordIndex) removed(key string, uid types.UID) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if !x.started.Load() {
+	x.deleted[deletedRecord{key, uid}] = struct{}{}
+	if len(x.deleted) <= maxDeletedNoted {
 		return
 	}
-	o, ok, err := x.informer.GetStore().GetByKey(x.namespace + "/" + key)
-	if m, isMeta := o.(*metav1.PartialObjectMetadata); err == nil && ok && isMeta && m.UID == uid {
-		x.deleted[key] = uid
+	// Notes of records the informer does not show (never showed, or
+	// shows under another UID) are forgotten rather than kept forever:
+	// what is forgotten is at most a record's chance to vouch a moment
+	// before the informer catches up.
+	for r := range x.deleted {
+		o, ok, err := x.informer.GetStore().GetByKey(x.namespace + "/" + r.name)
+		if m, isMeta := o.(*metav1.PartialObjectMetadata); err == nil && (!ok || !isMeta || m.UID != r.uid) {
+			delete(x.deleted, r)
+		}
 	}
 }
+
+// deletedRecord is a record this process deleted: its name and UID.
+type deletedRecord struct {
+	name string
+	uid  types.UID
+}
+
+// maxDeletedNoted bounds the deletions noted before the notes of records
+// the informer does not show are dropped.
+const maxDeletedNoted = 1024
 
 // run keeps the index until ctx is done.
 func (x *recordIndex) run(ctx context.Context) {

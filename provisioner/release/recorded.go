@@ -95,7 +95,10 @@ func (x *recordIndex) deployedHolds(name string, objects [sha256.Size]byte) (rec
 	defer x.mu.Unlock()
 	for _, o := range objs {
 		m, ok := o.(*metav1.PartialObjectMetadata)
-		if !ok || x.deleted[m.Name] == m.UID {
+		if !ok {
+			return recordedRevision{}, false
+		}
+		if _, deleted := x.deleted[deletedRecord{m.Name, m.UID}]; deleted {
 			// Deleted by this process (an uninstall, or history pruned):
 			// the informer has not caught up.
 			return recordedRevision{}, false

@@ -133,23 +133,14 @@ func TestDeployedHoldsAfterDelete(t *testing.T) {
 	if _, ok := x.deployedHolds("web", objects); ok {
 		t.Error("a record this process deleted still vouches for its objects")
 	}
-	// A record of the same name, written since, is not the one deleted.
-	x.removed(rec.Name, "another-uid")
-	x.mu.Lock()
-	kept := x.deleted[rec.Name]
-	x.mu.Unlock()
-	if kept != rec.UID {
-		t.Errorf("noted a deletion of UID %q, which the index does not show", kept)
+	noted := func() int {
+		x.mu.Lock()
+		defer x.mu.Unlock()
+		return len(x.deleted)
 	}
 	events.Delete(rec.DeepCopy())
 	deadline := time.Now().Add(testenv.WaitTimeout)
-	for {
-		x.mu.Lock()
-		n := len(x.deleted)
-		x.mu.Unlock()
-		if n == 0 {
-			break
-		}
+	for noted() != 0 {
 		if time.Now().After(deadline) {
 			t.Fatalf("the deletion is still noted after the informer showed it: %v", x.deleted)
 		}
@@ -158,10 +149,36 @@ func TestDeployedHoldsAfterDelete(t *testing.T) {
 	if _, ok := x.deployedHolds("web", objects); ok {
 		t.Error("a deleted release's objects vouched for")
 	}
-	// Too late: the informer no longer shows it, so nothing is noted.
-	x.removed(rec.Name, rec.UID)
-	if len(x.deleted) != 0 {
-		t.Errorf("noted a deletion the informer had already shown: %v", x.deleted)
+
+	// Deleted before the informer showed it, which it does only now (a
+	// LIST served late): it vouches for nothing either.
+	late := rec.DeepCopy()
+	late.UID, late.ResourceVersion = "uid-2", "20"
+	x.removed(late.Name, late.UID)
+	events.Add(late.DeepCopy())
+	for {
+		if o, ok, _ := x.informer.GetStore().GetByKey("system/" + late.Name); ok && o.(*metav1.PartialObjectMetadata).UID == late.UID {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the informer did not show the late record")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, ok := x.deployedHolds("web", objects); ok {
+		t.Error("a record deleted before the informer showed it vouches for its objects")
+	}
+
+	// The notes are bounded: past the bound, those of records the informer
+	// does not show are forgotten, the shown one is kept.
+	for i := range maxDeletedNoted {
+		x.removed(recordKey("gone", i+1), "uid-gone")
+	}
+	if n := noted(); n != 1 {
+		t.Errorf("%d deletions noted past the bound, want 1 (the record the informer shows)", n)
+	}
+	if _, ok := x.deployedHolds("web", objects); ok {
+		t.Error("the shown deleted record forgotten by the sweep")
 	}
 }
 

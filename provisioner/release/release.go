@@ -28,8 +28,11 @@ import (
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 
+	"github.com/rukpak-dev/rukpak/internal/memomapper"
 	"github.com/rukpak-dev/rukpak/internal/objmeta"
 	"github.com/rukpak-dev/rukpak/provisioner/memo"
 	"github.com/rukpak-dev/rukpak/provisioner/metrics"
@@ -104,7 +107,17 @@ func NewManager(cfg *rest.Config, namespace string, opts ...Option) (*Manager, e
 	if err := apiextensionsv1.AddToScheme(scheme); err != nil {
 		return nil, err
 	}
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("creating HTTP client: %w", err)
+	}
+	mapper, err := apiutil.NewDynamicRESTMapper(cfg, hc)
+	if err != nil {
+		return nil, fmt.Errorf("creating REST mapper: %w", err)
+	}
+	// The client maps every object it applies or reads: remembered, a
+	// mapping costs a map lookup instead of one per API group.
+	c, err := client.New(cfg, client.Options{Scheme: scheme, HTTPClient: hc, Mapper: memomapper.New(mapper, 0)})
 	if err != nil {
 		return nil, fmt.Errorf("creating client: %w", err)
 	}
@@ -138,6 +151,29 @@ func NewManager(cfg *rest.Config, namespace string, opts ...Option) (*Manager, e
 func (m *Manager) Start(ctx context.Context) error {
 	m.records.index.run(ctx)
 	return nil
+}
+
+// AddTo adds the Manager to mgr, which starts it (Start). From now on an
+// Apply waits for the index to sync as one after Start does, even if a
+// controller's worker calls it before mgr has got round to Start.
+func (m *Manager) AddTo(mgr manager.Manager) error {
+	m.records.index.started.Store(true)
+	if err := mgr.Add(m); err != nil {
+		return fmt.Errorf("adding the release manager: %w", err)
+	}
+	return nil
+}
+
+// OnRecordChange adds fn to what is told the name of a release whose
+// records someone other than this process wrote or deleted (a Helm CLI
+// upgrade or rollback, another replica, a hand edit), as the index of
+// records shows it once it has synced; the next Apply of that release
+// reads what changed. fn is called from the index's goroutine and must
+// not block.
+func (m *Manager) OnRecordChange(fn func(release string)) {
+	if m.records.index != nil {
+		m.records.index.OnChange(fn)
+	}
 }
 
 // NeedLeaderElection is false: the index is a cache, warm when this

@@ -119,7 +119,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		return err
 	}
 	// Its index of release records: histories read by name, not listed.
-	if err := mgr.Add(releases); err != nil {
+	if err := releases.AddTo(mgr); err != nil {
 		return err
 	}
 	ident, err := newIdentity(mgr, releases, opts)

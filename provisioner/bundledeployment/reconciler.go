@@ -19,7 +19,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -627,6 +629,24 @@ func (r *Reconciler) droppedEvents(bd *rukpakv1alpha1.BundleDeployment, dropped 
 // SetupWithManager registers the reconciler for BundleDeployments of
 // r.Class, and watches the Bundles they generate and the objects they
 // install.
+// recordChanges reconciles a BundleDeployment of this class whose release
+// records someone else wrote or deleted (a Helm CLI upgrade or rollback,
+// a hand edit) at once, rather than at its next event: what they did to
+// its objects, or to what the provisioner's records say of them, is
+// undone or taken up by the reconcile.
+func (r *Reconciler) recordChanges(reader client.Reader) source.Func {
+	return func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+		r.Releases.OnRecordChange(func(name string) {
+			bd := &rukpakv1alpha1.BundleDeployment{}
+			if err := reader.Get(ctx, client.ObjectKey{Name: name}, bd); err != nil || bd.Spec.ProvisionerClassName != r.Class {
+				return
+			}
+			q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Name: name}})
+		})
+		return nil
+	}
+}
+
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Recorder == nil {
 		r.Recorder = mgr.GetEventRecorder("rukpak-" + r.Class)
@@ -664,6 +684,11 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return err
 	}
 	tracker.controller = c
+	if r.Releases != nil {
+		if err := c.Watch(r.recordChanges(mgr.GetCache())); err != nil {
+			return fmt.Errorf("watching release records: %w", err)
+		}
+	}
 	if r.Catalogs != nil {
 		// New catalog content, priorities or labels may resolve a catalog
 		// source to another bundle.

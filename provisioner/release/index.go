@@ -1,6 +1,7 @@
 package release
 
 import (
+	"cmp"
 	"context"
 	"sort"
 	"strconv"
@@ -38,7 +39,7 @@ import (
 type recordIndex struct {
 	informer  cache.SharedIndexInformer
 	namespace string
-	started   atomic.Bool
+	started   atomic.Bool // run, or to be run (Manager.AddTo)
 	gaveUp    atomic.Bool // waitSynced timed out
 
 	mu      sync.Mutex
@@ -51,7 +52,24 @@ type recordIndex struct {
 	// may still show: their labels no longer vouch for anything
 	// (deployedHolds). Each goes when the informer shows its deletion.
 	deleted map[deletedRecord]struct{}
+	// own are the record versions this process wrote that the informer
+	// has not shown yet (key → version): what the informer shows up to
+	// them is this process's doing, anything else someone else's.
+	own map[string]ownWrite
+	// listeners are told the release of every record someone else wrote
+	// or deleted (OnChange).
+	listeners []func(release string)
 }
+
+// ownWrite is a record version this process wrote.
+type ownWrite struct {
+	uid types.UID
+	rv  string
+}
+
+// maxOwnNoted bounds the own writes noted; past it they are all forgotten
+// (at worst, a write of this process is taken for someone else's once).
+const maxOwnNoted = 4096
 
 // recordWrites are one Apply's writes of a release's records: what the
 // index showed when it began to write, and what each write answered.
@@ -107,18 +125,101 @@ func indexRecords(inf cache.SharedIndexInformer, namespace string) *recordIndex 
 			},
 		}, nil
 	})
-	x := &recordIndex{informer: inf, namespace: namespace, created: map[string]map[string]bool{}, writes: map[string]*recordWrites{}, deleted: map[deletedRecord]struct{}{}}
-	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: func(obj any) {
-		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-			obj = d.Obj
-		}
-		if m, ok := obj.(*metav1.PartialObjectMetadata); ok {
-			x.mu.Lock()
-			delete(x.deleted, deletedRecord{m.Name, m.UID})
-			x.mu.Unlock()
-		}
-	}})
+	x := &recordIndex{informer: inf, namespace: namespace, created: map[string]map[string]bool{}, writes: map[string]*recordWrites{}, deleted: map[deletedRecord]struct{}{}, own: map[string]ownWrite{}}
+	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
+		// The records listed at a start are no one's change: every
+		// BundleDeployment is reconciled after a start anyway.
+		AddFunc: func(obj any, initial bool) {
+			if !initial {
+				x.shown(obj)
+			}
+		},
+		UpdateFunc: func(_, obj any) { x.shown(obj) },
+		DeleteFunc: x.shownDeleted,
+	})
 	return x
+}
+
+// OnChange adds fn to what is told the release name of every record write
+// or deletion the informer shows that this process did not make (a Helm
+// CLI upgrade or rollback, another replica's write, a hand edit). fn is
+// called from the informer's goroutine and must not block.
+func (x *recordIndex) OnChange(fn func(release string)) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.listeners = append(x.listeners, fn)
+}
+
+// shown handles the informer showing record obj created or updated.
+func (x *recordIndex) shown(obj any) {
+	m, ok := obj.(*metav1.PartialObjectMetadata)
+	if !ok || m.Labels["name"] == "" {
+		return
+	}
+	x.mu.Lock()
+	ours := false
+	if w, ok := x.own[m.Name]; ok && w.uid == m.UID {
+		switch order := compareVersions(m.ResourceVersion, w.rv); {
+		case order == 0:
+			ours = true
+			delete(x.own, m.Name)
+		case order < 0:
+			// A version that a later write of this process replaced:
+			// whoever wrote it, the record holds this process's write.
+			ours = true
+		default:
+			delete(x.own, m.Name)
+		}
+	}
+	listeners := x.listeners
+	x.mu.Unlock()
+	if !ours {
+		tell(listeners, m.Labels["name"])
+	}
+}
+
+// shownDeleted handles the informer showing record obj deleted.
+func (x *recordIndex) shownDeleted(obj any) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	m, ok := obj.(*metav1.PartialObjectMetadata)
+	if !ok {
+		return
+	}
+	x.mu.Lock()
+	r := deletedRecord{m.Name, m.UID}
+	_, ours := x.deleted[r]
+	delete(x.deleted, r)
+	if w, ok := x.own[m.Name]; ok && w.uid == m.UID {
+		delete(x.own, m.Name)
+	}
+	listeners := x.listeners
+	x.mu.Unlock()
+	if !ours && m.Labels["name"] != "" {
+		tell(listeners, m.Labels["name"])
+	}
+}
+
+func tell(listeners []func(string), release string) {
+	for _, fn := range listeners {
+		fn(release)
+	}
+}
+
+// compareVersions orders two resourceVersions as the etcd revisions they
+// are; one that is not a number is only equal to itself, and otherwise
+// taken as newer.
+func compareVersions(a, b string) int {
+	if a == b {
+		return 0
+	}
+	na, errA := strconv.ParseUint(a, 10, 64)
+	nb, errB := strconv.ParseUint(b, 10, 64)
+	if errA != nil || errB != nil {
+		return 1
+	}
+	return cmp.Compare(na, nb)
 }
 
 // removed notes that this process deleted record key, of UID uid: until
@@ -130,6 +231,7 @@ func (x *recordIndex) removed(key string, uid types.UID) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	x.deleted[deletedRecord{key, uid}] = struct{}{}
+	delete(x.own, key)
 	if len(x.deleted) <= maxDeletedNoted {
 		return
 	}
@@ -353,6 +455,10 @@ func (x *recordIndex) untrack(name string) {
 func (x *recordIndex) wroteAt(name, key string, uid types.UID, rv string) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	if len(x.own) >= maxOwnNoted {
+		clear(x.own)
+	}
+	x.own[key] = ownWrite{uid, rv}
 	if w := x.writes[name]; w != nil {
 		w.wrote[key] = string(uid) + "@" + rv
 	}

@@ -1,6 +1,20 @@
 package release
 
-import "testing"
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/rukpak-dev/rukpak/internal/testenv"
+)
 
 // TestSettled: the fingerprint an Apply's own writes leave is told only
 // when what the informer shows is accounted for by what it showed before
@@ -70,4 +84,98 @@ func TestSettled(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestOnChange: the index tells the release of a record write or
+// deletion someone else made, and not of this process's own writes
+// (including versions a later write of its own replaced), nor of the
+// records listed at a start.
+func TestOnChange(t *testing.T) {
+	record := func(release string, version int, uid types.UID, rv string) *metav1.PartialObjectMetadata {
+		m := &metav1.PartialObjectMetadata{}
+		m.Name, m.Namespace, m.UID, m.ResourceVersion = recordKey(release, version), "system", uid, rv
+		m.Labels = map[string]string{"name": release, "owner": "helm", "version": strconv.Itoa(version), "status": "deployed"}
+		return m
+	}
+	listed := record("web", 1, "uid-1", "10")
+	events := watch.NewFake()
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(context.Context, metav1.ListOptions) (runtime.Object, error) {
+			return &metav1.PartialObjectMetadataList{ListMeta: metav1.ListMeta{ResourceVersion: "10"}, Items: []metav1.PartialObjectMetadata{*listed}}, nil
+		},
+		WatchFuncWithContext: func(context.Context, metav1.ListOptions) (watch.Interface, error) { return events, nil },
+	}
+	x := indexRecords(cache.NewSharedIndexInformer(listOnly{lw}, &metav1.PartialObjectMetadata{}, 0, recordIndexers), "system")
+	told := make(chan string, 100)
+	x.OnChange(func(release string) { told <- release })
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go x.run(ctx)
+	if !cache.WaitForCacheSync(ctx.Done(), x.informer.HasSynced) {
+		t.Fatal("the index did not sync")
+	}
+	// expect sends a marker record of its own release after the events
+	// of a step and checks what was told before it: the informer handles
+	// events in order.
+	marker := 0
+	expect := func(step string, want ...string) {
+		t.Helper()
+		marker++
+		name := "marker-" + strconv.Itoa(marker)
+		events.Add(record(name, 1, types.UID(name), strconv.Itoa(1000+marker)))
+		var got []string
+		for {
+			select {
+			case r := <-told:
+				if r == name {
+					if strings.Join(got, ",") != strings.Join(want, ",") {
+						t.Errorf("%s: told %q, want %q", step, got, want)
+					}
+					return
+				}
+				got = append(got, r)
+			case <-time.After(testenv.WaitTimeout):
+				t.Fatalf("%s: the informer did not show the marker", step)
+			}
+		}
+	}
+	expect("the records listed at the start")
+
+	// This process upgrades web: creates v2 (written twice) and
+	// supersedes v1.
+	x.wroteAt("web", recordKey("web", 2), "uid-2", "11")
+	x.wroteAt("web", recordKey("web", 2), "uid-2", "13")
+	x.wroteAt("web", recordKey("web", 1), "uid-1", "12")
+	events.Add(record("web", 2, "uid-2", "11"))
+	events.Modify(record("web", 1, "uid-1", "12"))
+	events.Modify(record("web", 2, "uid-2", "13"))
+	expect("this process's writes")
+	x.mu.Lock()
+	left := len(x.own)
+	x.mu.Unlock()
+	if left != 0 {
+		t.Errorf("%d own writes still noted after the informer showed them all", left)
+	}
+
+	events.Modify(record("web", 2, "uid-2", "20"))
+	expect("someone else's write of web's record", "web")
+	events.Add(record("api", 1, "uid-3", "21"))
+	expect("someone else's new record of api", "api")
+
+	// A record deleted and created again under the same name by someone
+	// else, whose version is below this process's last write of the old one.
+	x.wroteAt("api", recordKey("api", 1), "uid-3", "30")
+	events.Modify(record("api", 1, "uid-4", "22"))
+	expect("a record of another UID", "api")
+
+	x.removed(recordKey("web", 1), "uid-1")
+	events.Delete(record("web", 1, "uid-1", "12"))
+	expect("this process's deletion")
+	events.Delete(record("web", 2, "uid-2", "20"))
+	expect("someone else's deletion", "web")
+
+	unlabelled := record("x", 1, "uid-5", "40")
+	delete(unlabelled.Labels, "name")
+	events.Add(unlabelled)
+	expect("a record of no release")
 }

@@ -34,7 +34,11 @@ func (s *LocalDirectory) Digest(_ context.Context, bundle *rukpakv1alpha1.Bundle
 	}
 	defer f.Close()
 	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
+	// A pooled buffer: io.Copy allocates 32 KiB per call (through
+	// *os.File's WriteTo, which the wrapper hides).
+	buf := copyBuffers.Get().(*[]byte)
+	defer copyBuffers.Put(buf)
+	if _, err := io.CopyBuffer(h, struct{ io.Reader }{f}, *buf); err != nil {
 		return "", fmt.Errorf("hashing content of bundle %q: %w", bundle.Name, err)
 	}
 	return "sha256:" + hex.EncodeToString(h.Sum(nil)), nil

@@ -21,7 +21,7 @@ var readers sync.Pool
 func NewReader(r io.Reader) (*gzip.Reader, error) {
 	if zr, ok := readers.Get().(*gzip.Reader); ok {
 		if err := zr.Reset(r); err != nil {
-			readers.Put(zr)
+			Put(zr) // let go of r
 			return nil, err
 		}
 		return zr, nil
@@ -31,13 +31,16 @@ func NewReader(r io.Reader) (*gzip.Reader, error) {
 
 // Put makes zr free for reuse. zr must not be used afterwards. It is reset
 // onto an empty stream first, so that neither it nor its inflater keeps a
-// reference to the stream it read (a release record's bytes, a file).
+// reference to the stream it read (a release record's bytes, a file). The
+// empty stream is hidden behind a plain io.Reader so that the reader's own
+// read buffer, which it keeps for streams that cannot be read byte by
+// byte, is reset onto it too.
 func Put(zr *gzip.Reader) {
 	if zr == nil {
 		return
 	}
 	_ = zr.Close()
-	if err := zr.Reset(bytes.NewReader(empty)); err != nil {
+	if err := zr.Reset(struct{ io.Reader }{bytes.NewReader(empty)}); err != nil {
 		return
 	}
 	readers.Put(zr)

@@ -47,8 +47,20 @@ func TestReuse(t *testing.T) {
 		t.Error("a stream with a wrong CRC read without error")
 	}
 	Put(zr)
-	if _, err := NewReader(strings.NewReader("not gzip")); err == nil {
-		t.Error("a stream that is not gzip was accepted")
+	// A reader whose Reset failed goes back to the pool, usable: the next
+	// stream reads whole.
+	for range 3 {
+		if _, err := NewReader(strings.NewReader("not gzip")); err == nil {
+			t.Error("a stream that is not gzip was accepted")
+		}
+		zr, err := NewReader(bytes.NewReader(gz(t, "after")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := io.ReadAll(zr); err != nil || string(got) != "after" {
+			t.Fatalf("after a refused stream: read %q, %v", got, err)
+		}
+		Put(zr)
 	}
 	Put(nil)
 }

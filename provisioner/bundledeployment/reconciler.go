@@ -629,23 +629,27 @@ func (r *Reconciler) droppedEvents(bd *rukpakv1alpha1.BundleDeployment, dropped 
 // SetupWithManager registers the reconciler for BundleDeployments of
 // r.Class, and watches the Bundles they generate and the objects they
 // install.
-// recordChanges reconciles a BundleDeployment of this class whose release
-// records someone else wrote or deleted (a Helm CLI upgrade or rollback,
-// a hand edit) at once, rather than at its next event: what they did to
-// its objects, or to what the provisioner's records say of them, is
-// undone or taken up by the reconcile.
-func (r *Reconciler) recordChanges(reader client.Reader) source.Func {
-	return func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+// recordChanges reconciles the BundleDeployment whose release records
+// someone else wrote or deleted (a Helm CLI upgrade or rollback, a hand
+// edit) soon, rather than at its next event: what they did to its objects,
+// or to what the provisioner's records say of them, is undone or taken up
+// by the reconcile. Each is added after recordChangeDelay, which coalesces
+// a burst of writes into one reconcile and bounds what a loop of them
+// costs to one reconcile per delay. Names are not looked up here (the
+// record index's handler must not wait): Reconcile skips another class's
+// BundleDeployments and ones that do not exist.
+func (r *Reconciler) recordChanges() source.Func {
+	return func(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
 		r.Releases.OnRecordChange(func(name string) {
-			bd := &rukpakv1alpha1.BundleDeployment{}
-			if err := reader.Get(ctx, client.ObjectKey{Name: name}, bd); err != nil || bd.Spec.ProvisionerClassName != r.Class {
-				return
-			}
-			q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Name: name}})
+			q.AddAfter(reconcile.Request{NamespacedName: types.NamespacedName{Name: name}}, recordChangeDelay)
 		})
 		return nil
 	}
 }
+
+// recordChangeDelay is how long a BundleDeployment whose records someone
+// else changed waits before it is reconciled.
+const recordChangeDelay = 2 * time.Second
 
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Recorder == nil {
@@ -685,7 +689,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	tracker.controller = c
 	if r.Releases != nil {
-		if err := c.Watch(r.recordChanges(mgr.GetCache())); err != nil {
+		if err := c.Watch(r.recordChanges()); err != nil {
 			return fmt.Errorf("watching release records: %w", err)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -48,6 +49,11 @@ func (m *Manager) waitEstablished(ctx context.Context, crds []*unstructured.Unst
 	}
 	if len(crds) > 0 {
 		m.getter.Reset()
+		// The client's mappings too (memomapper): a CRD created again
+		// may serve other versions or another scope.
+		if r, ok := m.client.RESTMapper().(meta.ResettableRESTMapper); ok {
+			r.Reset()
+		}
 	}
 	return nil
 }

@@ -134,7 +134,7 @@ func indexRecords(inf cache.SharedIndexInformer, namespace string) *recordIndex 
 				x.shown(obj)
 			}
 		},
-		UpdateFunc: func(_, obj any) { x.shown(obj) },
+		UpdateFunc: x.shownUpdated,
 		DeleteFunc: x.shownDeleted,
 	})
 	return x
@@ -148,6 +148,25 @@ func (x *recordIndex) OnChange(fn func(release string)) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	x.listeners = append(x.listeners, fn)
+}
+
+// shownUpdated handles the informer showing record obj updated from old.
+// A relist (after a watch expired, an API server restart) shows every
+// record again unchanged: those are no one's change. A record whose
+// release label changed is, for the release it left, a deletion.
+func (x *recordIndex) shownUpdated(old, obj any) {
+	o, okOld := old.(*metav1.PartialObjectMetadata)
+	m, ok := obj.(*metav1.PartialObjectMetadata)
+	if okOld && ok && o.UID == m.UID && o.ResourceVersion == m.ResourceVersion {
+		return
+	}
+	x.shown(obj)
+	if okOld && ok && o.Labels["name"] != "" && o.Labels["name"] != m.Labels["name"] {
+		x.mu.Lock()
+		listeners := x.listeners
+		x.mu.Unlock()
+		tell(listeners, o.Labels["name"])
+	}
 }
 
 // shown handles the informer showing record obj created or updated.

@@ -168,6 +168,15 @@ func TestOnChange(t *testing.T) {
 	events.Modify(record("api", 1, "uid-4", "22"))
 	expect("a record of another UID", "api")
 
+	// A relist shows records again unchanged.
+	events.Modify(record("api", 1, "uid-4", "22"))
+	expect("a record shown again unchanged")
+	// A record moved to another release: a change of both.
+	moved := record("api", 1, "uid-4", "23")
+	moved.Labels["name"] = "db"
+	events.Modify(moved)
+	expect("a record moved from api to db", "db", "api")
+
 	x.removed(recordKey("web", 1), "uid-1")
 	events.Delete(record("web", 1, "uid-1", "12"))
 	expect("this process's deletion")

@@ -27,6 +27,7 @@ import (
 	"path"
 	"strings"
 
+	"github.com/klauspost/compress/flate"
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
 
@@ -158,7 +159,7 @@ func classifyRead(err, srcErr error) error {
 	case srcErr != nil:
 		return fmt.Errorf("reading archive: %w", err)
 	case errors.Is(err, tar.ErrHeader), errors.Is(err, tar.ErrFieldTooLong), errors.Is(err, io.ErrUnexpectedEOF),
-		errors.Is(err, gzip.ErrChecksum), errors.Is(err, gzip.ErrHeader):
+		errors.Is(err, gzip.ErrChecksum), errors.Is(err, gzip.ErrHeader), errors.As(err, new(flate.CorruptInputError)):
 		return unpack.Terminal(fmt.Errorf("reading archive: %w", err))
 	}
 	if zstdErr(err) {

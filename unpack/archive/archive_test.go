@@ -364,6 +364,11 @@ func TestExtractRejects(t *testing.T) {
 		data:    append(zstdRaw(window1MiB, tarball(t, file("a", "x")))[:6], 0xff, 0xff, 0xff),
 		wantErr: "reading zstd archive: ",
 	}, {
+		// A deflate block of the reserved type right after the gzip header.
+		name:    "gzip corrupt",
+		data:    corruptDeflate(gzipped(t, tarball(t, file("a", strings.Repeat("x", 4096))))),
+		wantErr: "reading archive: flate: corrupt input",
+	}, {
 		name:    "whiteout escaping",
 		data:    tarball(t, file("../.wh.etc", "")),
 		opts:    archive.Options{Whiteouts: true},
@@ -477,4 +482,13 @@ func TestExtractHostileCost(t *testing.T) {
 			}
 		})
 	}
+}
+
+// corruptDeflate makes the first deflate block of a gzip stream (whose
+// header is 10 bytes: gzipped writes no name or extra fields) one of the
+// reserved type.
+func corruptDeflate(gz []byte) []byte {
+	out := bytes.Clone(gz)
+	out[10] = 0xff
+	return out
 }

@@ -164,11 +164,11 @@ func (t *Tracker) eachLive(ctx context.Context, owner string, gvk schema.GroupVe
 
 // judge is the verdict on live, want's live object as read.
 func judge(want, live *unstructured.Unstructured) observation {
-	o := observation{resourceVersion: live.GetResourceVersion(), drifted: drifted(want, live), health: health.Check(live)}
-	if o.health.Ready {
+	o := observation{resourceVersion: live.GetResourceVersion(), drifted: drifted(want, live)}
+	if h := health.Check(live); !h.Ready {
 		// Only an unhealthy verdict's reason is shown; a healthy one's
 		// strings would be kept for nothing, once per installed object.
-		o.health = health.Result{Ready: true}
+		o.unhealthy = &h
 	}
 	return o
 }

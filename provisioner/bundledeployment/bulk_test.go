@@ -75,7 +75,7 @@ func TestJudgeKindRemembersVerdicts(t *testing.T) {
 		t.Errorf("listed %s, want the Deployments of namespace ns selected by owner bd", q)
 	}
 	va, vb := tr.observed["bd"][keyOf(a)], tr.observed["bd"][keyOf(b)]
-	if va.resourceVersion != "10" || va.drifted || !va.health.Ready {
+	if va.resourceVersion != "10" || va.drifted || !va.health().Ready {
 		t.Errorf("verdict on a %+v, want not drifted and ready at 10", va)
 	}
 	if vb.resourceVersion != "11" || !vb.drifted {

@@ -37,8 +37,8 @@ func (r *Reconciler) unhealthy(ctx context.Context, owner string, objs []*unstru
 			}
 			return nil, "", fmt.Errorf("reading %s: %w", describe(want), err)
 		}
-		if !o.health.Ready {
-			msg := describe(want) + ": " + o.health.String()
+		if h := o.health(); !h.Ready {
+			msg := describe(want) + ": " + h.String()
 			whats = append(whats, msg)
 			if why := r.podReason(ctx, want); why != "" {
 				msg += " (" + why + ")"

@@ -631,25 +631,21 @@ func (r *Reconciler) droppedEvents(bd *rukpakv1alpha1.BundleDeployment, dropped 
 // install.
 // recordChanges reconciles the BundleDeployment whose release records
 // someone else wrote or deleted (a Helm CLI upgrade or rollback, a hand
-// edit) soon, rather than at its next event: what they did to its objects,
-// or to what the provisioner's records say of them, is undone or taken up
-// by the reconcile. Each is added after recordChangeDelay, which coalesces
-// a burst of writes into one reconcile and bounds what a loop of them
-// costs to one reconcile per delay. Names are not looked up here (the
-// record index's handler must not wait): Reconcile skips another class's
-// BundleDeployments and ones that do not exist.
+// edit) without waiting for an event of its own: what they did to its
+// objects, or to what the provisioner's records say of them, is undone or
+// taken up by the reconcile. The index tells a release at most once every
+// few seconds (release.Manager.OnRecordChange), however many records are
+// written, which bounds what a loop of writes costs. Names are not looked
+// up here: Reconcile skips another class's BundleDeployments and ones
+// that do not exist.
 func (r *Reconciler) recordChanges() source.Func {
 	return func(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
 		r.Releases.OnRecordChange(func(name string) {
-			q.AddAfter(reconcile.Request{NamespacedName: types.NamespacedName{Name: name}}, recordChangeDelay)
+			q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Name: name}})
 		})
 		return nil
 	}
 }
-
-// recordChangeDelay is how long a BundleDeployment whose records someone
-// else changed waits before it is reconciled.
-const recordChangeDelay = 2 * time.Second
 
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Recorder == nil {

@@ -57,8 +57,13 @@ type recordIndex struct {
 	// them is this process's doing, anything else someone else's.
 	own map[string]ownWrite
 	// listeners are told the release of every record someone else wrote
-	// or deleted (OnChange).
+	// or deleted (OnChange), once pending changes have waited out the
+	// grace in which this process's own writes are told apart (check).
 	listeners []func(release string)
+	awaiting  map[string][]change
+	// schedule runs check(release) after ownWriteGrace (afterGrace;
+	// tests run it themselves).
+	schedule func(release string)
 }
 
 // ownWrite is a record version this process wrote.
@@ -125,7 +130,8 @@ func indexRecords(inf cache.SharedIndexInformer, namespace string) *recordIndex 
 			},
 		}, nil
 	})
-	x := &recordIndex{informer: inf, namespace: namespace, created: map[string]map[string]bool{}, writes: map[string]*recordWrites{}, deleted: map[deletedRecord]struct{}{}, own: map[string]ownWrite{}}
+	x := &recordIndex{informer: inf, namespace: namespace, created: map[string]map[string]bool{}, writes: map[string]*recordWrites{}, deleted: map[deletedRecord]struct{}{}, own: map[string]ownWrite{}, awaiting: map[string][]change{}}
+	x.schedule = x.afterGrace
 	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
 		// The records listed at a start are no one's change: every
 		// BundleDeployment is reconciled after a start anyway.
@@ -142,12 +148,33 @@ func indexRecords(inf cache.SharedIndexInformer, namespace string) *recordIndex 
 
 // OnChange adds fn to what is told the release name of every record write
 // or deletion the informer shows that this process did not make (a Helm
-// CLI upgrade or rollback, another replica's write, a hand edit). fn is
-// called from the informer's goroutine and must not block.
+// CLI upgrade or rollback, another replica's write, a hand edit), once
+// ownWriteGrace has passed since the first such change of that release.
+// fn is called from a timer's goroutine and must not block.
 func (x *recordIndex) OnChange(fn func(release string)) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	x.listeners = append(x.listeners, fn)
+}
+
+// ownWriteGrace is how long a record change the informer shows waits to
+// be told apart as this process's own: the informer may show a write
+// before the write's own answer has reached this process (wroteAt,
+// removed). It also coalesces: a release is told at most once per grace,
+// however many records someone writes meanwhile.
+const ownWriteGrace = 2 * time.Second
+
+// maxPendingChanges bounds the changes of one release waiting out the
+// grace; past it the release is told whatever they were.
+const maxPendingChanges = 16
+
+// change is a record write or deletion the informer showed: the record's
+// key, UID and resourceVersion. The zero change is nobody's own.
+type change struct {
+	key     string
+	uid     types.UID
+	rv      string
+	deleted bool
 }
 
 // shownUpdated handles the informer showing record obj updated from old.
@@ -163,9 +190,8 @@ func (x *recordIndex) shownUpdated(old, obj any) {
 	x.shown(obj)
 	if okOld && ok && o.Labels["name"] != "" && o.Labels["name"] != m.Labels["name"] {
 		x.mu.Lock()
-		listeners := x.listeners
+		x.deferLocked(o.Labels["name"], change{})
 		x.mu.Unlock()
-		tell(listeners, o.Labels["name"])
 	}
 }
 
@@ -176,24 +202,9 @@ func (x *recordIndex) shown(obj any) {
 		return
 	}
 	x.mu.Lock()
-	ours := false
-	if w, ok := x.own[m.Name]; ok && w.uid == m.UID {
-		switch order := compareVersions(m.ResourceVersion, w.rv); {
-		case order == 0:
-			ours = true
-			delete(x.own, m.Name)
-		case order < 0:
-			// A version that a later write of this process replaced:
-			// whoever wrote it, the record holds this process's write.
-			ours = true
-		default:
-			delete(x.own, m.Name)
-		}
-	}
-	listeners := x.listeners
-	x.mu.Unlock()
-	if !ours {
-		tell(listeners, m.Labels["name"])
+	defer x.mu.Unlock()
+	if c := (change{key: m.Name, uid: m.UID, rv: m.ResourceVersion}); !x.ownLocked(c) {
+		x.deferLocked(m.Labels["name"], c)
 	}
 }
 
@@ -207,16 +218,79 @@ func (x *recordIndex) shownDeleted(obj any) {
 		return
 	}
 	x.mu.Lock()
-	r := deletedRecord{m.Name, m.UID}
-	_, ours := x.deleted[r]
-	delete(x.deleted, r)
-	if w, ok := x.own[m.Name]; ok && w.uid == m.UID {
-		delete(x.own, m.Name)
+	defer x.mu.Unlock()
+	if c := (change{key: m.Name, uid: m.UID, deleted: true}); !x.ownLocked(c) && m.Labels["name"] != "" {
+		x.deferLocked(m.Labels["name"], c)
+	}
+}
+
+// ownLocked reports whether c is this process's own doing, as far as its
+// writes' answers have told so far, and forgets the note that says so once
+// the informer has shown it. x.mu is held.
+func (x *recordIndex) ownLocked(c change) bool {
+	if c.deleted {
+		r := deletedRecord{c.key, c.uid}
+		_, ours := x.deleted[r]
+		delete(x.deleted, r)
+		if w, ok := x.own[c.key]; ok && w.uid == c.uid {
+			delete(x.own, c.key)
+		}
+		return ours
+	}
+	w, ok := x.own[c.key]
+	if !ok || w.uid != c.uid {
+		return false
+	}
+	switch order := compareVersions(c.rv, w.rv); {
+	case order == 0:
+		delete(x.own, c.key)
+		return true
+	case order < 0:
+		// A version that a later write of this process replaced:
+		// whoever wrote it, the record holds this process's write.
+		return true
+	default:
+		delete(x.own, c.key)
+		return false
+	}
+}
+
+// deferLocked keeps c, a change of release's records not known as this
+// process's own, until ownWriteGrace has passed (check). x.mu is held.
+func (x *recordIndex) deferLocked(release string, c change) {
+	cs := x.awaiting[release]
+	switch {
+	case len(cs) == 0:
+		x.schedule(release)
+	case len(cs) >= maxPendingChanges:
+		cs[len(cs)-1] = change{}
+		return
+	}
+	x.awaiting[release] = append(cs, c)
+}
+
+// afterGrace is schedule's default: check release once the grace has
+// passed.
+func (x *recordIndex) afterGrace(release string) {
+	time.AfterFunc(ownWriteGrace, func() { x.check(release) })
+}
+
+// check tells the listeners about release if any of its pending changes
+// is still not known as this process's own.
+func (x *recordIndex) check(release string) {
+	x.mu.Lock()
+	cs := x.awaiting[release]
+	delete(x.awaiting, release)
+	foreign := false
+	for _, c := range cs {
+		if !x.ownLocked(c) {
+			foreign = true
+		}
 	}
 	listeners := x.listeners
 	x.mu.Unlock()
-	if !ours && m.Labels["name"] != "" {
-		tell(listeners, m.Labels["name"])
+	if foreign {
+		tell(listeners, release)
 	}
 }
 

@@ -87,9 +87,10 @@ func TestSettled(t *testing.T) {
 }
 
 // TestOnChange: the index tells the release of a record write or
-// deletion someone else made, and not of this process's own writes
-// (including versions a later write of its own replaced), nor of the
-// records listed at a start.
+// deletion someone else made, once per grace, and not of this process's
+// own writes (including versions a later write of its own replaced, and
+// writes the informer shows before their answers arrive), nor of the
+// records listed at a start or shown again unchanged.
 func TestOnChange(t *testing.T) {
 	record := func(release string, version int, uid types.UID, rv string) *metav1.PartialObjectMetadata {
 		m := &metav1.PartialObjectMetadata{}
@@ -106,38 +107,57 @@ func TestOnChange(t *testing.T) {
 		WatchFuncWithContext: func(context.Context, metav1.ListOptions) (watch.Interface, error) { return events, nil },
 	}
 	x := indexRecords(cache.NewSharedIndexInformer(listOnly{lw}, &metav1.PartialObjectMetadata{}, 0, recordIndexers), "system")
-	told := make(chan string, 100)
-	x.OnChange(func(release string) { told <- release })
+	// The grace is the test's: each check runs when the test says.
+	scheduled := make(chan string, 100)
+	x.schedule = func(release string) { scheduled <- release }
+	var told []string
+	x.OnChange(func(release string) { told = append(told, release) })
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go x.run(ctx)
 	if !cache.WaitForCacheSync(ctx.Done(), x.informer.HasSynced) {
 		t.Fatal("the index did not sync")
 	}
-	// expect sends a marker record of its own release after the events
-	// of a step and checks what was told before it: the informer handles
-	// events in order.
+	// expectAfter sends a marker record of its own release after the
+	// events of a step; the informer handles events in order, so every
+	// release scheduled before the marker's was scheduled by the step.
+	// Then it runs answered (the answers of this process's writes arriving
+	// late), ends the grace of each scheduled release and checks what was
+	// told.
 	marker := 0
-	expect := func(step string, want ...string) {
+	expectAfter := func(step string, answered func(), want ...string) {
 		t.Helper()
 		marker++
 		name := "marker-" + strconv.Itoa(marker)
 		events.Add(record(name, 1, types.UID(name), strconv.Itoa(1000+marker)))
-		var got []string
-		for {
+		var releases []string
+		for len(releases) == 0 || releases[len(releases)-1] != name {
 			select {
-			case r := <-told:
-				if r == name {
-					if strings.Join(got, ",") != strings.Join(want, ",") {
-						t.Errorf("%s: told %q, want %q", step, got, want)
-					}
-					return
-				}
-				got = append(got, r)
+			case r := <-scheduled:
+				releases = append(releases, r)
 			case <-time.After(testenv.WaitTimeout):
 				t.Fatalf("%s: the informer did not show the marker", step)
 			}
 		}
+		if answered != nil {
+			answered()
+		}
+		told = nil
+		for _, r := range releases {
+			x.check(r)
+		}
+		if got := told[:len(told)-1]; strings.Join(got, ",") != strings.Join(want, ",") || told[len(told)-1] != name {
+			t.Errorf("%s: told %q, want %q and the marker", step, told, want)
+		}
+	}
+	expect := func(step string, want ...string) {
+		t.Helper()
+		expectAfter(step, nil, want...)
+	}
+	noted := func() int {
+		x.mu.Lock()
+		defer x.mu.Unlock()
+		return len(x.own)
 	}
 	expect("the records listed at the start")
 
@@ -150,11 +170,8 @@ func TestOnChange(t *testing.T) {
 	events.Modify(record("web", 1, "uid-1", "12"))
 	events.Modify(record("web", 2, "uid-2", "13"))
 	expect("this process's writes")
-	x.mu.Lock()
-	left := len(x.own)
-	x.mu.Unlock()
-	if left != 0 {
-		t.Errorf("%d own writes still noted after the informer showed them all", left)
+	if own := noted(); own != 0 {
+		t.Errorf("%d own writes still noted after the informer showed them all", own)
 	}
 
 	events.Modify(record("web", 2, "uid-2", "20"))
@@ -182,6 +199,34 @@ func TestOnChange(t *testing.T) {
 	expect("this process's deletion")
 	events.Delete(record("web", 2, "uid-2", "20"))
 	expect("someone else's deletion", "web")
+
+	// This process's write and deletion, shown before their answers came.
+	events.Add(record("race", 1, "uid-r", "50"))
+	expectAfter("this process's write shown before its answer", func() { x.wroteAt("race", recordKey("race", 1), "uid-r", "50") })
+	events.Delete(record("race", 1, "uid-r", "50"))
+	expectAfter("this process's deletion shown before its answer", func() { x.removed(recordKey("race", 1), "uid-r") })
+	x.mu.Lock()
+	_, own := x.own[recordKey("race", 1)]
+	_, deleted := x.deleted[deletedRecord{recordKey("race", 1), "uid-r"}]
+	x.mu.Unlock()
+	if own || deleted {
+		t.Errorf("still noted after their grace: the write %v, the deletion %v", own, deleted)
+	}
+
+	// Someone's burst of writes: told once.
+	for i := range 5 {
+		events.Modify(record("burst", 1, "uid-b", strconv.Itoa(60+i)))
+	}
+	expect("a burst of writes", "burst")
+	// Past maxPendingChanges waiting changes, told whatever they were.
+	for i := range maxPendingChanges + 1 {
+		events.Modify(record("many", 1, "uid-m", strconv.Itoa(100+i)))
+	}
+	expectAfter("more changes than the bound, all this process's", func() {
+		for i := range maxPendingChanges + 1 {
+			x.wroteAt("many", recordKey("many", 1), "uid-m", strconv.Itoa(100+i))
+		}
+	}, "many")
 
 	unlabelled := record("x", 1, "uid-5", "40")
 	delete(unlabelled.Labels, "name")

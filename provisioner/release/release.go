@@ -167,9 +167,10 @@ func (m *Manager) AddTo(mgr manager.Manager) error {
 // OnRecordChange adds fn to what is told the name of a release whose
 // records someone other than this process wrote or deleted (a Helm CLI
 // upgrade or rollback, another replica, a hand edit), as the index of
-// records shows it once it has synced; the next Apply of that release
-// reads what changed. fn is called from the index's goroutine and must
-// not block.
+// records shows it once it has synced, 2 s after the first such change
+// (which tells its own writes apart and coalesces a burst into one call);
+// the next Apply of that release reads what changed. fn is called from a
+// timer's goroutine and must not block.
 func (m *Manager) OnRecordChange(fn func(release string)) {
 	if m.records.index != nil {
 		m.records.index.OnChange(fn)

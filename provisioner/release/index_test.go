@@ -1,17 +1,13 @@
 package release
 
 import (
-	"context"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/tools/cache"
 
 	"github.com/rukpak-dev/rukpak/internal/testenv"
 )
@@ -98,26 +94,13 @@ func TestOnChange(t *testing.T) {
 		m.Labels = map[string]string{"name": release, "owner": "helm", "version": strconv.Itoa(version), "status": "deployed"}
 		return m
 	}
-	listed := record("web", 1, "uid-1", "10")
-	events := watch.NewFake()
-	lw := &cache.ListWatch{
-		ListWithContextFunc: func(context.Context, metav1.ListOptions) (runtime.Object, error) {
-			return &metav1.PartialObjectMetadataList{ListMeta: metav1.ListMeta{ResourceVersion: "10"}, Items: []metav1.PartialObjectMetadata{*listed}}, nil
-		},
-		WatchFuncWithContext: func(context.Context, metav1.ListOptions) (watch.Interface, error) { return events, nil },
-	}
-	x := indexRecords(cache.NewSharedIndexInformer(listOnly{lw}, &metav1.PartialObjectMetadata{}, 0, recordIndexers), "system")
 	// The grace is the test's: each check runs when the test says.
 	scheduled := make(chan string, 100)
-	x.schedule = func(release string) { scheduled <- release }
 	var told []string
-	x.OnChange(func(release string) { told = append(told, release) })
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go x.run(ctx)
-	if !cache.WaitForCacheSync(ctx.Done(), x.informer.HasSynced) {
-		t.Fatal("the index did not sync")
-	}
+	x, events := fakeIndex(t, record("web", 1, "uid-1", "10"), func(x *recordIndex) {
+		x.schedule = func(release string) { scheduled <- release }
+		x.OnChange(func(release string) { told = append(told, release) })
+	})
 	// expectAfter sends a marker record of its own release after the
 	// events of a step; the informer handles events in order, so every
 	// release scheduled before the marker's was scheduled by the step.

@@ -108,20 +108,7 @@ func TestDeployedHoldsAfterDelete(t *testing.T) {
 	rec.Name, rec.Namespace, rec.UID, rec.ResourceVersion = recordKey("web", 1), "system", "uid-1", "10"
 	rec.Labels = map[string]string{"name": "web", "owner": "helm", "version": "1", "status": "deployed",
 		labelObjects: objectsLabel("web", 1, 500, objects), labelManifestBytes: "500"}
-	events := watch.NewFake()
-	lw := &cache.ListWatch{
-		ListWithContextFunc: func(context.Context, metav1.ListOptions) (runtime.Object, error) {
-			return &metav1.PartialObjectMetadataList{ListMeta: metav1.ListMeta{ResourceVersion: "10"}, Items: []metav1.PartialObjectMetadata{*rec}}, nil
-		},
-		WatchFuncWithContext: func(context.Context, metav1.ListOptions) (watch.Interface, error) { return events, nil },
-	}
-	x := indexRecords(cache.NewSharedIndexInformer(listOnly{lw}, &metav1.PartialObjectMetadata{}, 0, recordIndexers), "system")
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go x.run(ctx)
-	if !cache.WaitForCacheSync(ctx.Done(), x.informer.HasSynced) {
-		t.Fatal("the index did not sync")
-	}
+	x, events := fakeIndex(t, rec, nil)
 	if _, ok := x.deployedHolds("web", objects); !ok {
 		t.Fatal("the deployed record does not vouch for its objects")
 	}
@@ -180,6 +167,31 @@ func TestDeployedHoldsAfterDelete(t *testing.T) {
 	if _, ok := x.deployedHolds("web", objects); ok {
 		t.Error("the shown deleted record forgotten by the sweep")
 	}
+}
+
+// fakeIndex is a record index, synced, over a fake list-watch that lists
+// listed (at resourceVersion 10) and then shows what the test sends on
+// the watcher it returns. configure, if set, runs before the index starts.
+func fakeIndex(t *testing.T, listed *metav1.PartialObjectMetadata, configure func(*recordIndex)) (*recordIndex, *watch.FakeWatcher) {
+	t.Helper()
+	events := watch.NewFake()
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(context.Context, metav1.ListOptions) (runtime.Object, error) {
+			return &metav1.PartialObjectMetadataList{ListMeta: metav1.ListMeta{ResourceVersion: "10"}, Items: []metav1.PartialObjectMetadata{*listed}}, nil
+		},
+		WatchFuncWithContext: func(context.Context, metav1.ListOptions) (watch.Interface, error) { return events, nil },
+	}
+	x := indexRecords(cache.NewSharedIndexInformer(listOnly{lw}, &metav1.PartialObjectMetadata{}, 0, recordIndexers), "system")
+	if configure != nil {
+		configure(x)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go x.run(ctx)
+	if !cache.WaitForCacheSync(ctx.Done(), x.informer.HasSynced) {
+		t.Fatal("the index did not sync")
+	}
+	return x, events
 }
 
 // listOnly is a ListerWatcher that lists, rather than asking its watch

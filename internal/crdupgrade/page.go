@@ -10,8 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	utiljson "k8s.io/apimachinery/pkg/util/json"
 
+	"github.com/rukpak-dev/rukpak/internal/jsonmap"
 	"github.com/rukpak-dev/rukpak/internal/liststream"
 )
 
@@ -101,10 +101,11 @@ func (s *stream) object(ctx context.Context, raw []byte, each func(*unstructured
 		return err
 	}
 	defer s.budget.sem.Release(c)
-	u := &unstructured.Unstructured{}
-	if err := utiljson.Unmarshal(raw, &u.Object); err != nil {
+	fields, err := jsonmap.Unmarshal(raw)
+	if err != nil {
 		return fmt.Errorf("decoding object %s: %w", liststream.ObjectName(raw), err)
 	}
+	u := &unstructured.Unstructured{Object: fields}
 	s.last = liststream.ObjectName(raw)
 	each(u)
 	return nil

@@ -9,10 +9,10 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
+	"github.com/rukpak-dev/rukpak/internal/jsonmap"
 	"github.com/rukpak-dev/rukpak/internal/liststream"
 	"github.com/rukpak-dev/rukpak/provisioner/health"
 )
@@ -136,10 +136,12 @@ func (t *Tracker) eachLive(ctx context.Context, owner string, gvk schema.GroupVe
 	}).String()
 	seen, unwanted := 0, 0
 	err = t.lists.Selected(ctx, listPath(mapping, commonNamespace(wanted)), selector, bulkPage, liststream.MaxObjectBytes, func(raw []byte) error {
-		live := &unstructured.Unstructured{}
-		if err := utiljson.Unmarshal(raw, &live.Object); err != nil {
+		// Without managedFields: neither drift nor health reads them.
+		fields, err := jsonmap.UnmarshalLive(raw)
+		if err != nil {
 			return fmt.Errorf("decoding %s %s: %w", gvk.Kind, liststream.ObjectName(raw), err)
 		}
+		live := &unstructured.Unstructured{Object: fields}
 		// A list's items may leave their kind out.
 		live.SetGroupVersionKind(gvk)
 		key := keyOf(live)

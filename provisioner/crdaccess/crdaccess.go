@@ -31,7 +31,9 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
@@ -81,9 +83,14 @@ func Setup(mgr ctrl.Manager, name string) error {
 	one := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
 		return []reconcile.Request{{NamespacedName: client.ObjectKey{Name: name}}}
 	})
+	// A CRD's name never changes: only its creation and deletion (or the
+	// loss of the owner label, which the label-selected cache sees as a
+	// deletion) change the rules, not the updates of its status that an
+	// install's CRDs each make several of.
+	namesOnly := predicate.Funcs{UpdateFunc: func(event.UpdateEvent) bool { return false }}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("crd-check-access").
-		WatchesRawSource(source.Kind(c, client.Object(crds), one)).
+		WatchesRawSource(source.Kind(c, client.Object(crds), one, namesOnly)).
 		WatchesRawSource(source.Kind(c, client.Object(&rbacv1.ClusterRole{}), one)).
 		Complete(&Reconciler{Cache: c, Writer: mgr.GetClient(), Name: name})
 }

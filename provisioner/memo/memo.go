@@ -15,8 +15,8 @@ import (
 	"crypto/sha256"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utiljson "k8s.io/apimachinery/pkg/util/json"
 
+	"github.com/rukpak-dev/rukpak/internal/jsonmap"
 	"github.com/rukpak-dev/rukpak/internal/sizedlru"
 )
 
@@ -112,8 +112,8 @@ func (e *entry) decode() ([]*unstructured.Unstructured, error) {
 	objs := make([]*unstructured.Unstructured, len(e.ends))
 	start := 0
 	for i, end := range e.ends {
-		var m map[string]any
-		if err := utiljson.Unmarshal(e.data[start:end], &m); err != nil {
+		m, err := jsonmap.Unmarshal(e.data[start:end])
+		if err != nil {
 			return nil, err
 		}
 		if m != nil {

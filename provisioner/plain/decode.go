@@ -13,9 +13,10 @@ import (
 	"sync/atomic"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utiljson "k8s.io/apimachinery/pkg/util/json"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
+
+	"github.com/rukpak-dev/rukpak/internal/jsonmap"
 )
 
 // Decode returns the objects held by one manifest file: a stream of YAML
@@ -174,8 +175,8 @@ func decodeValue(name string, doc int, raw json.RawMessage, visit func(*unstruct
 	if len(raw) == 0 {
 		return nil // an empty document
 	}
-	var fields map[string]interface{}
-	if err := utiljson.Unmarshal(raw, &fields); err != nil {
+	fields, err := jsonmap.Unmarshal(raw)
+	if err != nil {
 		return fmt.Errorf("decode %s: document %d: %w", name, doc, err)
 	}
 	if len(fields) == 0 {

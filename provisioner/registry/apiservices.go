@@ -52,8 +52,13 @@ func (b *bundle) validateAPIServices() error {
 	}
 	byCRD := map[string]string{}
 	for _, crd := range b.crds {
+		if len(spec.APIServiceDefinitions.Owned) == 0 {
+			break
+		}
 		group, _, _ := unstructured.NestedString(crd.Object, "spec", "group")
-		versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
+		// Not NestedSlice: that copies every version's schema.
+		field, _, _ := unstructured.NestedFieldNoCopy(crd.Object, "spec", "versions")
+		versions, _ := field.([]any)
 		for _, v := range versions {
 			if name, _ := asMap(v)["name"].(string); name != "" {
 				byCRD[name+"."+group] = crd.GetName()

@@ -20,10 +20,11 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	utiljson "k8s.io/apimachinery/pkg/util/json"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/rukpak-dev/rukpak/internal/jsonmap"
 )
 
 // FieldManager owns every field the provisioner applies, on install,
@@ -562,10 +563,11 @@ func decodeJSONManifest(manifest string) ([]*unstructured.Unstructured, error) {
 		}
 		rest = next
 		// apimachinery's JSON keeps integers int64, as Kubernetes has them.
-		u := &unstructured.Unstructured{}
-		if err := utiljson.Unmarshal([]byte(doc), &u.Object); err != nil {
+		fields, err := jsonmap.Unmarshal([]byte(doc))
+		if err != nil {
 			return nil, fmt.Errorf("decoding release manifest: document %d: %w", len(objs), err)
 		}
+		u := &unstructured.Unstructured{Object: fields}
 		if len(u.Object) > 0 {
 			objs = append(objs, u)
 		}
@@ -588,10 +590,11 @@ func decodeYAMLManifest(manifest string) ([]*unstructured.Unstructured, error) {
 		if len(raw) == 0 {
 			continue // an empty document
 		}
-		u := &unstructured.Unstructured{}
-		if err := utiljson.Unmarshal(raw, &u.Object); err != nil {
+		fields, err := jsonmap.Unmarshal(raw)
+		if err != nil {
 			return nil, fmt.Errorf("decoding release manifest: %w", err)
 		}
+		u := &unstructured.Unstructured{Object: fields}
 		if len(u.Object) > 0 {
 			objs = append(objs, u)
 		}

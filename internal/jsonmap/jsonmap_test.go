@@ -1,0 +1,270 @@
+package jsonmap
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+
+	utiljson "k8s.io/apimachinery/pkg/util/json"
+	"sigs.k8s.io/yaml"
+
+	"github.com/rukpak-dev/rukpak/internal/testenv"
+)
+
+// same checks that Unmarshal and UnmarshalLive answer data exactly as
+// util/json does (live: without metadata.managedFields), and whether this
+// package's decoder answered it itself.
+func same(t testing.TB, data []byte) (fast bool) {
+	t.Helper()
+	var want map[string]any
+	wantErr := utiljson.Unmarshal(data, &want)
+	got, err := Unmarshal(data)
+	if (err != nil) != (wantErr != nil) || err != nil && err.Error() != wantErr.Error() {
+		t.Fatalf("%q: error %v, util/json's %v", data, err, wantErr)
+	}
+	if wantErr != nil {
+		want = nil
+	}
+	if !reflect.DeepEqual(got, want) || (got == nil) != (want == nil) {
+		t.Fatalf("%q:\n got %#v\nwant %#v", data, got, want)
+	}
+	live, err := UnmarshalLive(data)
+	if (err != nil) != (wantErr != nil) {
+		t.Fatalf("%q: live error %v, util/json's %v", data, err, wantErr)
+	}
+	if md, ok := want["metadata"].(map[string]any); ok {
+		delete(md, "managedFields")
+	}
+	if !reflect.DeepEqual(live, want) {
+		t.Fatalf("%q: live:\n got %#v\nwant %#v", data, live, want)
+	}
+	_, fast = decode(data, false)
+	return fast
+}
+
+func TestUnmarshal(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		data string
+		// fast: decoded here, not by util/json.
+		fast bool
+	}{
+		{"null", `null`, true},
+		{"empty object", ` {} `, true},
+		{"scalars", `{"s":"x","i":42,"neg":-7,"zero":0,"negzero":-0,"t":true,"f":false,"n":null}`, true},
+		{"nested", `{"a":{"b":[1,"two",{"c":[]},[],{}],"d":{}}}`, true},
+		{"floats", `{"a":1.5,"b":1e3,"c":1E-3,"d":-0.0,"e":2.50,"f":1e+2}`, true},
+		{"int64 bounds", `{"max":9223372036854775807,"min":-9223372036854775808}`, true},
+		{"beyond int64", `{"a":9223372036854775808,"b":-9223372036854775809,"c":123456789012345678901234567890}`, true},
+		{"eighteen digits", `{"a":999999999999999999,"b":-999999999999999999}`, true},
+		{"float out of range", `{"a":1e400}`, false},
+		{"repeated key", `{"a":1,"b":2,"a":3}`, true},
+		{"escapes", `{"e\"k":"a\\b\/c\bd\fe\nf\rg\th\u00e9\u4e2d"}`, true},
+		{"surrogate pair", `{"s":"\ud83d\ude00"}`, true},
+		{"lone surrogates", `{"a":"\ud83d","b":"\ude00x","c":"\ud83d\u0041","d":"\ud83dx"}`, true},
+		{"utf-8", `{"k":"héllo 中文 😀"}`, true},
+		{"invalid utf-8", "{\"k\":\"a\xffb\xc3\",\"\xfe\":1}", true},
+		{"encoded replacement char", "{\"k\":\"\xef\xbf\xbd\"}", true},
+		{"whitespace", " \t\r\n{ \"a\" : [ 1 , 2 ] , \"b\" :{ } }\n", true},
+		{"long strings", `{"k":"` + strings.Repeat("x", 100) + `","` + strings.Repeat("y", 100) + `":1}`, true},
+		{"managed fields", `{"metadata":{"name":"x","managedFields":[{"manager":"m","fieldsV1":{"f:a":{}}}]},"spec":{"managedFields":1}}`, true},
+		{"metadata not an object", `{"metadata":[1],"managedFields":2}`, true},
+		{"managed fields invalid", `{"metadata":{"managedFields":[1,}]}}`, false},
+		{"managed fields bad number", `{"metadata":{"managedFields":[1e999]}}`, false},
+
+		{"empty", ``, false},
+		{"space only", `  `, false},
+		{"array", `[1]`, false},
+		{"string", `"x"`, false},
+		{"number", `1`, false},
+		{"trailing", `{} x`, false},
+		{"two values", `{}{}`, false},
+		{"trailing comma", `{"a":1,}`, false},
+		{"missing colon", `{"a" 1}`, false},
+		{"unquoted key", `{a:1}`, false},
+		{"single quotes", `{'a':1}`, false},
+		{"control char", "{\"a\":\"x\ny\"}", false},
+		{"bad escape", `{"a":"\x"}`, false},
+		{"short unicode escape", `{"a":"\u12"}`, false},
+		{"leading zero", `{"a":01}`, false},
+		{"leading plus", `{"a":+1}`, false},
+		{"bare minus", `{"a":-}`, false},
+		{"bare dot", `{"a":1.}`, false},
+		{"bare exponent", `{"a":1e}`, false},
+		{"nan", `{"a":NaN}`, false},
+		{"truncated", `{"a":[1,2`, false},
+		{"truncated literal", `{"a":tru}`, false},
+		{"literal run-on", `{"a":truex}`, false},
+		{"unclosed string", `{"a":"x`, false},
+		{"byte order mark", "\xef\xbb\xbf{}", false},
+		{"deep but allowed", strings.Repeat(`{"a":`, 500) + `1` + strings.Repeat(`}`, 500), false},
+		{"too deep", strings.Repeat(`[`, 10001) + strings.Repeat(`]`, 10001), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if fast := same(t, []byte(tc.data)); fast != tc.fast {
+				t.Errorf("decoded here: %v, want %v", fast, tc.fast)
+			}
+		})
+	}
+}
+
+// TestRealObjects decodes every object of the shared test data's bundles
+// (YAML turned into JSON as the provisioner stores it) both ways.
+func TestRealObjects(t *testing.T) {
+	docs := realObjects(t, 400)
+	for _, doc := range docs {
+		if !same(t, doc) {
+			t.Fatalf("not decoded here: %.200s", doc)
+		}
+	}
+	t.Logf("%d objects", len(docs))
+}
+
+// TestIndependentResults checks that nothing decoded is shared between
+// results a caller may change: maps and slices are new on every call (the
+// strings shared are immutable).
+func TestIndependentResults(t *testing.T) {
+	doc := []byte(`{"a":{"b":["x","y"]},"type":"string"}`)
+	first, err := Unmarshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first["a"].(map[string]any)["b"].([]any)[0] = "changed"
+	first["type"] = "changed"
+	second, err := Unmarshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := second["a"].(map[string]any)["b"].([]any)[0]; got != "x" {
+		t.Errorf("second decode sees the first's change: %v", got)
+	}
+	if second["type"] != "string" {
+		t.Errorf("second decode sees the first's change: %v", second["type"])
+	}
+}
+
+func TestConcurrent(t *testing.T) {
+	docs := realObjects(t, 40)
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range docs {
+				doc := docs[(i+g)%len(docs)]
+				got, err := Unmarshal(doc)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				var want map[string]any
+				if err := utiljson.Unmarshal(doc, &want); err != nil {
+					t.Error(err)
+					return
+				}
+				if !reflect.DeepEqual(got, want) {
+					t.Errorf("object %d differs", i)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// TestBoundedTables feeds unique keys and values: the tables stop growing
+// at their bounds and decoding stays right.
+func TestBoundedTables(t *testing.T) {
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for i := range 3 * maxKeys {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `"k%d":"v%d"`, i, i)
+	}
+	b.WriteByte('}')
+	same(t, b.Bytes())
+	d := decoders.Get().(*decoder)
+	defer decoders.Put(d)
+	if len(d.keys) > maxKeys || len(d.values) > maxValues {
+		t.Errorf("tables hold %d keys and %d values, bounds %d and %d", len(d.keys), len(d.values), maxKeys, maxValues)
+	}
+}
+
+func FuzzUnmarshal(f *testing.F) {
+	for _, s := range []string{
+		`{}`, `null`, `{"a":[1,2.5,-3e2,"x",true,false,null,{"b":{}}]}`,
+		`{"metadata":{"name":"n","managedFields":[{"f:x":{}}]},"status":{}}`,
+		`{"s":"\ud83d\ude00\u00e9\n\\"}`, "{\"k\":\"\xff\"}", `{"a":1,"a":2}`,
+		`{"n":9223372036854775808}`, `{"n":-0}`, `{"n":1e400}`, `[`, `{"a":01}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		same(t, data)
+	})
+}
+
+func BenchmarkUnmarshal(b *testing.B) {
+	docs := realObjects(b, 0)
+	var size int64
+	for _, d := range docs {
+		size += int64(len(d))
+	}
+	b.Run("jsonmap", func(b *testing.B) {
+		b.SetBytes(size)
+		b.ReportAllocs()
+		for b.Loop() {
+			for _, d := range docs {
+				if _, err := Unmarshal(d); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	})
+	b.Run("utiljson", func(b *testing.B) {
+		b.SetBytes(size)
+		b.ReportAllocs()
+		for b.Loop() {
+			for _, d := range docs {
+				var m map[string]any
+				if err := utiljson.Unmarshal(d, &m); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	})
+}
+
+// realObjects is up to n (0: all) objects of the shared test data's
+// registry+v1 bundles, as compact JSON.
+func realObjects(t testing.TB, n int) [][]byte {
+	t.Helper()
+	root := testenv.SharedTestdata("fleet")
+	paths, _ := filepath.Glob(filepath.Join(root, "*", "manifests", "*.yaml"))
+	if len(paths) == 0 {
+		t.Fatalf("no fleet test data under %s", root)
+	}
+	var docs [][]byte
+	for _, p := range paths {
+		text, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for part := range strings.SplitSeq(string(text), "\n---") {
+			doc, err := yaml.YAMLToJSON([]byte(part))
+			if err != nil || string(doc) == "null" {
+				continue
+			}
+			docs = append(docs, doc)
+			if n > 0 && len(docs) == n {
+				return docs
+			}
+		}
+	}
+	return docs
+}

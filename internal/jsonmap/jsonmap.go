@@ -23,7 +23,6 @@ package jsonmap
 
 import (
 	"strconv"
-	"sync"
 	"unicode"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -67,8 +66,8 @@ func reference(data []byte, live bool) (map[string]any, error) {
 // bounded whatever the input.
 const maxDepth = 200
 
-// Bounds of the tables of repeated strings: an input of unique strings
-// fills them once and is then decoded without them.
+// Bounds of the tables of repeated strings: a full table is emptied, so
+// input of unique strings never keeps more.
 const (
 	maxKeys      = 4096
 	maxKeyLen    = 64
@@ -100,12 +99,22 @@ type decoder struct {
 	values map[string]any
 }
 
-var decoders = sync.Pool{New: func() any {
-	return &decoder{keys: make(map[string]string, 256), values: make(map[string]any, 256)}
-}}
+// decoders are the idle decoders, kept across garbage collections (which
+// empty a sync.Pool, and the provisioner collects many times a second while
+// it installs): a decoder's tables are worth most once filled.
+var decoders = make(chan *decoder, 8)
+
+func getDecoder() *decoder {
+	select {
+	case d := <-decoders:
+		return d
+	default:
+		return &decoder{keys: make(map[string]string, 256), values: make(map[string]any, 256)}
+	}
+}
 
 func decode(data []byte, live bool) (map[string]any, bool) {
-	d := decoders.Get().(*decoder)
+	d := getDecoder()
 	d.data, d.pos, d.depth, d.live = data, 0, 0, live
 	m, ok := d.top()
 	d.release()
@@ -113,16 +122,19 @@ func decode(data []byte, live bool) (map[string]any, bool) {
 }
 
 // release lets go of the input and of every decoded value (a failed decode
-// leaves some on the stacks) and pools d.
+// leaves some on the stacks) and keeps d for the next decode.
 func (d *decoder) release() {
 	d.data = nil
 	clear(d.members[:cap(d.members)])
 	clear(d.elements[:cap(d.elements)])
 	d.members, d.elements = d.members[:0], d.elements[:0]
 	if cap(d.members) > maxStackKeep || cap(d.elements) > maxStackKeep || cap(d.scratch) > maxStackKeep {
-		return // one huge input does not keep its stacks pooled
+		return // one huge input does not keep its stacks
 	}
-	decoders.Put(d)
+	select {
+	case decoders <- d:
+	default:
+	}
 }
 
 func (d *decoder) top() (map[string]any, bool) {
@@ -357,7 +369,10 @@ func (d *decoder) key() (string, bool) {
 		return s, true
 	}
 	s := string(raw)
-	if len(s) <= maxKeyLen && len(d.keys) < maxKeys {
+	if len(s) <= maxKeyLen {
+		if len(d.keys) >= maxKeys {
+			clear(d.keys) // input of unique keys costs only while it lasts
+		}
 		d.keys[s] = s
 	}
 	return s, true
@@ -378,9 +393,10 @@ func (d *decoder) stringValue() (any, bool) {
 		return v, true
 	}
 	var v any = string(raw)
-	if len(d.values) < maxValues {
-		d.values[v.(string)] = v
+	if len(d.values) >= maxValues {
+		clear(d.values)
 	}
+	d.values[v.(string)] = v
 	return v, true
 }
 

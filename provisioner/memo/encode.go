@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"slices"
 	"strconv"
 	"sync"
 	"unicode/utf8"
@@ -43,10 +42,24 @@ var encoders = sync.Pool{New: func() any { return &encoder{} }}
 // maxBytes or they hold a value JSON cannot hold exactly (a NaN, an
 // infinity, a string that is not UTF-8, a type decoding never produces).
 func encode(objs []*unstructured.Unstructured, maxBytes int64) (*entry, error) {
+	// Measured first, so the entry's bytes are allocated once at their
+	// size: a buffer grown while writing (sync.Pool keeps none across the
+	// many collections of an install) and then copied allocated three
+	// times the entry.
+	size := 0
+	for _, o := range objs {
+		n, err := measure(o.Object)
+		if err != nil {
+			return nil, err
+		}
+		if size += n; size > int(min(maxBytes, math.MaxInt)) {
+			return nil, errTooLarge
+		}
+	}
 	enc := encoders.Get().(*encoder)
 	defer enc.release()
-	enc.buf = enc.buf[:0]
-	enc.max = int(min(maxBytes, math.MaxInt))
+	enc.buf = make([]byte, 0, size)
+	enc.max = size
 	e := &entry{ends: make([]int, 0, len(objs))}
 	for _, o := range objs {
 		if o == nil {
@@ -54,25 +67,98 @@ func encode(objs []*unstructured.Unstructured, maxBytes int64) (*entry, error) {
 		} else if err := enc.value(o.Object); err != nil {
 			return nil, err
 		}
-		if len(enc.buf) > enc.max {
-			return nil, errTooLarge
-		}
 		e.ends = append(e.ends, len(enc.buf))
 	}
-	e.data = slices.Clone(enc.buf)
+	e.data = enc.buf
 	return e, nil
 }
 
 // release pools e unless it holds more than a small encoder should.
 func (e *encoder) release() {
-	if cap(e.buf) > maxPooledBuffer {
-		return
-	}
+	e.buf = nil // the entry's
 	if e.keys.largest() > maxPooledKeys {
 		return
 	}
-	e.buf, e.keys.depth = e.buf[:0], 0
+	e.keys.depth = 0
 	encoders.Put(e)
+}
+
+// measure is the length of v's JSON as encoder writes it (a nil object's
+// is "null"), or the error encoder would give.
+func measure(v any) (int, error) {
+	switch v := v.(type) {
+	case nil:
+		return len("null"), nil
+	case map[string]any:
+		if v == nil {
+			return len("null"), nil
+		}
+		n := 2 + max(len(v)-1, 0) // braces, commas
+		for k, el := range v {
+			kn, err := measureString(k)
+			if err != nil {
+				return 0, err
+			}
+			vn, err := measure(el)
+			if err != nil {
+				return 0, err
+			}
+			n += kn + 1 + vn
+		}
+		return n, nil
+	case []any:
+		if v == nil {
+			return len("null"), nil
+		}
+		n := 2 + max(len(v)-1, 0)
+		for _, el := range v {
+			vn, err := measure(el)
+			if err != nil {
+				return 0, err
+			}
+			n += vn
+		}
+		return n, nil
+	case string:
+		return measureString(v)
+	case bool:
+		if v {
+			return len("true"), nil
+		}
+		return len("false"), nil
+	case int64:
+		var b [20]byte
+		return len(strconv.AppendInt(b[:0], v, 10)), nil
+	case float64:
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return 0, errNotJSON
+		}
+		var b [32]byte
+		text := strconv.AppendFloat(b[:0], v, 'g', -1, 64)
+		if !bytes.ContainsAny(text, ".eE") {
+			return len(text) + len(".0"), nil
+		}
+		return len(text), nil
+	default:
+		return 0, fmt.Errorf("%w: a %T", errNotJSON, v)
+	}
+}
+
+// measureString is the length of s as string writes it.
+func measureString(s string) (int, error) {
+	if !utf8.ValidString(s) {
+		return 0, fmt.Errorf("%w: a string that is not UTF-8", errNotJSON)
+	}
+	n := len(s) + 2
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '"', c == '\\', c == '\n', c == '\r', c == '\t':
+			n++
+		case c < 0x20:
+			n += len(`\u0000`) - 1
+		}
+	}
+	return n, nil
 }
 
 func (e *encoder) value(v any) error {

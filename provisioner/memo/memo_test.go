@@ -203,6 +203,10 @@ func sizeOf(t *testing.T, objs []*unstructured.Unstructured) int64 {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The entry was measured before it was written, exactly.
+	if len(e.data) != cap(e.data) {
+		t.Errorf("measured %d bytes of JSON, wrote %d", cap(e.data), len(e.data))
+	}
 	return e.size()
 }
 
@@ -223,6 +227,7 @@ func TestRoundTrip(t *testing.T) {
 			},
 		}}}
 	}
+	sizeOf(t, decoded())
 	c := New(1 << 20)
 	if !c.Add(key("a"), decoded()) {
 		t.Fatal("not kept")
@@ -300,6 +305,7 @@ func TestSizeIsTheJSON(t *testing.T) {
 		}
 		jsonBytes += int64(len(j)) + 1
 	}
+	sizeOf(t, objs) // measured exactly
 	c := New(1 << 30)
 	if !c.Add(key("fleet"), objs) {
 		t.Fatal("not kept")

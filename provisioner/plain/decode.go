@@ -140,10 +140,11 @@ func decodeText(text []byte, jsonFile, oneJSON bool, cost int, first int, each f
 	defer decoding.Release(w)
 	if !jsonFile {
 		// What YAMLToJSONDecoder does with a document, without a decoder
-		// (and its buffers) per document.
-		var raw json.RawMessage
-		if err := yaml.Unmarshal(text, &raw); err != nil {
-			return 0, &documentError{first, err}
+		// (and its buffers) per document, nor yaml.Unmarshal's JSON
+		// decoder and copy of the JSON; its message.
+		raw, err := yaml.YAMLToJSON(text)
+		if err != nil {
+			return 0, &documentError{first, fmt.Errorf("error converting YAML to JSON: %w", err)}
 		}
 		return 1, each(first, raw)
 	}

@@ -19,6 +19,10 @@
 // decoded again by util/json, so errors and their messages, and whatever
 // the standard decoder accepts that this one does not, are exactly
 // util/json's.
+//
+// Marshal, Encode and Write are encoding/json's output for the same
+// values, byte for byte, allocating the JSON once: it is measured first,
+// and each map's keys are sorted in a reused slice.
 package jsonmap
 
 import (

@@ -2,7 +2,9 @@ package jsonmap
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -275,4 +277,131 @@ func realObjects(t testing.TB, n int) [][]byte {
 		}
 	}
 	return docs
+}
+
+// sameJSON checks that Marshal, Encode, Size and Write answer v exactly
+// as encoding/json does.
+func sameJSON(t testing.TB, v any) {
+	t.Helper()
+	want, wantErr := json.Marshal(v)
+	got, err := Marshal(v)
+	if (err != nil) != (wantErr != nil) || err != nil && err.Error() != wantErr.Error() {
+		t.Fatalf("%#v: error %v, encoding/json's %v", v, err, wantErr)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("%#v:\n got %s\nwant %s", v, got, want)
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	wantErr = enc.Encode(v)
+	got, err = Encode(v)
+	if (err != nil) != (wantErr != nil) {
+		t.Fatalf("%#v: error %v, encoding/json's %v", v, err, wantErr)
+	}
+	if err != nil {
+		return
+	}
+	want = buf.Bytes()
+	if !bytes.Equal(got, want) {
+		t.Fatalf("%#v: without HTML escapes:\n got %s\nwant %s", v, got, want)
+	}
+	if n := Size(v); n != len(want)-1 {
+		t.Fatalf("%#v: Size %d, JSON of %d bytes", v, n, len(want)-1)
+	}
+	var w bytes.Buffer
+	if err := Write(&w, v); err != nil || !bytes.Equal(w.Bytes(), want[:len(want)-1]) {
+		t.Fatalf("%#v: Write wrote %s (%v), want %s", v, w.Bytes(), err, want)
+	}
+}
+
+func TestMarshal(t *testing.T) {
+	for name, v := range map[string]any{
+		"nil":           nil,
+		"nil map":       map[string]any(nil),
+		"nil slice":     []any(nil),
+		"empty":         map[string]any{"m": map[string]any{}, "s": []any{}, "str": ""},
+		"sorted keys":   map[string]any{"b": int64(1), "a": int64(2), "B": int64(3), "aa": int64(4), "": int64(5), "é": int64(6)},
+		"nested":        map[string]any{"a": []any{map[string]any{"z": []any{nil, true, false}, "y": "x"}, []any{[]any{}}}},
+		"ints":          []any{int64(0), int64(-1), int64(math.MaxInt64), int64(math.MinInt64), 7},
+		"floats":        []any{0.0, math.Copysign(0, -1), 1.5, 2.0, 1e20, 1e21, 1e-6, 1e-7, 123456789.123, 5e-324, math.MaxFloat64, -1e-9, 1e100},
+		"not finite":    map[string]any{"a": math.Inf(1)},
+		"nan":           []any{math.NaN()},
+		"escapes":       "quote\" backslash\\ \b\f\n\r\t \x00\x01\x1f \x7f <html> & é 中 😀",
+		"separators":    "a\u2028b\u2029c",
+		"not utf-8":     "a\xffb\xc3\xe2\x82",
+		"key escapes":   map[string]any{"<k>\n\xff": "v"},
+		"typed values":  map[string]any{"labels": map[string]string{"a": "<b>"}, "list": []string{"x"}, "n": int32(3), "f": float32(0.1)},
+		"typed deep":    []any{map[string]any{"ok": "<", "typed": []int{1, 2}}},
+		"json number":   map[string]any{"n": json.Number("12")},
+		"unsupported":   map[string]any{"c": make(chan int)},
+		"raw message":   map[string]any{"r": json.RawMessage(`{"b":1,"a":2}`)},
+		"long string":   strings.Repeat("x<", 1000),
+		"float32 alone": float32(1e-7),
+	} {
+		t.Run(name, func(t *testing.T) { sameJSON(t, v) })
+	}
+}
+
+// TestMarshalRealObjects writes the fleet's objects both ways.
+func TestMarshalRealObjects(t *testing.T) {
+	for _, doc := range realObjects(t, 0) {
+		m, err := Unmarshal(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sameJSON(t, m)
+	}
+}
+
+func FuzzMarshal(f *testing.F) {
+	for _, s := range []string{
+		`{"a":[1,2.5,-3e2,"x<y>&z",true,false,null,{"b":{}}]}`,
+		`{"s":"\u2028\u2029\ud83d\ude00\b\f\u0000","k":1e-7,"l":1e21,"m":-0.0}`,
+		"{\"k\":\"\xff\"}", `{"n":9223372036854775808,"z":0.000001}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		m, err := Unmarshal(data)
+		if err != nil {
+			return
+		}
+		sameJSON(t, m)
+	})
+}
+
+func BenchmarkMarshal(b *testing.B) {
+	var objs []map[string]any
+	var size int64
+	for _, doc := range realObjects(b, 0) {
+		m, err := Unmarshal(doc)
+		if err != nil {
+			b.Fatal(err)
+		}
+		objs = append(objs, m)
+		size += int64(len(doc))
+	}
+	b.Run("jsonmap", func(b *testing.B) {
+		b.SetBytes(size)
+		b.ReportAllocs()
+		for b.Loop() {
+			for _, o := range objs {
+				if _, err := Marshal(o); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	})
+	b.Run("encoding/json", func(b *testing.B) {
+		b.SetBytes(size)
+		b.ReportAllocs()
+		for b.Loop() {
+			for _, o := range objs {
+				if _, err := json.Marshal(o); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	})
 }

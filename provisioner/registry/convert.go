@@ -1,8 +1,6 @@
 package registry
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -13,6 +11,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/rukpak-dev/rukpak/internal/jsonmap"
 	"github.com/rukpak-dev/rukpak/provisioner/plain"
 )
 
@@ -56,13 +55,7 @@ func Convert(fsys fs.FS, opts Options) (fs.FS, error) {
 // encodeJSON is json.Marshal with a trailing newline and without escaping
 // "<", ">" and "&", which stay as the bundle has them.
 func encodeJSON(v any) ([]byte, error) {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return b.Bytes(), nil
+	return jsonmap.Encode(v)
 }
 
 // Render validates the registry+v1 bundle at the root of fsys and returns

@@ -58,7 +58,7 @@ func ApplyObjectVersion(ctx context.Context, c client.Client, o *unstructured.Un
 // applyObject is ApplyObject, returning the resourceVersion the apply left
 // the object at.
 func applyObject(ctx context.Context, c client.Client, o *unstructured.Unstructured) (string, error) {
-	patch, err := json.Marshal(o.Object)
+	patch, err := jsonmap.Marshal(o.Object)
 	if err != nil {
 		return "", fmt.Errorf("encoding %s: %w", describe(o), err)
 	}

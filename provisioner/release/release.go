@@ -5,7 +5,6 @@ package release
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -32,6 +31,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
+	"github.com/rukpak-dev/rukpak/internal/jsonmap"
 	"github.com/rukpak-dev/rukpak/internal/memomapper"
 	"github.com/rukpak-dev/rukpak/internal/objmeta"
 	"github.com/rukpak-dev/rukpak/provisioner/memo"
@@ -669,14 +669,20 @@ func Manifest(objs []*unstructured.Unstructured, mutate func(*unstructured.Unstr
 	}
 	sort.SliceStable(sorted, func(i, j int) bool { return rank(sorted[i].GetKind()) < rank(sorted[j].GetKind()) })
 
+	// A json.Encoder's output without HTML escapes ("<" stays "<", as in
+	// the bundle) and a newline after each, written once at its size.
+	size := 0
+	for _, o := range sorted {
+		size += len(docSeparator) + jsonmap.Size(o.Object) + 1
+	}
 	var out strings.Builder
-	enc := json.NewEncoder(&out)
-	enc.SetEscapeHTML(false) // "<" stays "<", as in the bundle
+	out.Grow(size)
 	for _, o := range sorted {
 		out.WriteString(docSeparator)
-		if err := enc.Encode(o.Object); err != nil { // a newline after each
+		if err := jsonmap.Write(&out, o.Object); err != nil {
 			return "", fmt.Errorf("rendering %s %s: %w", o.GetKind(), o.GetName(), err)
 		}
+		out.WriteByte('\n')
 	}
 	return out.String(), nil
 }

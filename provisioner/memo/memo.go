@@ -107,7 +107,7 @@ func (c *Cache) Add(k Key, objs []*unstructured.Unstructured) bool {
 	return c.lru.Add(k, e, e.size())
 }
 
-// decode decodes as plain.decodeValue does: integers stay int64.
+// decode decodes as the plain format decodes JSON: integers stay int64.
 func (e *entry) decode() ([]*unstructured.Unstructured, error) {
 	objs := make([]*unstructured.Unstructured, len(e.ends))
 	start := 0

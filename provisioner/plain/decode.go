@@ -14,7 +14,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"sigs.k8s.io/yaml"
 
 	"github.com/rukpak-dev/rukpak/internal/jsonmap"
 )
@@ -105,8 +104,8 @@ func (l Limits) decode(name string, r io.Reader, total *atomic.Int64, visit func
 		if total.Add(int64(cost)) > int64(l.MaxTotalNodes) {
 			return fmt.Errorf("the files of %s/ hold more than %d YAML nodes together", ManifestsDir, l.MaxTotalNodes)
 		}
-		n, err := decodeText(text, jsonFile, oneJSON, cost, doc, func(doc int, raw json.RawMessage) error {
-			return decodeValue(name, doc, raw, visit)
+		n, err := decodeText(text, jsonFile, oneJSON, cost, doc, func(doc int, fields map[string]any) error {
+			return decodeFields(name, doc, fields, visit)
 		})
 		doc += n
 		if err != nil {
@@ -127,32 +126,36 @@ type documentError struct {
 
 func (e *documentError) Error() string { return e.err.Error() }
 
-// decodeText converts the values of one document's text (one YAML document,
-// or in a JSON file a stream of JSON values) into JSON, holding cost nodes
+// decodeText decodes the values of one document's text (one YAML
+// document, or in a JSON file a stream of JSON values), holding cost nodes
 // of the process's decoding budget meanwhile. It returns how many values it
-// read. The conversions are apimachinery's YAMLOrJSONDecoder's; oneJSON
-// says the text is exactly one valid JSON value, decoded as it is.
-func decodeText(text []byte, jsonFile, oneJSON bool, cost int, first int, each func(doc int, raw json.RawMessage) error) (int, error) {
+// read. The conversions are apimachinery's YAMLOrJSONDecoder's followed by
+// util/json's; oneJSON says the text is exactly one valid JSON value,
+// decoded as it is. A value that is not an object (nor empty) is an error.
+func decodeText(text []byte, jsonFile, oneJSON bool, cost int, first int, each func(doc int, fields map[string]any) error) (int, error) {
 	w := weight(cost, text)
 	if err := decoding.Acquire(context.Background(), w); err != nil {
 		return 0, err
 	}
 	defer decoding.Release(w)
 	if !jsonFile {
-		// What YAMLToJSONDecoder does with a document, without a decoder
-		// (and its buffers) per document, nor yaml.Unmarshal's JSON
-		// decoder and copy of the JSON; its message.
-		raw, err := yaml.YAMLToJSON(text)
+		// What YAMLToJSONDecoder and util/json make of a document, without
+		// a decoder (and its buffers) per document, nor the JSON between.
+		fields, err := jsonmap.FromYAML(text)
 		if err != nil {
-			return 0, &documentError{first, fmt.Errorf("error converting YAML to JSON: %w", err)}
+			return 0, &documentError{first, err}
 		}
-		return 1, each(first, raw)
+		return 1, each(first, fields)
 	}
 	// One JSON value, as a file of one object is (converted registry+v1
 	// content): decoded as it is, without a stream decoder, its buffer
 	// and a copy of the value.
 	if oneJSON {
-		return 1, each(first, bytes.TrimSpace(text))
+		fields, err := jsonmap.Unmarshal(bytes.TrimSpace(text))
+		if err != nil {
+			return 0, &documentError{first, err}
+		}
+		return 1, each(first, fields)
 	}
 	reader := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(text), 4096)
 	for n := 0; ; n++ {
@@ -163,25 +166,23 @@ func decodeText(text []byte, jsonFile, oneJSON bool, cost int, first int, each f
 			}
 			return n, &documentError{first + n, err}
 		}
-		if err := each(first+n, raw); err != nil {
+		var fields map[string]any
+		if len(raw) > 0 { // not an empty document
+			var err error
+			if fields, err = jsonmap.Unmarshal(raw); err != nil {
+				return n, &documentError{first + n, err}
+			}
+		}
+		if err := each(first+n, fields); err != nil {
 			return n, err
 		}
 	}
 }
 
-// decodeValue turns one document's JSON into objects for visit.
-func decodeValue(name string, doc int, raw json.RawMessage, visit func(*unstructured.Unstructured) error) error {
-	// apimachinery's JSON keeps integers int64, as every other
-	// unstructured object in Kubernetes has them.
-	if len(raw) == 0 {
-		return nil // an empty document
-	}
-	fields, err := jsonmap.Unmarshal(raw)
-	if err != nil {
-		return fmt.Errorf("decode %s: document %d: %w", name, doc, err)
-	}
+// decodeFields turns one document's fields into objects for visit.
+func decodeFields(name string, doc int, fields map[string]any, visit func(*unstructured.Unstructured) error) error {
 	if len(fields) == 0 {
-		return nil
+		return nil // an empty document
 	}
 	obj := &unstructured.Unstructured{Object: fields}
 	if obj.IsList() {

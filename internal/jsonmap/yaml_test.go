@@ -103,7 +103,7 @@ func TestFromYAMLRealDocuments(t *testing.T) {
 	root := testenv.SharedTestdata()
 	docs, valid, direct := 0, 0, 0
 	err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
-		if err != nil || d.IsDir() || !(strings.HasSuffix(path, ".yaml") || strings.HasSuffix(path, ".yml")) {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".yaml") && !strings.HasSuffix(path, ".yml") {
 			return err
 		}
 		text, err := os.ReadFile(path)

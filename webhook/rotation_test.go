@@ -22,9 +22,10 @@ import (
 )
 
 // TestSelfManagedRotation runs the webhook with self-managed certificates of
-// a few seconds' validity: the served certificate changes several times, the
-// CA injected into the configuration keeps verifying it, and admission
-// requests through the API server keep being answered.
+// ten seconds' validity: the served certificate changes several times, the
+// CA injected into the configuration keeps verifying it (as of when it was
+// served: a busy machine may take seconds to read the configuration), and
+// admission requests through the API server keep being answered.
 func TestSelfManagedRotation(t *testing.T) {
 	// The API server reaches the webhook as "localhost", the serving
 	// certificate's DNS name; the server itself listens on 127.0.0.1.
@@ -37,8 +38,8 @@ func TestSelfManagedRotation(t *testing.T) {
 			Namespace:             bundleNamespace,
 			DNSName:               "localhost",
 			WebhookConfigurations: []string{webhook.DefaultConfigurationName},
-			ServerValidity:        4 * time.Second,
-			RenewBefore:           2 * time.Second,
+			ServerValidity:        10 * time.Second,
+			RenewBefore:           5 * time.Second,
 			CheckInterval:         500 * time.Millisecond,
 			ControllerName:        "cert-rotator-" + strconv.FormatInt(time.Now().UnixNano(), 36), // unique per run (-count)
 		},
@@ -49,14 +50,15 @@ func TestSelfManagedRotation(t *testing.T) {
 	addr := net.JoinHostPort(wio.LocalServingHost, strconv.Itoa(wio.LocalServingPort))
 
 	seen := map[[32]byte]bool{}
-	deadline := time.Now().Add(40 * time.Second)
+	deadline := time.Now().Add(testenv.WaitTimeout)
 	for i := 0; len(seen) < 3; i++ {
 		if time.Now().After(deadline) {
-			t.Fatalf("saw %d served certificates in 40s, want 3", len(seen))
+			t.Fatalf("saw %d served certificates in %s, want 3", len(seen), testenv.WaitTimeout)
 		}
+		servedAt := time.Now()
 		leaf := servedCert(t, addr)
 		seen[sha256.Sum256(leaf.Raw)] = true
-		verifyAgainstInjectedCA(t, c, leaf)
+		verifyAgainstInjectedCA(t, c, leaf, servedAt)
 
 		// A request through the API server must reach the webhook and be
 		// answered: a create is admitted, a spec change denied by it.
@@ -85,7 +87,9 @@ func servedCert(t *testing.T, addr string) *x509.Certificate {
 	return conn.ConnectionState().PeerCertificates[0]
 }
 
-func verifyAgainstInjectedCA(t *testing.T, c client.Client, leaf *x509.Certificate) {
+// verifyAgainstInjectedCA verifies leaf, served at servedAt, against every
+// caBundle of the webhook configuration.
+func verifyAgainstInjectedCA(t *testing.T, c client.Client, leaf *x509.Certificate, servedAt time.Time) {
 	t.Helper()
 	var vwc admissionregistrationv1.ValidatingWebhookConfiguration
 	testenv.MustNotError(t, c.Get(context.Background(), types.NamespacedName{Name: webhook.DefaultConfigurationName}, &vwc), "getting webhook configuration")
@@ -97,7 +101,7 @@ func verifyAgainstInjectedCA(t *testing.T, c client.Client, leaf *x509.Certifica
 		if !pool.AppendCertsFromPEM(wh.ClientConfig.CABundle) {
 			t.Fatalf("webhook %s has no usable caBundle", wh.Name)
 		}
-		if _, err := leaf.Verify(x509.VerifyOptions{Roots: pool, DNSName: "localhost", CurrentTime: time.Now()}); err != nil {
+		if _, err := leaf.Verify(x509.VerifyOptions{Roots: pool, DNSName: "localhost", CurrentTime: servedAt}); err != nil {
 			t.Fatalf("served certificate does not verify against %s's caBundle: %v", wh.Name, err)
 		}
 	}

@@ -28,7 +28,10 @@ func Encode(v any) ([]byte, error) {
 	n, err := measure(v, false)
 	if err != nil {
 		b, err := standard(nil, v, false)
-		return append(b, '\n'), err
+		if err != nil {
+			return nil, err
+		}
+		return append(b, '\n'), nil
 	}
 	b := make([]byte, 0, n+1)
 	if b, err = encodeMeasured(b, v, false); err != nil {
@@ -102,8 +105,9 @@ var errOther = errors.New("not a value of a decoded object")
 // depth, reused.
 type encoder struct {
 	keys [][]string
-	// depth is the nesting of the map being written.
-	depth int
+	// depth is the nesting of the map being written, nesting that of
+	// maps and slices.
+	depth, nesting int
 	// scratch is Write's buffer.
 	scratch []byte
 }
@@ -136,7 +140,7 @@ func (e *encoder) release() {
 		clear(e.keys[i][:cap(e.keys[i])])
 		e.keys[i] = e.keys[i][:0]
 	}
-	e.depth = 0
+	e.depth, e.nesting = 0, 0
 	select {
 	case encoders <- e:
 	default:
@@ -144,6 +148,9 @@ func (e *encoder) release() {
 }
 
 func (e *encoder) value(b []byte, v any, escapeHTML bool) ([]byte, error) {
+	if e.nesting > maxEncodeDepth {
+		return nil, errOther
+	}
 	switch v := v.(type) {
 	case nil:
 		return append(b, "null"...), nil
@@ -161,6 +168,7 @@ func (e *encoder) value(b []byte, v any, escapeHTML bool) ([]byte, error) {
 		slices.Sort(keys)
 		e.keys[e.depth] = keys
 		e.depth++
+		e.nesting++
 		b = append(b, '{')
 		for i, k := range keys {
 			if i > 0 {
@@ -174,11 +182,13 @@ func (e *encoder) value(b []byte, v any, escapeHTML bool) ([]byte, error) {
 			}
 		}
 		e.depth--
+		e.nesting--
 		return append(b, '}'), nil
 	case []any:
 		if v == nil {
 			return append(b, "null"...), nil
 		}
+		e.nesting++
 		b = append(b, '[')
 		for i, el := range v {
 			if i > 0 {
@@ -189,6 +199,7 @@ func (e *encoder) value(b []byte, v any, escapeHTML bool) ([]byte, error) {
 				return nil, err
 			}
 		}
+		e.nesting--
 		return append(b, ']'), nil
 	case string:
 		return appendString(b, v, escapeHTML), nil
@@ -204,8 +215,18 @@ func (e *encoder) value(b []byte, v any, escapeHTML bool) ([]byte, error) {
 	return nil, errOther
 }
 
+// maxEncodeDepth is the deepest nesting written here; deeper values (a
+// cycle a caller built by hand, say) are left to encoding/json, which
+// refuses cycles.
+const maxEncodeDepth = 1000
+
 // measure is the length of v's JSON.
-func measure(v any, escapeHTML bool) (int, error) {
+func measure(v any, escapeHTML bool) (int, error) { return measureAt(v, escapeHTML, 0) }
+
+func measureAt(v any, escapeHTML bool, depth int) (int, error) {
+	if depth > maxEncodeDepth {
+		return 0, errOther
+	}
 	switch v := v.(type) {
 	case nil:
 		return len("null"), nil
@@ -215,7 +236,7 @@ func measure(v any, escapeHTML bool) (int, error) {
 		}
 		n := 2 + max(len(v)-1, 0) // braces, commas
 		for k, el := range v {
-			vn, err := measure(el, escapeHTML)
+			vn, err := measureAt(el, escapeHTML, depth+1)
 			if err != nil {
 				return 0, err
 			}
@@ -228,7 +249,7 @@ func measure(v any, escapeHTML bool) (int, error) {
 		}
 		n := 2 + max(len(v)-1, 0)
 		for _, el := range v {
-			vn, err := measure(el, escapeHTML)
+			vn, err := measureAt(el, escapeHTML, depth+1)
 			if err != nil {
 				return 0, err
 			}

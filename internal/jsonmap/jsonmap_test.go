@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -404,4 +405,30 @@ func BenchmarkMarshal(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestMarshalDeepAndCyclic: nesting deeper than this encoder writes is
+// left to encoding/json, which writes deep values and refuses cycles.
+func TestMarshalDeepAndCyclic(t *testing.T) {
+	var deep any = "leaf"
+	for i := range 3 * maxEncodeDepth {
+		if i%2 == 0 {
+			deep = map[string]any{"a": deep}
+		} else {
+			deep = []any{deep}
+		}
+	}
+	sameJSON(t, deep)
+
+	cyclic := map[string]any{}
+	cyclic["self"] = []any{cyclic}
+	if _, err := Marshal(cyclic); err == nil {
+		t.Error("Marshal of a cycle: no error")
+	}
+	if b, err := Encode(cyclic); err == nil || b != nil {
+		t.Errorf("Encode of a cycle: %q, %v", b, err)
+	}
+	if err := Write(io.Discard, cyclic); err == nil {
+		t.Error("Write of a cycle: no error")
+	}
 }

@@ -19,17 +19,18 @@ import (
 // kind manifests do not hold) is decoded the long way, so errors and their
 // messages are the same as the long way's (YAMLToJSON's prefixed with
 // "error converting YAML to JSON: ", as sigs.k8s.io/yaml.Unmarshal gives
-// them).
+// them); one the YAML parser refuses is not parsed again.
 func FromYAML(text []byte) (map[string]any, error) {
 	var doc any
-	if err := yamlv2.Unmarshal(text, &doc); err == nil {
-		switch m := doc.(type) {
-		case nil:
-			return nil, nil
-		case map[any]any:
-			if out, ok := fromYAMLMap(m, 0); ok {
-				return out, nil
-			}
+	if err := yamlv2.Unmarshal(text, &doc); err != nil {
+		return nil, &yamlError{err} // the long way parses the same, and fails the same
+	}
+	switch m := doc.(type) {
+	case nil:
+		return nil, nil
+	case map[any]any:
+		if out, ok := fromYAMLMap(m, 0); ok {
+			return out, nil
 		}
 	}
 	raw, err := yaml.YAMLToJSON(text)

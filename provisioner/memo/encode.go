@@ -20,8 +20,9 @@ var errNotJSON = errors.New("not representable as JSON")
 // written passes it.
 var errTooLarge = errors.New("objects over the bound of one entry")
 
-// Pooled encoders with more than this kept (buffer, a depth's keys) are
-// dropped rather than pooled: the pool is outside the cache's bound.
+// Pooled digesters with more than this kept (buffer, a depth's keys) and
+// encoders with more keys are dropped rather than pooled: the pools are
+// outside the cache's bound.
 const (
 	maxPooledBuffer = 1 << 20
 	maxPooledKeys   = 1 << 12
@@ -48,9 +49,12 @@ func encode(objs []*unstructured.Unstructured, maxBytes int64) (*entry, error) {
 	// times the entry.
 	size := 0
 	for _, o := range objs {
-		n, err := measure(o.Object)
-		if err != nil {
-			return nil, err
+		n := len("null")
+		if o != nil {
+			var err error
+			if n, err = measure(o.Object); err != nil {
+				return nil, err
+			}
 		}
 		if size += n; size > int(min(maxBytes, math.MaxInt)) {
 			return nil, errTooLarge

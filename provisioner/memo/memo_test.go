@@ -228,6 +228,11 @@ func TestRoundTrip(t *testing.T) {
 		}}}
 	}
 	sizeOf(t, decoded())
+	// A nil object is kept as null, and comes back so.
+	withNil := append(decoded(), nil)
+	if sizeOf(t, withNil); !New(1<<20).Add(key("nil"), withNil) {
+		t.Error("objects with a nil one not kept")
+	}
 	c := New(1 << 20)
 	if !c.Add(key("a"), decoded()) {
 		t.Fatal("not kept")

@@ -71,6 +71,11 @@ func Create(ctx context.Context, assets, workdir, name string) (*Cluster, error)
 		// fleet's has one) would refuse every pod of the cluster. rukpak's
 		// own webhook is a validating one, which stays on.
 		"--extra-args", "kube-apiserver=disable-admission-plugins=MutatingAdmissionWebhook",
+		// One of each, so nothing to elect: an elected controller manager
+		// or scheduler exits when a busy machine keeps it from renewing
+		// its lease in time (namespaces then never finish terminating).
+		"--extra-args", "kube-controller-manager=leader-elect=false",
+		"--extra-args", "kube-scheduler=leader-elect=false",
 		// Minutes on a busy machine; the context bounds it too.
 		"--wait", "10m",
 	); err != nil {

@@ -159,6 +159,21 @@ func InstallContent(name string) bool {
 	return false
 }
 
+// sourceManifests are a converted registry+v1 bundle's source manifests.
+const sourceManifests = "registry+v1/manifests"
+
+// InstallContentWithoutSource is InstallContent without the source
+// manifests of converted registry+v1 content, which only a re-render with
+// a BundleDeployment's config reads: most of such content's bytes (the
+// converted objects are written compactly, the source is the bundle's
+// YAML).
+func InstallContentWithoutSource(name string) bool {
+	if name == sourceManifests || strings.HasPrefix(name, sourceManifests+"/") {
+		return false
+	}
+	return InstallContent(name)
+}
+
 // ArchiveReader reads a tar.gz written by WriteArchive back into memory,
 // keeping only some of its files. Paths that leave the root and entries
 // other than regular files and directories are rejected anywhere in the

@@ -22,8 +22,9 @@ type HashingLoader interface {
 	Loader
 	// LoadHashed is Load, also returning the SHA-256 of every byte of the
 	// archive it read; ok is false for content that is not this process's
-	// own (downloaded from another).
-	LoadHashed(ctx context.Context, bundle *rukpakv1alpha1.Bundle) (fsys fs.FS, sum [sha256.Size]byte, ok bool, err error)
+	// own (downloaded from another). keep chooses the files kept (nil:
+	// InstallContent); the hash covers them all.
+	LoadHashed(ctx context.Context, bundle *rukpakv1alpha1.Bundle, keep func(name string) bool) (fsys fs.FS, sum [sha256.Size]byte, ok bool, err error)
 	// StoredHash is the SHA-256 the last LoadHashed of the Bundle returned,
 	// if its archive is still the very file that was read (same inode,
 	// size and modification time: archives are only ever replaced by a
@@ -54,7 +55,7 @@ var _ HashingLoader = (*LocalDirectory)(nil)
 
 // LoadHashed is Load, hashing the archive's bytes as they are read (and
 // the rest of the file after the tar's end).
-func (s *LocalDirectory) LoadHashed(_ context.Context, bundle *rukpakv1alpha1.Bundle) (fs.FS, [sha256.Size]byte, bool, error) {
+func (s *LocalDirectory) LoadHashed(_ context.Context, bundle *rukpakv1alpha1.Bundle, keep func(string) bool) (fs.FS, [sha256.Size]byte, bool, error) {
 	var sum [sha256.Size]byte
 	name, err := archiveName(bundle)
 	if err != nil {
@@ -73,7 +74,7 @@ func (s *LocalDirectory) LoadHashed(_ context.Context, bundle *rukpakv1alpha1.Bu
 	}
 	h := sha256.New()
 	r := io.TeeReader(f, h)
-	fsys, err := ArchiveReader{Limits: s.Limits, MaxKeptBytes: s.MaxLoadBytes}.readBuffered(r)
+	fsys, err := ArchiveReader{Limits: s.Limits, MaxKeptBytes: s.MaxLoadBytes, Keep: keep}.readBuffered(r)
 	if err != nil {
 		return nil, sum, false, fmt.Errorf("loading content of bundle %q: %w", bundle.Name, err)
 	}
@@ -109,12 +110,12 @@ var _ HashingLoader = (*FallbackLoader)(nil)
 
 // LoadHashed is Load; only content stored here (by a HashingLoader Local)
 // has a hash, downloaded content none.
-func (l *FallbackLoader) LoadHashed(ctx context.Context, bundle *rukpakv1alpha1.Bundle) (fs.FS, [sha256.Size]byte, bool, error) {
+func (l *FallbackLoader) LoadHashed(ctx context.Context, bundle *rukpakv1alpha1.Bundle, keep func(string) bool) (fs.FS, [sha256.Size]byte, bool, error) {
 	if bundle == nil {
 		return nil, [sha256.Size]byte{}, false, errors.New("bundle is nil")
 	}
 	if local, ok := l.Local.(HashingLoader); ok {
-		fsys, sum, ok, err := local.LoadHashed(ctx, bundle)
+		fsys, sum, ok, err := local.LoadHashed(ctx, bundle, keep)
 		if err == nil || !errors.Is(err, fs.ErrNotExist) {
 			return fsys, sum, ok, err
 		}

@@ -44,7 +44,13 @@ func (r *Reconciler) decode(ctx context.Context, bd *rukpakv1alpha1.BundleDeploy
 		err  error
 	)
 	if hashing {
-		fsys, sum, kept, err = hl.LoadHashed(ctx, b)
+		// Without a config, objects are decoded from the converted
+		// manifests alone: the source's are not even kept.
+		keep := storage.InstallContent
+		if r.Objects != nil && (bd.Spec.Config == nil || len(bd.Spec.Config.Raw) == 0) {
+			keep = storage.InstallContentWithoutSource
+		}
+		fsys, sum, kept, err = hl.LoadHashed(ctx, b, keep)
 	} else {
 		fsys, err = r.Loader.Load(ctx, b)
 	}

@@ -73,12 +73,15 @@ const maxDepth = 200
 // Bounds of the tables of repeated strings: a full table is emptied, so
 // input of unique strings never keeps more.
 const (
-	maxKeys      = 4096
-	maxKeyLen    = 64
-	maxValues    = 4096
-	maxValueLen  = 32
-	maxStackKeep = 1 << 14
+	maxKeys     = 4096
+	maxKeyLen   = 64
+	maxValues   = 4096
+	maxValueLen = 32
 )
+
+// maxStackKeep bounds the stacks and scratch an idle decoder keeps: one
+// huge input's are left to the collector.
+const maxStackKeep = 1 << 14
 
 type member struct {
 	key   string
@@ -104,8 +107,8 @@ type decoder struct {
 }
 
 // decoders are the idle decoders, kept across garbage collections (which
-// empty a sync.Pool, and the provisioner collects many times a second while
-// it installs): a decoder's tables are worth most once filled.
+// empty a sync.Pool, and the provisioner collects often while it
+// installs): a decoder's tables are worth most once filled.
 var decoders = make(chan *decoder, 8)
 
 func getDecoder() *decoder {

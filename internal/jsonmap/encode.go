@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/rukpak-dev/rukpak/internal/sortedkeys"
 )
 
 // Marshal is json.Marshal(v) for v holding what an unstructured object
@@ -101,13 +103,11 @@ func standard(dst []byte, v any, escapeHTML bool) ([]byte, error) {
 // errOther: a value this encoder leaves to encoding/json.
 var errOther = errors.New("not a value of a decoded object")
 
-// encoder holds the sorted keys of the maps being written, one slice per
-// depth, reused.
+// encoder holds the sorted keys of the maps being written, reused.
 type encoder struct {
-	keys [][]string
-	// depth is the nesting of the map being written, nesting that of
-	// maps and slices.
-	depth, nesting int
+	keys sortedkeys.Stack
+	// nesting is that of the map or slice being written.
+	nesting int
 	// scratch is Write's buffer.
 	scratch []byte
 }
@@ -130,17 +130,11 @@ func getEncoder() *encoder {
 // release keeps e for the next encode unless it holds many keys or a
 // large buffer.
 func (e *encoder) release() {
-	if cap(e.scratch) > maxScratchKeep {
+	if cap(e.scratch) > maxScratchKeep || e.keys.Largest() > maxStackKeep {
 		return
 	}
-	for i := range e.keys {
-		if cap(e.keys[i]) > maxStackKeep {
-			return
-		}
-		clear(e.keys[i][:cap(e.keys[i])])
-		e.keys[i] = e.keys[i][:0]
-	}
-	e.depth, e.nesting = 0, 0
+	e.keys.Reset()
+	e.nesting = 0
 	select {
 	case encoders <- e:
 	default:
@@ -158,16 +152,7 @@ func (e *encoder) value(b []byte, v any, escapeHTML bool) ([]byte, error) {
 		if v == nil {
 			return append(b, "null"...), nil
 		}
-		if e.depth == len(e.keys) {
-			e.keys = append(e.keys, nil)
-		}
-		keys := e.keys[e.depth][:0]
-		for k := range v {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		e.keys[e.depth] = keys
-		e.depth++
+		keys := e.keys.Enter(v)
 		e.nesting++
 		b = append(b, '{')
 		for i, k := range keys {
@@ -181,7 +166,7 @@ func (e *encoder) value(b []byte, v any, escapeHTML bool) ([]byte, error) {
 				return nil, err
 			}
 		}
-		e.depth--
+		e.keys.Leave()
 		e.nesting--
 		return append(b, '}'), nil
 	case []any:

@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/rukpak-dev/rukpak/internal/sortedkeys"
 )
 
 // Digest is the SHA-256 of objs' content, in order: equal for equal objects
@@ -53,7 +55,7 @@ const (
 type digester struct {
 	h    hash.Hash
 	out  []byte
-	keys sortedKeys
+	keys sortedkeys.Stack
 }
 
 // otherSeed and otherCount make every value of a type decoding never
@@ -70,10 +72,11 @@ var digesters = sync.Pool{New: func() any { return &digester{h: sha256.New(), ou
 // release pools d unless it holds more than a small digester should (a
 // long string grew its buffer).
 func (d *digester) release() {
-	if cap(d.out) > maxPooledBuffer || d.keys.largest() > maxPooledKeys {
+	if cap(d.out) > maxPooledBuffer || d.keys.Largest() > maxPooledKeys {
 		return
 	}
-	d.out, d.keys.depth = d.out[:0], 0
+	d.out = d.out[:0]
+	d.keys.Reset()
 	digesters.Put(d)
 }
 
@@ -155,8 +158,8 @@ func (d *digester) value(v any) {
 }
 
 func (d *digester) mapValue(m map[string]any) {
-	keys := d.keys.enter(m)
-	defer d.keys.leave()
+	keys := d.keys.Enter(m)
+	defer d.keys.Leave()
 	d.int(tagMap, int64(len(keys)))
 	for _, k := range keys {
 		d.string(tagString, k)

@@ -10,6 +10,8 @@ import (
 	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/rukpak-dev/rukpak/internal/sortedkeys"
 )
 
 // errNotJSON: a value JSON cannot hold exactly; objects holding one are
@@ -34,7 +36,7 @@ const (
 type encoder struct {
 	buf  []byte
 	max  int // bytes of JSON it gives up beyond
-	keys sortedKeys
+	keys sortedkeys.Stack
 }
 
 var encoders = sync.Pool{New: func() any { return &encoder{} }}
@@ -80,10 +82,10 @@ func encode(objs []*unstructured.Unstructured, maxBytes int64) (*entry, error) {
 // release pools e unless it holds more than a small encoder should.
 func (e *encoder) release() {
 	e.buf = nil // the entry's
-	if e.keys.largest() > maxPooledKeys {
+	if e.keys.Largest() > maxPooledKeys {
 		return
 	}
-	e.keys.depth = 0
+	e.keys.Reset()
 	encoders.Put(e)
 }
 
@@ -219,8 +221,8 @@ func (e *encoder) value(v any) error {
 }
 
 func (e *encoder) object(m map[string]any) error {
-	keys := e.keys.enter(m)
-	defer e.keys.leave() // the pooled slices must not keep keys alive
+	keys := e.keys.Enter(m)
+	defer e.keys.Leave() // the pooled slices must not keep keys alive
 	e.buf = append(e.buf, '{')
 	for i, k := range keys {
 		if i > 0 {

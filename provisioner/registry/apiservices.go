@@ -46,15 +46,15 @@ var forbiddenAPIServiceGroups = []string{"operators.coreos.com", "olm.operatorfr
 // become exactly one APIService served by a Deployment of the bundle.
 func (b *bundle) validateAPIServices() error {
 	spec := b.csv.Spec
+	if len(spec.APIServiceDefinitions.Owned) == 0 {
+		return nil
+	}
 	deployments := map[string]bool{}
 	for _, d := range spec.Install.Spec.Deployments {
 		deployments[d.Name] = true
 	}
 	byCRD := map[string]string{}
 	for _, crd := range b.crds {
-		if len(spec.APIServiceDefinitions.Owned) == 0 {
-			break
-		}
 		group, _, _ := unstructured.NestedString(crd.Object, "spec", "group")
 		// Not NestedSlice: that copies every version's schema.
 		field, _, _ := unstructured.NestedFieldNoCopy(crd.Object, "spec", "versions")

@@ -41,7 +41,9 @@ func Convert(fsys fs.FS, opts Options) (fs.FS, error) {
 		width = 2
 	}
 	for i, obj := range objs {
-		data, err := encodeJSON(obj.Object)
+		// Without escaping "<", ">" and "&", which stay as the bundle has
+		// them; a newline after each.
+		data, err := jsonmap.Encode(obj.Object)
 		if err != nil {
 			return nil, fmt.Errorf("encode %s %q: %w", obj.GetKind(), obj.GetName(), err)
 		}
@@ -50,12 +52,6 @@ func Convert(fsys fs.FS, opts Options) (fs.FS, error) {
 	}
 	out[SourceDir] = &fstest.MapFile{Mode: fs.ModeDir | 0o755}
 	return &converted{generated: out, source: fsys}, nil
-}
-
-// encodeJSON is json.Marshal with a trailing newline and without escaping
-// "<", ">" and "&", which stay as the bundle has them.
-func encodeJSON(v any) ([]byte, error) {
-	return jsonmap.Encode(v)
 }
 
 // Render validates the registry+v1 bundle at the root of fsys and returns

@@ -37,10 +37,10 @@ import (
 // Unmarshal decodes data, a JSON object or null (nil), as
 // util/json.Unmarshal into a map[string]any does.
 func Unmarshal(data []byte) (map[string]any, error) {
-	if m, ok := decode(data, false); ok {
+	if m, ok := decode(data, whole); ok {
 		return m, nil
 	}
-	return reference(data, false)
+	return reference(data, whole)
 }
 
 // UnmarshalLive is Unmarshal for an object read from the API server,
@@ -48,21 +48,56 @@ func Unmarshal(data []byte) (map[string]any, error) {
 // no comparison with a wanted state or health check reads, and for a CRD
 // they are as large as its schema.
 func UnmarshalLive(data []byte) (map[string]any, error) {
-	if m, ok := decode(data, true); ok {
+	if m, ok := decode(data, live); ok {
 		return m, nil
 	}
-	return reference(data, true)
+	return reference(data, live)
 }
 
-func reference(data []byte, live bool) (map[string]any, error) {
-	var m map[string]any
-	if err := utiljson.Unmarshal(data, &m); err != nil {
+// UnmarshalLiveStatus is UnmarshalLive keeping only the object's
+// apiVersion, kind, metadata and status: the rest (a CRD's spec, its
+// schemas, is most of its bytes) is checked as JSON but not decoded. For
+// an object whose health is read from its status alone, and whose other
+// fields are known not to have changed.
+func UnmarshalLiveStatus(data []byte) (map[string]any, error) {
+	if m, ok := decode(data, liveStatus); ok {
+		return m, nil
+	}
+	return reference(data, liveStatus)
+}
+
+// A mode says what of an object is decoded.
+type mode uint8
+
+const (
+	whole mode = iota
+	// live drops metadata.managedFields.
+	live
+	// liveStatus is live with only the top-level keys statusKey keeps.
+	liveStatus
+)
+
+// statusKey reports whether liveStatus keeps the top-level key k.
+func statusKey(k string) bool {
+	return k == "apiVersion" || k == "kind" || k == "metadata" || k == "status"
+}
+
+func reference(data []byte, m mode) (map[string]any, error) {
+	var obj map[string]any
+	if err := utiljson.Unmarshal(data, &obj); err != nil {
 		return nil, err
 	}
-	if md, ok := m["metadata"].(map[string]any); ok && live {
+	if md, ok := obj["metadata"].(map[string]any); ok && m != whole {
 		delete(md, "managedFields")
 	}
-	return m, nil
+	if m == liveStatus {
+		for k := range obj {
+			if !statusKey(k) {
+				delete(obj, k)
+			}
+		}
+	}
+	return obj, nil
 }
 
 // maxDepth is the deepest nesting decoded here; deeper input goes to
@@ -93,8 +128,8 @@ type decoder struct {
 	pos  int
 	// depth is the nesting of the value being decoded.
 	depth int
-	// live drops metadata.managedFields.
-	live bool
+	// mode is what of the object is decoded.
+	mode mode
 
 	// members and elements are the stacks of the objects and arrays being
 	// decoded: each map or slice is made once, at its size.
@@ -120,12 +155,12 @@ func getDecoder() *decoder {
 	}
 }
 
-func decode(data []byte, live bool) (map[string]any, bool) {
+func decode(data []byte, m mode) (map[string]any, bool) {
 	d := getDecoder()
-	d.data, d.pos, d.depth, d.live = data, 0, 0, live
-	m, ok := d.top()
+	d.data, d.pos, d.depth, d.mode = data, 0, 0, m
+	obj, ok := d.top()
 	d.release()
-	return m, ok
+	return obj, ok
 }
 
 // release lets go of the input and of every decoded value (a failed decode
@@ -242,11 +277,11 @@ func (d *decoder) object(top, metadata bool) (map[string]any, bool) {
 		d.pos++
 		d.space()
 		switch {
-		case metadata && key == "managedFields":
+		case metadata && key == "managedFields", top && d.mode == liveStatus && !statusKey(key):
 			if !d.skip() {
 				return nil, false
 			}
-		case top && d.live && key == "metadata" && d.pos < len(d.data) && d.data[d.pos] == '{':
+		case top && d.mode != whole && key == "metadata" && d.pos < len(d.data) && d.data[d.pos] == '{':
 			m, ok := d.object(false, true)
 			if !ok {
 				return nil, false

@@ -19,8 +19,9 @@ import (
 	"github.com/rukpak-dev/rukpak/internal/testenv"
 )
 
-// same checks that Unmarshal and UnmarshalLive answer data exactly as
-// util/json does (live: without metadata.managedFields), and whether this
+// same checks that Unmarshal, UnmarshalLive and UnmarshalLiveStatus answer
+// data exactly as util/json does (live: without metadata.managedFields;
+// status: with only apiVersion, kind, metadata and status), and whether this
 // package's decoder answered it itself.
 func same(t testing.TB, data []byte) (fast bool) {
 	t.Helper()
@@ -46,7 +47,19 @@ func same(t testing.TB, data []byte) (fast bool) {
 	if !reflect.DeepEqual(live, want) {
 		t.Fatalf("%q: live:\n got %#v\nwant %#v", data, live, want)
 	}
-	_, fast = decode(data, false)
+	status, err := UnmarshalLiveStatus(data)
+	if (err != nil) != (wantErr != nil) {
+		t.Fatalf("%q: status error %v, util/json's %v", data, err, wantErr)
+	}
+	for k := range want {
+		if k != "apiVersion" && k != "kind" && k != "metadata" && k != "status" {
+			delete(want, k)
+		}
+	}
+	if !reflect.DeepEqual(status, want) {
+		t.Fatalf("%q: status:\n got %#v\nwant %#v", data, status, want)
+	}
+	_, fast = decode(data, whole)
 	return fast
 }
 
@@ -76,6 +89,8 @@ func TestUnmarshal(t *testing.T) {
 		{"whitespace", " \t\r\n{ \"a\" : [ 1 , 2 ] , \"b\" :{ } }\n", true},
 		{"long strings", `{"k":"` + strings.Repeat("x", 100) + `","` + strings.Repeat("y", 100) + `":1}`, true},
 		{"managed fields", `{"metadata":{"name":"x","managedFields":[{"manager":"m","fieldsV1":{"f:a":{}}}]},"spec":{"managedFields":1}}`, true},
+		{"status only", `{"apiVersion":"v1","kind":"K","metadata":{"name":"x"},"spec":{"l":[1,"a",{"b":null}],"e":"\u00e9"},"status":{"conditions":[]},"webhooks":[true]}`, true},
+		{"status only, spec out of range", `{"metadata":{"name":"x"},"spec":{"a":1e999},"status":{}}`, false},
 		{"metadata not an object", `{"metadata":[1],"managedFields":2}`, true},
 		{"managed fields invalid", `{"metadata":{"managedFields":[1,}]}}`, false},
 		{"managed fields bad number", `{"metadata":{"managedFields":[1e999]}}`, false},

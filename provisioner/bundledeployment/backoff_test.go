@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
+	"github.com/rukpak-dev/rukpak/provisioner/release"
 )
 
 // fakeClock is the retries' clock, moved by the test.
@@ -330,7 +331,7 @@ func TestOwnWrite(t *testing.T) {
 	cm.SetKind("ConfigMap")
 	cm.SetNamespace("ns")
 	cm.SetName("x")
-	tr.restored("owner", cm, "42")
+	tr.restored("owner", cm, release.Applied{ResourceVersion: "42"})
 	event := func(rv, owner string) *metav1.PartialObjectMetadata {
 		m := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "x", ResourceVersion: rv,
 			Labels: map[string]string{rukpakv1alpha1.LabelOwnerKind: "BundleDeployment", rukpakv1alpha1.LabelOwnerName: owner}}}
@@ -349,7 +350,7 @@ func TestOwnWrite(t *testing.T) {
 	dep := cm.DeepCopy()
 	dep.SetAPIVersion("apps/v1")
 	dep.SetKind("Deployment")
-	tr.restored("owner", dep, "50")
+	tr.restored("owner", dep, release.Applied{ResourceVersion: "50"})
 	d := event("50", "owner")
 	d.SetGroupVersionKind(dep.GroupVersionKind())
 	if tr.ownWrite(d) {

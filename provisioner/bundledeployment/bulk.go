@@ -95,8 +95,10 @@ func (t *Tracker) judgeInBulk(ctx context.Context, owner string, objs []*unstruc
 
 // judgeKind lists owner's objects of kind gvk and judges those in wanted.
 func (t *Tracker) judgeKind(ctx context.Context, owner string, gvk schema.GroupVersionKind, wanted map[objectKey]*unstructured.Unstructured) error {
-	return t.eachLive(ctx, owner, gvk, wanted, func(key objectKey, want, live *unstructured.Unstructured) {
-		t.remember(owner, key, judge(want, live))
+	// wanted are the release's objects, as its applies left them.
+	applied := t.specsOf(owner, wanted, nil)
+	return t.eachLive(ctx, owner, gvk, wanted, applied, func(key objectKey, want, live *unstructured.Unstructured, asApplied bool) {
+		t.remember(owner, key, judge(want, live, asApplied))
 	})
 }
 
@@ -113,9 +115,14 @@ func (t *Tracker) sameAsLive(ctx context.Context, owner string, crds []*unstruct
 	for _, c := range crds {
 		wanted[keyOf(c)] = c
 	}
+	// Those the release applied just as they are now (in the fields that
+	// are not metadata) need only the live CRD's metadata.
+	applied := t.specsOf(owner, wanted, func(want *unstructured.Unstructured, s appliedSpec) bool {
+		return s.digest == specDigest(want)
+	})
 	same := map[string]string{}
-	err := t.eachLive(ctx, owner, gvk, wanted, func(_ objectKey, want, live *unstructured.Unstructured) {
-		if !drifted(want, live) {
+	err := t.eachLive(ctx, owner, gvk, wanted, applied, func(_ objectKey, want, live *unstructured.Unstructured, asApplied bool) {
+		if !driftedFrom(want, live, asApplied) {
 			same[live.GetName()] = live.GetResourceVersion()
 		}
 	})
@@ -124,11 +131,20 @@ func (t *Tracker) sameAsLive(ctx context.Context, owner string, crds []*unstruct
 
 // eachLive streams owner's live objects of kind gvk, selected by the owner
 // labels, calling each with those in wanted (by key) and their want; it
-// stops once it has seen them all, or maxUnwanted others.
-func (t *Tracker) eachLive(ctx context.Context, owner string, gvk schema.GroupVersionKind, wanted map[objectKey]*unstructured.Unstructured, each func(key objectKey, want, live *unstructured.Unstructured)) error {
+// stops once it has seen them all, or maxUnwanted others. asApplied is
+// true when the live object still has the UID and generation applied
+// records for it: its fields other than metadata and status are then as
+// applied, and of a kind whose health is read from its status alone (a
+// CRD: its schemas are most of the bytes read back), they are not decoded.
+func (t *Tracker) eachLive(ctx context.Context, owner string, gvk schema.GroupVersionKind, wanted map[objectKey]*unstructured.Unstructured, applied map[objectKey]appliedSpec, each func(key objectKey, want, live *unstructured.Unstructured, asApplied bool)) error {
 	mapping, err := t.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 	if err != nil {
 		return err
+	}
+	decode := jsonmap.UnmarshalLive
+	trimmed := len(applied) > 0 && !health.ReadsSpec(gvk.GroupKind())
+	if trimmed {
+		decode = jsonmap.UnmarshalLiveStatus
 	}
 	selector := labels.SelectorFromSet(labels.Set{
 		rukpakv1alpha1.LabelOwnerKind: "BundleDeployment",
@@ -137,13 +153,10 @@ func (t *Tracker) eachLive(ctx context.Context, owner string, gvk schema.GroupVe
 	seen, unwanted := 0, 0
 	err = t.lists.Selected(ctx, listPath(mapping, commonNamespace(wanted)), selector, bulkPage, liststream.MaxObjectBytes, func(raw []byte) error {
 		// Without managedFields: neither drift nor health reads them.
-		fields, err := jsonmap.UnmarshalLive(raw)
+		live, err := decodeLive(decode, raw, gvk)
 		if err != nil {
-			return fmt.Errorf("decoding %s %s: %w", gvk.Kind, liststream.ObjectName(raw), err)
+			return err
 		}
-		live := &unstructured.Unstructured{Object: fields}
-		// A list's items may leave their kind out.
-		live.SetGroupVersionKind(gvk)
 		key := keyOf(live)
 		want, ok := wanted[key]
 		if !ok || want.GetName() != live.GetName() || want.GetNamespace() != live.GetNamespace() {
@@ -152,7 +165,15 @@ func (t *Tracker) eachLive(ctx context.Context, owner string, gvk schema.GroupVe
 			}
 			return nil
 		}
-		each(key, want, live)
+		s, ok := applied[key]
+		asApplied := ok && s.uid == live.GetUID() && s.generation == live.GetGeneration()
+		if trimmed && !asApplied {
+			// Changed since, or by someone else: compared whole.
+			if live, err = decodeLive(jsonmap.UnmarshalLive, raw, gvk); err != nil {
+				return err
+			}
+		}
+		each(key, want, live, asApplied)
 		if seen++; seen == len(wanted) {
 			return errEnough
 		}
@@ -164,9 +185,23 @@ func (t *Tracker) eachLive(ctx context.Context, owner string, gvk schema.GroupVe
 	return err
 }
 
-// judge is the verdict on live, want's live object as read.
-func judge(want, live *unstructured.Unstructured) observation {
-	o := observation{resourceVersion: live.GetResourceVersion(), drifted: drifted(want, live)}
+// decodeLive decodes raw, a listed object of kind gvk, with decode.
+func decodeLive(decode func([]byte) (map[string]any, error), raw []byte, gvk schema.GroupVersionKind) (*unstructured.Unstructured, error) {
+	fields, err := decode(raw)
+	if err != nil {
+		return nil, fmt.Errorf("decoding %s %s: %w", gvk.Kind, liststream.ObjectName(raw), err)
+	}
+	live := &unstructured.Unstructured{Object: fields}
+	// A list's items may leave their kind out.
+	live.SetGroupVersionKind(gvk)
+	return live, nil
+}
+
+// judge is the verdict on live, want's live object as read (asApplied:
+// its fields other than metadata and status are as want's apply left
+// them).
+func judge(want, live *unstructured.Unstructured, asApplied bool) observation {
+	o := observation{resourceVersion: live.GetResourceVersion(), drifted: driftedFrom(want, live, asApplied)}
 	if h := health.Check(live); !h.Ready {
 		// Only an unhealthy verdict's reason is shown; a healthy one's
 		// strings would be kept for nothing, once per installed object.

@@ -12,10 +12,12 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 
 	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
 	"github.com/rukpak-dev/rukpak/internal/liststream"
+	"github.com/rukpak-dev/rukpak/provisioner/release"
 )
 
 var deploymentGVK = schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}
@@ -99,5 +101,83 @@ func TestJudgeKindStopsAfterUnwanted(t *testing.T) {
 	}
 	if got := len(tr.observed["bd"]); got != 0 {
 		t.Errorf("%d verdicts after %d decoys, want none (stopped after %d)", got, 3*maxUnwanted, maxUnwanted)
+	}
+}
+
+var crdGVK = schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"}
+
+func crdJSON(name, uid string, generation int, scope string, labelled bool) string {
+	labels := fmt.Sprintf(`{%q:"BundleDeployment",%q:"bd","app":"x"}`, rukpakv1alpha1.LabelOwnerKind, rukpakv1alpha1.LabelOwnerName)
+	if !labelled {
+		labels = fmt.Sprintf(`{%q:"BundleDeployment",%q:"bd"}`, rukpakv1alpha1.LabelOwnerKind, rukpakv1alpha1.LabelOwnerName)
+	}
+	return fmt.Sprintf(`{"metadata":{"name":%q,"uid":%q,"generation":%d,"resourceVersion":"20","labels":%s,"managedFields":[{"manager":"m"}]},`+
+		`"spec":{"group":"example.com","scope":%q,"names":{"plural":%q}},`+
+		`"status":{"conditions":[{"type":"NamesAccepted","status":"True"},{"type":"Established","status":"True"}]}}`,
+		name, uid, generation, labels, scope, name)
+}
+
+func wantCRD(name string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"spec": map[string]any{"group": "example.com", "scope": "Namespaced", "names": map[string]any{"plural": name}},
+	}}
+	u.SetGroupVersionKind(crdGVK)
+	u.SetName(name)
+	u.SetLabels(map[string]string{"app": "x"})
+	return u
+}
+
+// A live object that still has the UID and generation its release's
+// apply left it at holds what was applied in all but its metadata and
+// status: only those are read and compared. The live CRDs here all differ
+// from what was applied in their spec (scope), which only the generation
+// could hide; a CRD changed since (its generation moved), created again
+// by someone else (another UID) or relabelled is judged drifted.
+func TestJudgeKindTrustsWhatWasApplied(t *testing.T) {
+	body := `{"kind":"CustomResourceDefinitionList","metadata":{},"items":[` + strings.Join([]string{
+		crdJSON("same", "u-same", 2, "Cluster", true),
+		crdJSON("moved", "u-moved", 3, "Cluster", true),
+		crdJSON("recreated", "u-other", 2, "Cluster", true),
+		crdJSON("relabelled", "u-relabelled", 2, "Cluster", false),
+		crdJSON("unrecorded", "u-unrecorded", 2, "Cluster", true),
+	}, ",") + `]}`
+	tr, _, _ := bulkTracker(t, body)
+	tr.mapper.(*meta.DefaultRESTMapper).Add(crdGVK, meta.RESTScopeRoot)
+	wanted := map[objectKey]*unstructured.Unstructured{}
+	for _, name := range []string{"same", "moved", "recreated", "relabelled", "unrecorded"} {
+		w := wantCRD(name)
+		wanted[keyOf(w)] = w
+		if name != "unrecorded" {
+			uid := "u-" + name
+			if name == "recreated" {
+				uid = "u-recreated"
+			}
+			tr.restored("bd", w, release.Applied{ResourceVersion: "10", UID: types.UID(uid), Generation: 2})
+		}
+	}
+	if err := tr.judgeKind(context.Background(), "bd", crdGVK, wanted); err != nil {
+		t.Fatal(err)
+	}
+	for name, drifted := range map[string]bool{"same": false, "moved": true, "recreated": true, "relabelled": true, "unrecorded": true} {
+		v, ok := tr.observed["bd"][keyOf(wantCRD(name))]
+		if !ok || v.resourceVersion != "20" || v.drifted != drifted || !v.health().Ready {
+			t.Errorf("verdict on %s: %+v (found %v), want drifted=%v and ready at 20", name, v, ok, drifted)
+		}
+	}
+
+	// The preflight's question, for a bundle's CRDs: the one the release
+	// applied just so is the live one without reading its spec; another
+	// (a new bundle's) is compared with the live spec, which differs.
+	same, err := tr.sameAsLive(context.Background(), "bd", []*unstructured.Unstructured{wantCRD("same"), wantCRD("moved")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := same["same"]; !ok || len(same) != 1 {
+		t.Errorf("same as live: %v, want only the CRD applied as it is", same)
+	}
+	changed := wantCRD("same")
+	changed.Object["spec"].(map[string]any)["group"] = "other.example.com"
+	if same, err = tr.sameAsLive(context.Background(), "bd", []*unstructured.Unstructured{changed}); err != nil || len(same) != 0 {
+		t.Errorf("a CRD other than the one applied: same as live %v (%v), want compared whole and not the same", same, err)
 	}
 }

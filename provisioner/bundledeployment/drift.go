@@ -68,11 +68,11 @@ func (r *Reconciler) correctDrift(ctx context.Context, as client.Client, owner s
 		case err != nil:
 			return taken, fmt.Errorf("reading %s: %w", describe(want), err)
 		}
-		rv, err := release.ApplyObjectVersion(ctx, as, want)
+		at, err := release.ApplyObjectAt(ctx, as, want)
 		if err != nil {
 			return taken, fmt.Errorf("restoring %s: %w", describe(want), err)
 		}
-		r.tracker.restored(owner, want, rv)
+		r.tracker.restored(owner, want, at)
 		restored = append(restored, describe(want))
 	}
 	if len(restored) > 0 {
@@ -138,13 +138,20 @@ func without(objs []*unstructured.Unstructured, taken []takenObject) []*unstruct
 }
 
 func drifted(want, live *unstructured.Unstructured) bool {
+	return driftedFrom(want, live, false)
+}
+
+// driftedFrom is drifted, where asApplied says live's fields other than
+// metadata and status are known to be as want's (its apply left them so,
+// and its generation has not moved since): only the metadata is compared.
+func driftedFrom(want, live *unstructured.Unstructured, asApplied bool) bool {
 	for k, v := range want.Object {
-		switch k {
-		case "metadata":
+		switch {
+		case k == "metadata":
 			if !subset(want.GetLabels(), live.GetLabels()) || !subset(want.GetAnnotations(), live.GetAnnotations()) {
 				return true
 			}
-		case "status", "apiVersion", "kind":
+		case k == "status" || k == "apiVersion" || k == "kind" || asApplied:
 		default:
 			if !subset(v, live.Object[k]) {
 				return true

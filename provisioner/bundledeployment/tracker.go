@@ -2,6 +2,7 @@ package bundledeployment
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"hash/maphash"
 	"maps"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -27,6 +29,7 @@ import (
 	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
 	"github.com/rukpak-dev/rukpak/internal/liststream"
 	"github.com/rukpak-dev/rukpak/provisioner/health"
+	"github.com/rukpak-dev/rukpak/provisioner/memo"
 	"github.com/rukpak-dev/rukpak/provisioner/release"
 )
 
@@ -56,6 +59,9 @@ type Tracker struct {
 	mu       sync.Mutex
 	watched  map[schema.GroupVersionKind]bool
 	observed map[string]map[objectKey]observation
+	// specs are where owners' releases last applied their objects that
+	// have a generation (Applied).
+	specs map[string]map[objectKey]appliedSpec
 }
 
 func newTracker(mgr ctrl.Manager) (*Tracker, error) {
@@ -92,6 +98,7 @@ func newTracker(mgr ctrl.Manager) (*Tracker, error) {
 		mapper:   mgr.GetRESTMapper(),
 		watched:  map[schema.GroupVersionKind]bool{},
 		observed: map[string]map[objectKey]observation{},
+		specs:    map[string]map[objectKey]appliedSpec{},
 	}, nil
 }
 
@@ -422,7 +429,7 @@ func (t *Tracker) Observe(ctx context.Context, owner string, want *unstructured.
 	if err := t.reader.Get(ctx, client.ObjectKeyFromObject(want), live); err != nil {
 		return observation{}, err
 	}
-	o = judge(want, live)
+	o = judge(want, live, false)
 	t.remember(owner, key, o)
 	return o, nil
 }
@@ -460,28 +467,107 @@ func (t *Tracker) unchangedSinceRecorded(owner string, want *unstructured.Unstru
 // has not drifted and is ready; reading it back (one GET per object right
 // after every install, issue 15) would say no more. Objects of kinds with
 // a status are judged from a read, as before. Call after Forget.
+//
+// Of objects with a generation it also records where the apply left them
+// (appliedSpec): while an object keeps that UID and generation, its fields
+// other than metadata and status are as applied, so judging it again needs
+// only its metadata and status (eachLive).
 func (t *Tracker) Applied(owner string, res *release.Result) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, want := range res.Objects {
-		rv := res.AppliedVersion(want)
-		if rv == "" || !health.StatusLess(want.GroupVersionKind().GroupKind()) {
+		at, ok := res.AppliedAt(want)
+		if !ok {
 			continue
 		}
-		if t.observed[owner] == nil {
-			t.observed[owner] = map[objectKey]observation{}
-		}
-		t.observed[owner][keyOf(want)] = observation{resourceVersion: rv, applied: true}
+		t.appliedLocked(owner, want, at)
 	}
 }
 
-// restored records the verdict the apply restoring want answered, for a
-// kind without a status (as Applied).
-func (t *Tracker) restored(owner string, want *unstructured.Unstructured, rv string) {
-	if rv == "" || !health.StatusLess(want.GroupVersionKind().GroupKind()) {
+// restored records where the apply restoring want left it (as Applied).
+func (t *Tracker) restored(owner string, want *unstructured.Unstructured, at release.Applied) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.appliedLocked(owner, want, at)
+}
+
+func (t *Tracker) appliedLocked(owner string, want *unstructured.Unstructured, at release.Applied) {
+	key := keyOf(want)
+	if at.Generation > 0 && at.UID != "" {
+		if t.specs == nil {
+			t.specs = map[string]map[objectKey]appliedSpec{}
+		}
+		if t.specs[owner] == nil {
+			t.specs[owner] = map[objectKey]appliedSpec{}
+		}
+		s := appliedSpec{uid: at.UID, generation: at.Generation}
+		if isCRD(want.GroupVersionKind()) {
+			// The preflight asks whether a bundle's CRD is the live one
+			// (sameAsLive): the bundle's may not be this release's.
+			s.digest = specDigest(want)
+		}
+		t.specs[owner][key] = s
+	} else {
+		delete(t.specs[owner], key)
+	}
+	if at.ResourceVersion == "" || !health.StatusLess(want.GroupVersionKind().GroupKind()) {
 		return
 	}
-	t.remember(owner, keyOf(want), observation{resourceVersion: rv, applied: true})
+	if t.observed[owner] == nil {
+		t.observed[owner] = map[objectKey]observation{}
+	}
+	t.observed[owner][key] = observation{resourceVersion: at.ResourceVersion, applied: true}
+}
+
+// appliedSpec is where this process's apply of an owner's release left one
+// of its objects that has a generation: the API server moves an object's
+// generation with every change of its fields other than metadata and
+// status, so while the live object has this UID and generation, those
+// fields are exactly as applied.
+type appliedSpec struct {
+	uid        types.UID
+	generation int64
+	// digest is specDigest of what was applied, for a CRD.
+	digest [sha256.Size]byte
+}
+
+// specsOf returns where owner's release last applied those of wanted it
+// applied, and that keep must be true of (nil: all).
+func (t *Tracker) specsOf(owner string, wanted map[objectKey]*unstructured.Unstructured, keep func(want *unstructured.Unstructured, s appliedSpec) bool) map[objectKey]appliedSpec {
+	t.mu.Lock()
+	var found map[objectKey]appliedSpec
+	for key := range wanted {
+		if s, ok := t.specs[owner][key]; ok {
+			if found == nil {
+				found = map[objectKey]appliedSpec{}
+			}
+			found[key] = s
+		}
+	}
+	t.mu.Unlock()
+	if keep != nil {
+		for key, s := range found {
+			if !keep(wanted[key], s) {
+				delete(found, key)
+			}
+		}
+	}
+	return found
+}
+
+// specDigest is the digest of o without its metadata and status.
+func specDigest(o *unstructured.Unstructured) [sha256.Size]byte {
+	rest := make(map[string]any, len(o.Object))
+	for k, v := range o.Object {
+		if k != "metadata" && k != "status" {
+			rest[k] = v
+		}
+	}
+	return memo.Digest([]*unstructured.Unstructured{{Object: rest}})
+}
+
+func isCRD(gvk schema.GroupVersionKind) bool {
+	return gvk.Group == "apiextensions.k8s.io" && gvk.Kind == "CustomResourceDefinition"
 }
 
 // Forget drops owner's verdicts: its release changed, and with it what
@@ -490,6 +576,7 @@ func (t *Tracker) Forget(owner string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	delete(t.observed, owner)
+	delete(t.specs, owner)
 }
 
 func ownerRequest(_ context.Context, o client.Object) []reconcile.Request {

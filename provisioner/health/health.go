@@ -120,3 +120,18 @@ var statusLess = map[schema.GroupKind]bool{
 // exists is ready (Check), so a write's answer that it exists is its
 // health.
 func StatusLess(gk schema.GroupKind) bool { return statusLess[gk] }
+
+// ReadsSpec reports whether Check reads more of an object of gk than its
+// metadata and status: kstatus's rules for built-in workloads and Services
+// compare their status with their spec (replicas, update strategy,
+// completions, type). Custom resources, CRDs and APIServices are judged
+// from metadata and status alone.
+func ReadsSpec(gk schema.GroupKind) bool {
+	switch gk.Group {
+	case "":
+		return gk.Kind == "Service" || gk.Kind == "Pod" || gk.Kind == "PersistentVolumeClaim"
+	case "apps", "extensions", "batch", "policy":
+		return true
+	}
+	return false
+}

@@ -162,3 +162,27 @@ func TestStatusLess(t *testing.T) {
 		}
 	}
 }
+
+// Objects of kinds whose rule reads their spec are read whole; the others
+// may be judged from metadata and status alone.
+func TestReadsSpec(t *testing.T) {
+	for gk, want := range map[schema.GroupKind]bool{
+		{Kind: "Service"}:                                                 true,
+		{Kind: "Pod"}:                                                     true,
+		{Kind: "PersistentVolumeClaim"}:                                   true,
+		{Group: "apps", Kind: "Deployment"}:                               true,
+		{Group: "apps", Kind: "StatefulSet"}:                              true,
+		{Group: "apps", Kind: "DaemonSet"}:                                true,
+		{Group: "batch", Kind: "Job"}:                                     true,
+		{Group: "policy", Kind: "PodDisruptionBudget"}:                    true,
+		{Kind: "ConfigMap"}:                                               false,
+		{Kind: "Namespace"}:                                               false,
+		{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"}: false,
+		{Group: "apiregistration.k8s.io", Kind: "APIService"}:             false,
+		{Group: "example.com", Kind: "Widget"}:                            false,
+	} {
+		if got := ReadsSpec(gk); got != want {
+			t.Errorf("ReadsSpec(%s) = %v, want %v", gk, got, want)
+		}
+	}
+}

@@ -49,18 +49,27 @@ func ApplyObject(ctx context.Context, c client.Client, o *unstructured.Unstructu
 	return err
 }
 
-// ApplyObjectVersion is ApplyObject, returning the resourceVersion the
-// apply left the object at.
-func ApplyObjectVersion(ctx context.Context, c client.Client, o *unstructured.Unstructured) (string, error) {
+// ApplyObjectAt is ApplyObject, returning where the apply left the object.
+func ApplyObjectAt(ctx context.Context, c client.Client, o *unstructured.Unstructured) (Applied, error) {
 	return applyObject(ctx, c, o)
 }
 
-// applyObject is ApplyObject, returning the resourceVersion the apply left
-// the object at.
-func applyObject(ctx context.Context, c client.Client, o *unstructured.Unstructured) (string, error) {
+// Applied is where an apply left an object: the object then holds exactly
+// what was applied.
+type Applied struct {
+	ResourceVersion string
+	// UID and Generation, for a kind whose generation moves on every change
+	// of its fields other than metadata and status: while the object has
+	// both, those fields are still as applied.
+	UID        types.UID
+	Generation int64
+}
+
+// applyObject is ApplyObject, returning where the apply left the object.
+func applyObject(ctx context.Context, c client.Client, o *unstructured.Unstructured) (Applied, error) {
 	patch, err := jsonmap.Marshal(o.Object)
 	if err != nil {
-		return "", fmt.Errorf("encoding %s: %w", describe(o), err)
+		return Applied{}, fmt.Errorf("encoding %s: %w", describe(o), err)
 	}
 	answer := &metav1.PartialObjectMetadata{}
 	answer.SetGroupVersionKind(o.GroupVersionKind())
@@ -68,9 +77,9 @@ func applyObject(ctx context.Context, c client.Client, o *unstructured.Unstructu
 	answer.SetName(o.GetName())
 	if err := c.Patch(ctx, answer, client.RawPatch(types.ApplyPatchType, patch),
 		client.FieldOwner(FieldManager), client.ForceOwnership, client.FieldValidation(metav1.FieldValidationIgnore)); err != nil {
-		return "", err
+		return Applied{}, err
 	}
-	return answer.ResourceVersion, nil
+	return Applied{ResourceVersion: answer.ResourceVersion, UID: answer.UID, Generation: answer.Generation}, nil
 }
 
 // place settles o's namespace. A namespace on a cluster-scoped object (a
@@ -225,31 +234,31 @@ func (m *Manager) applyWave(ctx context.Context, name string, objs []*unstructur
 			}
 			return fmt.Errorf("%s exists and is not managed by this release (%s/%s): delete it or remove it from the bundle", describe(o), m.namespace, name)
 		}
-		fields, rv, err := applyDropping(ctx, m.client, o)
+		fields, at, err := applyDropping(ctx, m.client, o)
 		if err != nil {
 			return fmt.Errorf("applying %s: %w", describe(o), err)
 		}
 		dropped.add(o, fields)
-		dropped.applied(o, rv)
+		dropped.applied(o, at)
 		return nil
 	})
 }
 
-// droppedSet collects the fields objects were applied without, and the
-// resourceVersion each apply answered with, from parallel applies.
+// droppedSet collects the fields objects were applied without, and where
+// each apply left its object, from parallel applies.
 type droppedSet struct {
 	mu       sync.Mutex
 	list     []DroppedFields
-	versions map[string]string
+	versions map[string]Applied
 }
 
-func (d *droppedSet) applied(o *unstructured.Unstructured, resourceVersion string) {
+func (d *droppedSet) applied(o *unstructured.Unstructured, at Applied) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.versions == nil {
-		d.versions = map[string]string{}
+		d.versions = map[string]Applied{}
 	}
-	d.versions[key(o)] = resourceVersion
+	d.versions[key(o)] = at
 }
 
 func (d *droppedSet) add(o *unstructured.Unstructured, fields []string) {

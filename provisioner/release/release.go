@@ -239,9 +239,9 @@ type Result struct {
 	// schema does not declare them, by object; only objects it applied.
 	Dropped []DroppedFields
 
-	// versions are the resourceVersions the applies of Objects answered
-	// with, by key; empty unless this Apply applied them.
-	versions map[string]string
+	// versions are where the applies of Objects left them, by key; empty
+	// unless this Apply applied them.
+	versions map[string]Applied
 	// manifestSize is the size of Release's manifest when Release, kept
 	// from an earlier Apply, was kept without it.
 	manifestSize int
@@ -267,7 +267,17 @@ func (r *Result) AppliedVersion(o *unstructured.Unstructured) string {
 	if r == nil {
 		return ""
 	}
-	return r.versions[key(o)]
+	return r.versions[key(o)].ResourceVersion
+}
+
+// AppliedAt is where this Apply left o (one of Objects), and whether it
+// applied it.
+func (r *Result) AppliedAt(o *unstructured.Unstructured) (Applied, bool) {
+	if r == nil {
+		return Applied{}, false
+	}
+	at, ok := r.versions[key(o)]
+	return at, ok
 }
 
 // Apply makes the release name hold exactly objs, after mutate (owner

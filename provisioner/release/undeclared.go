@@ -53,36 +53,36 @@ const maxDropped = 1000
 // does not declare, applies it again without them. On success o is what was
 // applied (without the fields, with AnnotationDroppedFields) and the
 // dropped fields are returned.
-func applyDropping(ctx context.Context, c client.Client, o *unstructured.Unstructured) (dropped []string, resourceVersion string, err error) {
-	resourceVersion, applyErr := applyObject(ctx, c, o)
+func applyDropping(ctx context.Context, c client.Client, o *unstructured.Unstructured) (dropped []string, at Applied, err error) {
+	at, applyErr := applyObject(ctx, c, o)
 	if applyErr == nil || !notDeclared(applyErr) {
-		return nil, resourceVersion, applyErr
+		return nil, at, applyErr
 	}
 	pruned := o.DeepCopy()
 	for round := 0; ; round++ {
 		fields, err := undeclaredFields(ctx, c, pruned)
 		if err != nil {
-			return nil, "", fmt.Errorf("%w (asking which fields the schema does not declare: %w)", applyErr, err)
+			return nil, Applied{}, fmt.Errorf("%w (asking which fields the schema does not declare: %w)", applyErr, err)
 		}
 		if len(fields) == 0 {
 			break
 		}
 		if !dropAll(pruned.Object, fields) {
-			return nil, "", fmt.Errorf("%w (the API server names undeclared fields that are not in the object: %s)", applyErr, listFields(fields))
+			return nil, Applied{}, fmt.Errorf("%w (the API server names undeclared fields that are not in the object: %s)", applyErr, listFields(fields))
 		}
 		dropped = append(dropped, fields...)
 		if len(dropped) > maxDropped || round == maxDropped/100 {
-			return nil, "", fmt.Errorf("%w (more than %d fields the schema does not declare: %s)", applyErr, maxDropped, listFields(dropped))
+			return nil, Applied{}, fmt.Errorf("%w (more than %d fields the schema does not declare: %s)", applyErr, maxDropped, listFields(dropped))
 		}
 	}
 	if len(dropped) == 0 {
 		// The strict decoder accepts what apply refuses: nothing to drop.
-		return nil, "", applyErr
+		return nil, Applied{}, applyErr
 	}
 	slices.Sort(dropped)
 	recorded, err := json.Marshal(dropped)
 	if err != nil {
-		return nil, "", err
+		return nil, Applied{}, err
 	}
 	ann := pruned.GetAnnotations()
 	if ann == nil {
@@ -90,11 +90,11 @@ func applyDropping(ctx context.Context, c client.Client, o *unstructured.Unstruc
 	}
 	ann[AnnotationDroppedFields] = string(recorded)
 	pruned.SetAnnotations(ann)
-	if resourceVersion, err = applyObject(ctx, c, pruned); err != nil {
-		return nil, "", fmt.Errorf("without the fields the schema does not declare (%s): %w", listFields(dropped), err)
+	if at, err = applyObject(ctx, c, pruned); err != nil {
+		return nil, Applied{}, fmt.Errorf("without the fields the schema does not declare (%s): %w", listFields(dropped), err)
 	}
 	o.Object = pruned.Object
-	return dropped, resourceVersion, nil
+	return dropped, at, nil
 }
 
 // listFields lists the first few of fields for a message.

@@ -297,6 +297,7 @@ func benchFleetRound(t *testing.T, r *report, reg *testregistry.Registry, bundle
 	if prof, err := fetch("http://" + pprofAddr + "/debug/pprof/allocs"); err == nil {
 		writeProfile(t, filepath.Join(profileDir(t), name+"-install.allocs"), prof)
 	}
+	bdCtl, bCtl := "bundledeployment-"+rukpakv1alpha1.ProvisionerClassPlain, "bundle-"+rukpakv1alpha1.ProvisionerClassRegistry
 	alloc := s1.sum("go_memstats_alloc_bytes_total", "", "") - s0.sum("go_memstats_alloc_bytes_total", "", "")
 	done := "all Installed / all Healthy"
 	if failing > 0 {
@@ -305,7 +306,9 @@ func benchFleetRound(t *testing.T, r *report, reg *testregistry.Registry, bundle
 	r.add("fleet", label+": create -> "+done, secs(installed)+" / "+secs(healthy), "", "", shape)
 	r.add("fleet", label+": CPU seconds until done: provisioner / kube-apiserver / etcd",
 		fmt.Sprintf("%.1f / %.1f / %.1f", cpu1[0]-cpu0[0], cpu1[1]-cpu0[1], cpu1[2]-cpu0[2]), "", "",
-		fmt.Sprintf("provisioner %s of the API server's", ratio(cpu1[0]-cpu0[0], cpu1[1]-cpu0[1])))
+		fmt.Sprintf("provisioner %s of the API server's; reconciles per BundleDeployment %.1f (per Bundle %.1f)", ratio(cpu1[0]-cpu0[0], cpu1[1]-cpu0[1]),
+			(s1.sum("controller_runtime_reconcile_total", "controller", bdCtl)-s0.sum("controller_runtime_reconcile_total", "controller", bdCtl))/float64(len(bundles)),
+			(s1.sum("controller_runtime_reconcile_total", "controller", bCtl)-s0.sum("controller_runtime_reconcile_total", "controller", bCtl))/float64(len(bundles))))
 	r.add("fleet", label+": bytes allocated per byte of content", fmt.Sprintf("%.1f", alloc/float64(content)), "target ≤ 20", ratio(alloc/float64(content), 20),
 		fmt.Sprintf("%.0f MiB allocated (go_memstats_alloc_bytes_total) from the first create until done, over %.1f MiB rendered; %s the floor", alloc/(1<<20), float64(content)/(1<<20), ratio(alloc/float64(content), floor)))
 	r.add("fleet", label+": provisioner peak RSS (VmHWM)", mib(hwm), "target ≤ 256 MiB", ratio(float64(hwm), 256<<10),

@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -28,6 +29,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/selection"
 	rbacv1ac "k8s.io/client-go/applyconfigurations/rbac/v1"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -39,6 +41,10 @@ import (
 
 	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
 )
+
+// settle is how long after a change of the release-owned CRDs (or of the
+// role) the role is brought up to date.
+const settle = time.Second
 
 // FieldManager owns the ClusterRole's rules.
 const FieldManager = "rukpak-provisioner-crd-check"
@@ -80,9 +86,26 @@ func Setup(mgr ctrl.Manager, name string) error {
 	if err := mgr.Add(c); err != nil {
 		return err
 	}
-	one := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
-		return []reconcile.Request{{NamespacedName: client.ObjectKey{Name: name}}}
-	})
+	// The one request, a moment after any event: a fleet's install
+	// creates hundreds of CRDs within seconds, and the role is written
+	// once per burst rather than once per CRD (the queue keeps one
+	// request, the earliest, however many are added meanwhile).
+	req := reconcile.Request{NamespacedName: client.ObjectKey{Name: name}}
+	add := func(q workqueue.TypedRateLimitingInterface[reconcile.Request]) { q.AddAfter(req, settle) }
+	one := handler.Funcs{
+		CreateFunc: func(_ context.Context, _ event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(q)
+		},
+		UpdateFunc: func(_ context.Context, _ event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(q)
+		},
+		DeleteFunc: func(_ context.Context, _ event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(q)
+		},
+		GenericFunc: func(_ context.Context, _ event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(q)
+		},
+	}
 	// A CRD's name never changes: only its creation and deletion (or the
 	// loss of the owner label, which the label-selected cache sees as a
 	// deletion) change the rules, not the updates of its status that an

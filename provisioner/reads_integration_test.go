@@ -3,6 +3,7 @@ package provisioner_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -89,4 +90,66 @@ func TestIntegrationReadsPerInstall(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.waitBD("reads", rukpakv1alpha1.TypeHealthy, metav1.ConditionTrue, rukpakv1alpha1.ReasonHealthy, "")
+}
+
+// TestIntegrationReadsPerCRDInstall counts the reads of CRDs an install of
+// two sends after applying them: each is polled until Established, and
+// that read is also its health and the next preflight's comparison (it is
+// exactly as applied then), so neither the health check nor the preflight
+// of the reconciles that follow reads it again. The one LIST left is the
+// start of the watch on the kind's metadata. Counted, not timed.
+func TestIntegrationReadsPerCRDInstall(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	ctx := context.Background()
+	crd := func(plural, kind string) string {
+		return fmt.Sprintf(`apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: %[1]s.reads.example.com
+spec:
+  group: reads.example.com
+  names: {plural: %[1]s, singular: %[2]s, kind: %[3]s, listKind: %[3]sList}
+  scope: Namespaced
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
+`, plural, strings.ToLower(kind), kind)
+	}
+	src := h.pushBundle("reads-crds-v1", map[string]string{
+		"manifests/a.yaml":  crd("alphas", "Alpha"),
+		"manifests/b.yaml":  crd("betas", "Beta"),
+		"manifests/cm.yaml": configMap("reads-crds", "v"),
+	})
+	quietWrites(t, h)
+	before, err := testenv.ServerRequests(ctx, h.env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.c.Create(ctx, newBD("reads-crds", src)); err != nil {
+		t.Fatal(err)
+	}
+	h.waitBD("reads-crds", rukpakv1alpha1.TypeInstalled, metav1.ConditionTrue, rukpakv1alpha1.ReasonInstallationSucceeded, "")
+	h.waitBD("reads-crds", rukpakv1alpha1.TypeHealthy, metav1.ConditionTrue, rukpakv1alpha1.ReasonHealthy, "")
+	// One more reconcile: the ConfigMap deleted and restored.
+	if err := h.c.Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "reads-crds"}}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the deleted ConfigMap restored", func() error {
+		_, err := h.getCM("reads-crds")
+		return err
+	})
+	quietWrites(t, h)
+	after, err := testenv.ServerRequests(ctx, h.env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := after.Sub(before)
+	t.Logf("requests of an install of two CRDs: %s", got)
+	if n := got[testenv.RequestKey{Verb: "LIST", Resource: "customresourcedefinitions"}]; n > 1 {
+		t.Errorf("%.0f LISTs of CRDs, want at most the watch's one: %s", n, got)
+	}
 }

@@ -191,6 +191,17 @@ func (p *Preflight) liveMetadata(ctx context.Context, name string, cached client
 	return meta, nil
 }
 
+// Passed records that the live CRD was, at resourceVersion, exactly what
+// applying crd (a bundle's, as Run is given it) made it: a Run of the
+// same crd against that version passes without reading it. The caller
+// read the CRD so after applying it.
+func (p *Preflight) Passed(crd *unstructured.Unstructured, resourceVersion string) {
+	if p == nil || p.Digest == nil || resourceVersion == "" {
+		return
+	}
+	p.remember(crd.GetName(), &passedCRD{resourceVersion: resourceVersion, next: p.Digest(crd)})
+}
+
 // passedBefore says whether the CRD named name last passed at c.
 func (p *Preflight) passedBefore(name string, c passedCRD) bool {
 	p.mu.Lock()

@@ -11,6 +11,7 @@ import (
 	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
 	"github.com/rukpak-dev/rukpak/internal/crdupgrade"
 	"github.com/rukpak-dev/rukpak/provisioner/conditions"
+	"github.com/rukpak-dev/rukpak/provisioner/release"
 )
 
 // maxOffenderEvents bounds the events naming offending objects one failed
@@ -64,6 +65,37 @@ func (r *Reconciler) preflight(ctx context.Context, bd *rukpakv1alpha1.BundleDep
 	}
 	r.set(bd, rukpakv1alpha1.TypeInstalled, metav1.ConditionFalse, rukpakv1alpha1.ReasonUpgradePreflightFailed, msg)
 	return false, nil
+}
+
+// preflightPassed lets the next preflight of crds (the Bundle's CRDs, as
+// preflight was given them) pass without reading them: those result
+// applied as they are (no field dropped) and read Established, unchanged
+// since, are the live CRDs at that version. Without it, the first
+// reconcile after an install read every CRD of it back.
+func (r *Reconciler) preflightPassed(crds []*unstructured.Unstructured, result *release.Result) {
+	if r.Preflight == nil || result == nil {
+		return
+	}
+	for _, crd := range crds {
+		if !isCRD(crd.GroupVersionKind()) {
+			continue
+		}
+		at, ok := result.AppliedAt(crd)
+		if !ok || at.Established == "" || droppedFrom(result, crd) {
+			continue
+		}
+		r.Preflight.Passed(crd, at.Established)
+	}
+}
+
+// droppedFrom says whether result applied o without some of its fields.
+func droppedFrom(result *release.Result, o *unstructured.Unstructured) bool {
+	for _, d := range result.Dropped {
+		if d.Ref.Kind == o.GetKind() && d.Ref.Namespace == o.GetNamespace() && d.Ref.Name == o.GetName() {
+			return true
+		}
+	}
+	return false
 }
 
 // offenderEvents records the preflight's verdict once, then one event per

@@ -383,6 +383,7 @@ func (r *Reconciler) reconcile(ctx context.Context, bd *rukpakv1alpha1.BundleDep
 	if result.Changed {
 		r.tracker.Forget(bd.Name)
 		r.tracker.Applied(bd.Name, result)
+		r.preflightPassed(crds, result)
 		r.droppedEvents(bd, result.Dropped)
 		r.installedEvent(bd, b, result)
 	} else {

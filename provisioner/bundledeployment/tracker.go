@@ -468,6 +468,9 @@ func (t *Tracker) unchangedSinceRecorded(owner string, want *unstructured.Unstru
 // after every install, issue 15) would say no more. Objects of kinds with
 // a status are judged from a read, as before. Call after Forget.
 //
+// A CRD the apply read Established, as applied (release.Applied), is
+// judged there likewise: ready and not drifted.
+//
 // Of objects with a generation it also records where the apply left them
 // (appliedSpec): while an object keeps that UID and generation, its fields
 // other than metadata and status are as applied, so judging it again needs
@@ -510,13 +513,18 @@ func (t *Tracker) appliedLocked(owner string, want *unstructured.Unstructured, a
 	} else {
 		delete(t.specs[owner], key)
 	}
-	if at.ResourceVersion == "" || !health.StatusLess(want.GroupVersionKind().GroupKind()) {
+	rv := at.ResourceVersion
+	switch {
+	case at.Established != "":
+		// A CRD read Established as applied: ready and not drifted there.
+		rv = at.Established
+	case rv == "" || !health.StatusLess(want.GroupVersionKind().GroupKind()):
 		return
 	}
 	if t.observed[owner] == nil {
 		t.observed[owner] = map[objectKey]observation{}
 	}
-	t.observed[owner][key] = observation{resourceVersion: at.ResourceVersion, applied: true}
+	t.observed[owner][key] = observation{resourceVersion: rv, applied: true}
 }
 
 // appliedSpec is where this process's apply of an owner's release left one

@@ -63,6 +63,11 @@ type Applied struct {
 	// both, those fields are still as applied.
 	UID        types.UID
 	Generation int64
+	// Established is, for a CRD, the resourceVersion at which it was read
+	// Established, still as applied: the same UID and generation, not
+	// being deleted, with the labels and annotations applied. Its health
+	// and drift are known there without reading it again.
+	Established string
 }
 
 // applyObject is ApplyObject, returning where the apply left the object.
@@ -159,7 +164,7 @@ func (m *Manager) applyObjects(ctx context.Context, name string, objs, previous 
 	if err := m.applyWave(ctx, name, crds, dropped); err != nil {
 		return err
 	}
-	if err := m.waitEstablished(ctx, crds); err != nil {
+	if err := m.waitEstablished(ctx, crds, dropped); err != nil {
 		return err
 	}
 	// Roles before bindings: the API server refuses a binding of a role
@@ -259,6 +264,29 @@ func (d *droppedSet) applied(o *unstructured.Unstructured, at Applied) {
 		d.versions = map[string]Applied{}
 	}
 	d.versions[key(o)] = at
+}
+
+// established notes where the CRD o, applied, was read Established.
+func (d *droppedSet) established(o *unstructured.Unstructured, seen *crdSeen) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	at, ok := d.versions[key(o)]
+	if !ok || seen == nil || seen.UID != at.UID || seen.Generation != at.Generation || seen.DeletionTimestamp != nil ||
+		!holds(seen.Labels, o.GetLabels()) || !holds(seen.Annotations, o.GetAnnotations()) {
+		return
+	}
+	at.Established = seen.ResourceVersion
+	d.versions[key(o)] = at
+}
+
+// holds says whether every entry of want is in got.
+func holds(got, want map[string]string) bool {
+	for k, v := range want {
+		if w, ok := got[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
 }
 
 func (d *droppedSet) add(o *unstructured.Unstructured, fields []string) {

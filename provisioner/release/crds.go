@@ -12,7 +12,9 @@ import (
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -32,19 +34,25 @@ const crdEstablishTimeout = time.Minute
 // cached discovery so the kinds they define can be mapped. It reads only
 // the CRDs' conditions (crdEstablished), with m's own identity: waiting
 // grants the installing identity nothing.
-func (m *Manager) waitEstablished(ctx context.Context, crds []*unstructured.Unstructured) error {
+func (m *Manager) waitEstablished(ctx context.Context, crds []*unstructured.Unstructured, applied *droppedSet) error {
 	for _, crd := range crds {
 		name := crd.GetName()
 		// Established takes milliseconds on an idle API server and seconds
 		// beside hundreds of other CRDs: polled often at first, then less.
 		delay := wait.Backoff{Duration: 50 * time.Millisecond, Factor: 2, Cap: time.Second, Steps: math.MaxInt32}.DelayFunc()
 		waitCtx, cancel := context.WithTimeout(ctx, crdEstablishTimeout)
+		var seen *crdSeen
 		err := delay.Until(waitCtx, true, false, func(ctx context.Context) (bool, error) {
-			return m.crdEstablished(ctx, name)
+			var err error
+			seen, err = m.crdEstablished(ctx, name)
+			return seen != nil, err
 		})
 		cancel()
 		if err != nil {
 			return fmt.Errorf("waiting for CRD %s to be established: %w", name, err)
+		}
+		if applied != nil {
+			applied.established(crd, seen)
 		}
 	}
 	if len(crds) > 0 {
@@ -74,14 +82,25 @@ func putCRDBody(b *bytes.Buffer) {
 	}
 }
 
-// crdEstablished reports whether the CRD called name is Established (false
-// while it does not exist). It decodes the conditions alone: a CRD's
-// schema can be megabytes, which decoding whole on every poll made the
-// largest cost of installing CRDs after rendering.
-func (m *Manager) crdEstablished(ctx context.Context, name string) (bool, error) {
+// crdSeen is the metadata of a CRD read Established.
+type crdSeen struct {
+	ResourceVersion   string            `json:"resourceVersion"`
+	UID               types.UID         `json:"uid"`
+	Generation        int64             `json:"generation"`
+	DeletionTimestamp *metav1.Time      `json:"deletionTimestamp"`
+	Labels            map[string]string `json:"labels"`
+	Annotations       map[string]string `json:"annotations"`
+}
+
+// crdEstablished returns the metadata of the CRD called name once it is
+// Established (nil before, and while it does not exist). It decodes the
+// conditions and metadata alone: a CRD's schema can be megabytes, which
+// decoding whole on every poll made the largest cost of installing CRDs
+// after rendering.
+func (m *Manager) crdEstablished(ctx context.Context, name string) (*crdSeen, error) {
 	rc, err := m.crdReader.Get().SetHeader("Accept", "application/json").AbsPath("/apis", apiextensionsv1.SchemeGroupVersion.Group, apiextensionsv1.SchemeGroupVersion.Version, "customresourcedefinitions", name).Stream(ctx)
 	if err != nil {
-		return false, client.IgnoreNotFound(err)
+		return nil, client.IgnoreNotFound(err)
 	}
 	defer rc.Close() //nolint:errcheck // read to the end or failed
 	// The body is read into a pooled buffer: polls of megabyte CRDs
@@ -90,13 +109,14 @@ func (m *Manager) crdEstablished(ctx context.Context, name string) (bool, error)
 	defer putCRDBody(buf)
 	buf.Reset()
 	if n, err := buf.ReadFrom(io.LimitReader(rc, maxCRDBody+1)); err != nil {
-		return false, fmt.Errorf("reading CRD %s: %w", name, err)
+		return nil, fmt.Errorf("reading CRD %s: %w", name, err)
 	} else if n > maxCRDBody {
-		return false, fmt.Errorf("reading CRD %s: larger than %d MiB", name, maxCRDBody>>20)
+		return nil, fmt.Errorf("reading CRD %s: larger than %d MiB", name, maxCRDBody>>20)
 	}
 	body := buf.Bytes()
 	var crd struct {
-		Status struct {
+		Metadata crdSeen `json:"metadata"`
+		Status   struct {
 			Conditions []struct {
 				Type   apiextensionsv1.CustomResourceDefinitionConditionType `json:"type"`
 				Status apiextensionsv1.ConditionStatus                       `json:"status"`
@@ -104,12 +124,12 @@ func (m *Manager) crdEstablished(ctx context.Context, name string) (bool, error)
 		} `json:"status"`
 	}
 	if err := json.Unmarshal(body, &crd); err != nil {
-		return false, fmt.Errorf("decoding CRD %s: %w", name, err)
+		return nil, fmt.Errorf("decoding CRD %s: %w", name, err)
 	}
 	for _, c := range crd.Status.Conditions {
 		if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
-			return true, nil
+			return &crd.Metadata, nil
 		}
 	}
-	return false, nil
+	return nil, nil
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -97,7 +98,9 @@ func TestIntegrationReadsPerInstall(t *testing.T) {
 // that read is also its health and the next preflight's comparison (it is
 // exactly as applied then), so neither the health check nor the preflight
 // of the reconciles that follow reads it again. The one LIST left is the
-// start of the watch on the kind's metadata. Counted, not timed.
+// start of the watch on the kind's metadata. The install namespace given
+// to every object of the bundle does not hide that its CRDs are the
+// applied ones. Counted, not timed.
 func TestIntegrationReadsPerCRDInstall(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
@@ -129,7 +132,11 @@ spec:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := h.c.Create(ctx, newBD("reads-crds", src)); err != nil {
+	bd := newBD("reads-crds", src)
+	// Given to every object without one, CRDs included, which the
+	// release drops as it applies them.
+	bd.Spec.Config = &apiextensionsv1.JSON{Raw: []byte(`{"installNamespace":"default"}`)}
+	if err := h.c.Create(ctx, bd); err != nil {
 		t.Fatal(err)
 	}
 	h.waitBD("reads-crds", rukpakv1alpha1.TypeInstalled, metav1.ConditionTrue, rukpakv1alpha1.ReasonInstallationSucceeded, "")

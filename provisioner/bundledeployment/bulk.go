@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -113,6 +114,7 @@ func (t *Tracker) sameAsLive(ctx context.Context, owner string, crds []*unstruct
 	gvk := crds[0].GroupVersionKind()
 	wanted := make(map[objectKey]*unstructured.Unstructured, len(crds))
 	for _, c := range crds {
+		c = clusterScoped(c)
 		wanted[keyOf(c)] = c
 	}
 	// Those the release applied just as they are now (in the fields that
@@ -127,6 +129,22 @@ func (t *Tracker) sameAsLive(ctx context.Context, owner string, crds []*unstruct
 		}
 	})
 	return same, err
+}
+
+// clusterScoped is o, a cluster-scoped object, without the namespace an
+// install namespace gives every object of a bundle (the release drops it
+// when it applies o): as the live object and the release's have it.
+func clusterScoped(o *unstructured.Unstructured) *unstructured.Unstructured {
+	if o.GetNamespace() == "" {
+		return o
+	}
+	c := &unstructured.Unstructured{Object: maps.Clone(o.Object)}
+	if md, ok := o.Object["metadata"].(map[string]any); ok {
+		md = maps.Clone(md)
+		delete(md, "namespace")
+		c.Object["metadata"] = md
+	}
+	return c
 }
 
 // eachLive streams owner's live objects of kind gvk, selected by the owner

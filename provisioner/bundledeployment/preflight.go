@@ -80,8 +80,9 @@ func (r *Reconciler) preflightPassed(crds []*unstructured.Unstructured, result *
 		if !isCRD(crd.GroupVersionKind()) {
 			continue
 		}
-		at, ok := result.AppliedAt(crd)
-		if !ok || at.Established == "" || droppedFrom(result, crd) {
+		applied := clusterScoped(crd)
+		at, ok := result.AppliedAt(applied)
+		if !ok || at.Established == "" || droppedFrom(result, applied) {
 			continue
 		}
 		r.Preflight.Passed(crd, at.Established)

@@ -66,6 +66,10 @@ type RunOptions struct {
 	// pass is remembered, that is every CRD of every release). Its errors
 	// leave every CRD to the comparison.
 	Same func(ctx context.Context, crds []*unstructured.Unstructured) (map[string]string, error)
+	// Digests, when not nil, receives by name the digest of each bundle
+	// CRD (new ones too), for Passed after they are applied: the caller
+	// may change the objects meanwhile (stamping them).
+	Digests map[string][32]byte
 }
 
 // Run compares every CRD in objs that is already on the cluster and
@@ -94,13 +98,16 @@ func (p *Preflight) RunWith(ctx context.Context, objs []*unstructured.Unstructur
 		if err != nil {
 			return nil, fmt.Errorf("reading CRD %s: %w", o.GetName(), err)
 		}
+		var digest [32]byte
+		if p.Digest != nil && (meta != nil || opts.Digests != nil) {
+			digest = p.Digest(o)
+			if opts.Digests != nil {
+				opts.Digests[o.GetName()] = digest
+			}
+		}
 		if meta == nil {
 			p.remember(o.GetName(), nil)
 			continue
-		}
-		var digest [32]byte
-		if p.Digest != nil {
-			digest = p.Digest(o)
 		}
 		if p.Digest != nil && p.passedBefore(o.GetName(), passedCRD{resourceVersion: meta.ResourceVersion, next: digest}) {
 			continue
@@ -191,15 +198,15 @@ func (p *Preflight) liveMetadata(ctx context.Context, name string, cached client
 	return meta, nil
 }
 
-// Passed records that the live CRD was, at resourceVersion, exactly what
-// applying crd (a bundle's, as Run is given it) made it: a Run of the
-// same crd against that version passes without reading it. The caller
-// read the CRD so after applying it.
-func (p *Preflight) Passed(crd *unstructured.Unstructured, resourceVersion string) {
+// Passed records that the live CRD called name was, at resourceVersion,
+// exactly what applying the bundle CRD of digest (RunOptions.Digests)
+// made it: a Run of the same CRD against that version passes without
+// reading it. The caller read the CRD so after applying it.
+func (p *Preflight) Passed(name, resourceVersion string, digest [32]byte) {
 	if p == nil || p.Digest == nil || resourceVersion == "" {
 		return
 	}
-	p.remember(crd.GetName(), &passedCRD{resourceVersion: resourceVersion, next: p.Digest(crd)})
+	p.remember(name, &passedCRD{resourceVersion: resourceVersion, next: digest})
 }
 
 // passedBefore says whether the CRD named name last passed at c.

@@ -175,6 +175,15 @@ func TestJudgeKindTrustsWhatWasApplied(t *testing.T) {
 	if _, ok := same["same"]; !ok || len(same) != 1 {
 		t.Errorf("same as live: %v, want only the CRD applied as it is", same)
 	}
+	// A bundle's CRD given the install namespace is the same one.
+	placed := wantCRD("same")
+	placed.SetNamespace("operators")
+	if same, err = tr.sameAsLive(context.Background(), "bd", []*unstructured.Unstructured{placed}); err != nil || len(same) != 1 {
+		t.Errorf("a CRD given a namespace: same as live %v (%v), want it found the same", same, err)
+	}
+	if placed.GetNamespace() != "operators" {
+		t.Errorf("the bundle's CRD was changed: namespace %q", placed.GetNamespace())
+	}
 	changed := wantCRD("same")
 	changed.Object["spec"].(map[string]any)["group"] = "other.example.com"
 	if same, err = tr.sameAsLive(context.Background(), "bd", []*unstructured.Unstructured{changed}); err != nil || len(same) != 0 {

@@ -24,11 +24,13 @@ const maxOffenderEvents = 100
 // objects, and reports whether they may be applied. When they may not, the
 // Installed condition says why and the active Bundle stays as it is: its
 // objects are left installed and it is not deleted.
-func (r *Reconciler) preflight(ctx context.Context, bd *rukpakv1alpha1.BundleDeployment, b *rukpakv1alpha1.Bundle, objs []*unstructured.Unstructured) (bool, error) {
+//
+// digests are the bundle CRDs' digests, by name, for preflightPassed.
+func (r *Reconciler) preflight(ctx context.Context, bd *rukpakv1alpha1.BundleDeployment, b *rukpakv1alpha1.Bundle, objs []*unstructured.Unstructured) (ok bool, digests map[string][32]byte, err error) {
 	if r.Preflight == nil || bd.Annotations[rukpakv1alpha1.AnnotationSkipCRDUpgradePreflight] == "true" {
-		return true, nil
+		return true, nil, nil
 	}
-	var opts crdupgrade.RunOptions
+	opts := crdupgrade.RunOptions{Digests: map[string][32]byte{}}
 	if r.tracker != nil {
 		// The live CRDs' versions from the cache of installed objects'
 		// metadata (a GET each on every reconcile otherwise), and the
@@ -48,36 +50,38 @@ func (r *Reconciler) preflight(ctx context.Context, bd *rukpakv1alpha1.BundleDep
 			r.event(bd, "Warning", rukpakv1alpha1.ReasonUpgradePreflightFailed, msg)
 		}
 		r.set(bd, rukpakv1alpha1.TypeInstalled, metav1.ConditionFalse, rukpakv1alpha1.ReasonUpgradePreflightFailed, msg)
-		return false, nil
+		return false, nil, nil
 	}
 	if err != nil {
 		r.set(bd, rukpakv1alpha1.TypeInstalled, metav1.ConditionFalse, rukpakv1alpha1.ReasonUpgradePreflightFailed,
 			fmt.Sprintf("CRD upgrade preflight for bundle %q could not run: %v", b.Name, err))
-		return false, fmt.Errorf("CRD upgrade preflight for bundle %q: %w", b.Name, err)
+		return false, nil, fmt.Errorf("CRD upgrade preflight for bundle %q: %w", b.Name, err)
 	}
 	msg := crdupgrade.Message(reports)
 	if msg == "" {
-		return true, nil
+		return true, opts.Digests, nil
 	}
 	msg += fmt.Sprintf(". Bundle %q was not installed", b.Name)
 	if c := conditions.Get(bd.Status.Conditions, rukpakv1alpha1.TypeInstalled); c == nil || c.Message != msg {
 		r.offenderEvents(bd, reports, msg)
 	}
 	r.set(bd, rukpakv1alpha1.TypeInstalled, metav1.ConditionFalse, rukpakv1alpha1.ReasonUpgradePreflightFailed, msg)
-	return false, nil
+	return false, nil, nil
 }
 
 // preflightPassed lets the next preflight of crds (the Bundle's CRDs, as
-// preflight was given them) pass without reading them: those result
+// preflight was given them, whose digests it returned: they are stamped
+// by the install since) pass without reading them: those result
 // applied as they are (no field dropped) and read Established, unchanged
 // since, are the live CRDs at that version. Without it, the first
 // reconcile after an install read every CRD of it back.
-func (r *Reconciler) preflightPassed(crds []*unstructured.Unstructured, result *release.Result) {
+func (r *Reconciler) preflightPassed(crds []*unstructured.Unstructured, digests map[string][32]byte, result *release.Result) {
 	if r.Preflight == nil || result == nil {
 		return
 	}
 	for _, crd := range crds {
-		if !isCRD(crd.GroupVersionKind()) {
+		digest, ok := digests[crd.GetName()]
+		if !ok || !isCRD(crd.GroupVersionKind()) {
 			continue
 		}
 		applied := clusterScoped(crd)
@@ -85,7 +89,7 @@ func (r *Reconciler) preflightPassed(crds []*unstructured.Unstructured, result *
 		if !ok || at.Established == "" || droppedFrom(result, applied) {
 			continue
 		}
-		r.Preflight.Passed(crd, at.Established)
+		r.Preflight.Passed(crd.GetName(), at.Established, digest)
 	}
 }
 

@@ -334,7 +334,8 @@ func (r *Reconciler) reconcile(ctx context.Context, bd *rukpakv1alpha1.BundleDep
 	if err != nil || !ok {
 		return res, err
 	}
-	if ok, err := r.preflight(ctx, bd, b, crds); err != nil {
+	ok, digests, err := r.preflight(ctx, bd, b, crds)
+	if err != nil {
 		return ctrl.Result{}, err
 	} else if !ok {
 		// Stored objects may be fixed without an event for this
@@ -383,7 +384,7 @@ func (r *Reconciler) reconcile(ctx context.Context, bd *rukpakv1alpha1.BundleDep
 	if result.Changed {
 		r.tracker.Forget(bd.Name)
 		r.tracker.Applied(bd.Name, result)
-		r.preflightPassed(crds, result)
+		r.preflightPassed(crds, digests, result)
 		r.droppedEvents(bd, result.Dropped)
 		r.installedEvent(bd, b, result)
 	} else {

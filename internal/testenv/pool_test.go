@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
@@ -118,7 +119,15 @@ func TestPooledServerIsEmptiedForTheNext(t *testing.T) {
 		list := &unstructured.UnstructuredList{}
 		list.SetAPIVersion("pool.test/v1")
 		list.SetKind("GadgetList")
-		if err := c.List(ctx, list); err != nil || len(list.Items) != 0 {
+		// Discovery may serve the kind a moment after Established (on a
+		// busy machine, seconds): until then the client cannot map it.
+		var err error
+		for start := time.Now(); ; Poll(start) {
+			if err = c.List(ctx, list); !meta.IsNoMatchError(err) || time.Since(start) > WaitTimeout {
+				break
+			}
+		}
+		if err != nil || len(list.Items) != 0 {
 			t.Errorf("gadgets of a new CRD of the same name: %d, %v; want none", len(list.Items), err)
 		}
 		// Changes the default namespace, which the server started with.

@@ -87,6 +87,7 @@ type pendingCRD struct {
 // RunWith is Run with opts.
 func (p *Preflight) RunWith(ctx context.Context, objs []*unstructured.Unstructured, opts RunOptions) ([]*Report, error) {
 	var compare []pendingCRD
+	conflicting := map[string]bool{}
 	for _, o := range objs {
 		if o.GroupVersionKind() != apiextensionsv1.SchemeGroupVersion.WithKind("CustomResourceDefinition") {
 			continue
@@ -102,7 +103,14 @@ func (p *Preflight) RunWith(ctx context.Context, objs []*unstructured.Unstructur
 		if p.Digest != nil && (meta != nil || opts.Digests != nil) {
 			digest = p.Digest(o)
 			if opts.Digests != nil {
-				opts.Digests[o.GetName()] = digest
+				if d, seen := opts.Digests[o.GetName()]; seen && d != digest || conflicting[o.GetName()] {
+					// Two different CRDs of one name: neither is what the
+					// live one is known to be.
+					delete(opts.Digests, o.GetName())
+					conflicting[o.GetName()] = true
+				} else {
+					opts.Digests[o.GetName()] = digest
+				}
 			}
 		}
 		if meta == nil {
@@ -199,9 +207,11 @@ func (p *Preflight) liveMetadata(ctx context.Context, name string, cached client
 }
 
 // Passed records that the live CRD called name was, at resourceVersion,
-// exactly what applying the bundle CRD of digest (RunOptions.Digests)
-// made it: a Run of the same CRD against that version passes without
-// reading it. The caller read the CRD so after applying it.
+// what applying the bundle CRD of digest (RunOptions.Digests) made it
+// (with what the installer adds to every apply of it, such as a
+// conversion webhook's caBundle, which no comparison finds fault with): a
+// Run of the same CRD against that version passes without reading it. The
+// caller read the CRD so after applying it.
 func (p *Preflight) Passed(name, resourceVersion string, digest [32]byte) {
 	if p == nil || p.Digest == nil || resourceVersion == "" {
 		return

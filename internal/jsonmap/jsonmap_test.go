@@ -60,6 +60,9 @@ func same(t testing.TB, data []byte) (fast bool) {
 		t.Fatalf("%q: status:\n got %#v\nwant %#v", data, status, want)
 	}
 	_, fast = decode(data, whole)
+	if _, statusFast := decode(data, liveStatus); fast && !statusFast {
+		t.Fatalf("%q: decoded here whole, but not without its spec", data)
+	}
 	return fast
 }
 

@@ -151,9 +151,10 @@ func clusterScoped(o *unstructured.Unstructured) *unstructured.Unstructured {
 // labels, calling each with those in wanted (by key) and their want; it
 // stops once it has seen them all, or maxUnwanted others. asApplied is
 // true when the live object still has the UID and generation applied
-// records for it: its fields other than metadata and status are then as
-// applied, and of a kind whose health is read from its status alone (a
-// CRD: its schemas are most of the bytes read back), they are not decoded.
+// records for it (kinds whose generation follows their fields): its fields
+// other than metadata and status are then as applied, and of a kind whose
+// health is read from its status alone (a CRD: its schemas are most of the
+// bytes read back), they are not decoded.
 func (t *Tracker) eachLive(ctx context.Context, owner string, gvk schema.GroupVersionKind, wanted map[objectKey]*unstructured.Unstructured, applied map[objectKey]appliedSpec, each func(key objectKey, want, live *unstructured.Unstructured, asApplied bool)) error {
 	mapping, err := t.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 	if err != nil {

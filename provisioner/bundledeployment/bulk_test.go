@@ -190,3 +190,30 @@ func TestJudgeKindTrustsWhatWasApplied(t *testing.T) {
 		t.Errorf("a CRD other than the one applied: same as live %v (%v), want compared whole and not the same", same, err)
 	}
 }
+
+// Only kinds whose generation the API server sets and moves with every
+// change of their fields are trusted by it: a Service keeps whatever
+// generation it was created with, and a custom resource's stored fields
+// change with its CRD's schema.
+func TestAppliedSpecOnlyWhereGenerationFollows(t *testing.T) {
+	tr := &Tracker{}
+	at := release.Applied{ResourceVersion: "1", UID: "u", Generation: 5}
+	for _, tc := range []struct {
+		gvk     schema.GroupVersionKind
+		tracked bool
+	}{
+		{schema.GroupVersionKind{Version: "v1", Kind: "Service"}, false},
+		{schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Widget"}, false},
+		{schema.GroupVersionKind{Group: "apiregistration.k8s.io", Version: "v1", Kind: "APIService"}, false},
+		{deploymentGVK, true},
+		{crdGVK, true},
+	} {
+		o := &unstructured.Unstructured{}
+		o.SetGroupVersionKind(tc.gvk)
+		o.SetName("x")
+		tr.restored("bd", o, at)
+		if _, ok := tr.specs["bd"][keyOf(o)]; ok != tc.tracked {
+			t.Errorf("%s: recorded %v, want %v", tc.gvk.Kind, ok, tc.tracked)
+		}
+	}
+}

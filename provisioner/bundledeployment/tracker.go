@@ -471,11 +471,20 @@ func (t *Tracker) unchangedSinceRecorded(owner string, want *unstructured.Unstru
 // A CRD the apply read Established, as applied (release.Applied), is
 // judged there likewise: ready and not drifted.
 //
-// Of objects with a generation it also records where the apply left them
-// (appliedSpec): while an object keeps that UID and generation, its fields
-// other than metadata and status are as applied, so judging it again needs
-// only its metadata and status (eachLive).
+// Of objects of kinds whose generation follows their fields it also
+// records where the apply left them (appliedSpec): while an object keeps
+// that UID and generation, its fields other than metadata and status are
+// as applied, so judging it again needs only its metadata and status
+// (eachLive).
 func (t *Tracker) Applied(owner string, res *release.Result) {
+	// A CRD's digest (megabytes of schema hashed) outside the lock, which
+	// every watch event of the fleet takes.
+	digests := map[objectKey][sha256.Size]byte{}
+	for _, want := range res.Objects {
+		if at, ok := res.AppliedAt(want); ok && tracksSpec(want, at) && isCRD(want.GroupVersionKind()) {
+			digests[keyOf(want)] = specDigest(want)
+		}
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, want := range res.Objects {
@@ -483,33 +492,33 @@ func (t *Tracker) Applied(owner string, res *release.Result) {
 		if !ok {
 			continue
 		}
-		t.appliedLocked(owner, want, at)
+		t.appliedLocked(owner, want, at, digests)
 	}
 }
 
 // restored records where the apply restoring want left it (as Applied).
 func (t *Tracker) restored(owner string, want *unstructured.Unstructured, at release.Applied) {
+	var digests map[objectKey][sha256.Size]byte
+	if tracksSpec(want, at) && isCRD(want.GroupVersionKind()) {
+		digests = map[objectKey][sha256.Size]byte{keyOf(want): specDigest(want)}
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.appliedLocked(owner, want, at)
+	t.appliedLocked(owner, want, at, digests)
 }
 
-func (t *Tracker) appliedLocked(owner string, want *unstructured.Unstructured, at release.Applied) {
+func (t *Tracker) appliedLocked(owner string, want *unstructured.Unstructured, at release.Applied, digests map[objectKey][sha256.Size]byte) {
 	key := keyOf(want)
-	if at.Generation > 0 && at.UID != "" {
+	if tracksSpec(want, at) {
 		if t.specs == nil {
 			t.specs = map[string]map[objectKey]appliedSpec{}
 		}
 		if t.specs[owner] == nil {
 			t.specs[owner] = map[objectKey]appliedSpec{}
 		}
-		s := appliedSpec{uid: at.UID, generation: at.Generation}
-		if isCRD(want.GroupVersionKind()) {
-			// The preflight asks whether a bundle's CRD is the live one
-			// (sameAsLive): the bundle's may not be this release's.
-			s.digest = specDigest(want)
-		}
-		t.specs[owner][key] = s
+		// A CRD's digest: the preflight asks whether a bundle's CRD is the
+		// live one (sameAsLive), and the bundle's may not be this release's.
+		t.specs[owner][key] = appliedSpec{uid: at.UID, generation: at.Generation, digest: digests[key]}
 	} else {
 		delete(t.specs[owner], key)
 	}
@@ -527,11 +536,39 @@ func (t *Tracker) appliedLocked(owner string, want *unstructured.Unstructured, a
 	t.observed[owner][key] = observation{resourceVersion: rv, applied: true}
 }
 
+// tracksSpec says whether where the apply left want (at) is recorded as an
+// appliedSpec: for the kinds generationFollowsSpec names, answered with a
+// UID and a generation.
+func tracksSpec(want *unstructured.Unstructured, at release.Applied) bool {
+	return at.Generation > 0 && at.UID != "" && generationFollowsSpec(want.GroupVersionKind().GroupKind())
+}
+
+// generationFollowsSpec says whether the API server sets the generation of
+// a new object of gk itself and moves it with every change of its fields
+// other than metadata and status. Other kinds keep the generation a
+// client created them with and never move it (Services, say), and a
+// custom resource's stored fields can change without it (its CRD's
+// schema prunes and defaults them as they are read, a conversion webhook
+// rewrites them): those are always compared whole.
+func generationFollowsSpec(gk schema.GroupKind) bool {
+	switch gk.Group {
+	case "apiextensions.k8s.io":
+		return gk.Kind == "CustomResourceDefinition"
+	case "apps":
+		return gk.Kind == "Deployment" || gk.Kind == "StatefulSet" || gk.Kind == "DaemonSet" || gk.Kind == "ReplicaSet"
+	case "batch":
+		return gk.Kind == "Job" || gk.Kind == "CronJob"
+	case "policy":
+		return gk.Kind == "PodDisruptionBudget"
+	}
+	return false
+}
+
 // appliedSpec is where this process's apply of an owner's release left one
-// of its objects that has a generation: the API server moves an object's
-// generation with every change of its fields other than metadata and
-// status, so while the live object has this UID and generation, those
-// fields are exactly as applied.
+// of its objects of a kind whose generation follows its fields
+// (generationFollowsSpec): while the live object has this UID and
+// generation, its fields other than metadata and status are exactly as
+// applied.
 type appliedSpec struct {
 	uid        types.UID
 	generation int64

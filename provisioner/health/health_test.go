@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fluxcd/cli-utils/pkg/kstatus/status"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
@@ -183,6 +184,29 @@ func TestReadsSpec(t *testing.T) {
 	} {
 		if got := ReadsSpec(gk); got != want {
 			t.Errorf("ReadsSpec(%s) = %v, want %v", gk, got, want)
+		}
+	}
+	// Every kind kstatus has a rule of its own for, but those judged from
+	// status alone (CRDs) or always ready, is read whole: checked against
+	// kstatus as vendored, so a rule it adds for one of these shows.
+	statusOnly := map[string]bool{"CustomResourceDefinition": true, "ConfigMap": true, "Secret": true, "CronJob": true}
+	for _, gvk := range []schema.GroupVersionKind{
+		{Version: "v1", Kind: "Service"}, {Version: "v1", Kind: "Pod"}, {Version: "v1", Kind: "PersistentVolumeClaim"},
+		{Version: "v1", Kind: "ConfigMap"}, {Version: "v1", Kind: "Secret"}, {Version: "v1", Kind: "Namespace"},
+		{Version: "v1", Kind: "ServiceAccount"}, {Version: "v1", Kind: "Endpoints"}, {Version: "v1", Kind: "ResourceQuota"},
+		{Group: "apps", Version: "v1", Kind: "Deployment"}, {Group: "apps", Version: "v1", Kind: "StatefulSet"},
+		{Group: "apps", Version: "v1", Kind: "DaemonSet"}, {Group: "apps", Version: "v1", Kind: "ReplicaSet"},
+		{Group: "batch", Version: "v1", Kind: "Job"}, {Group: "batch", Version: "v1", Kind: "CronJob"},
+		{Group: "policy", Version: "v1", Kind: "PodDisruptionBudget"},
+		{Group: "networking.k8s.io", Version: "v1", Kind: "Ingress"},
+		{Group: "autoscaling", Version: "v2", Kind: "HorizontalPodAutoscaler"},
+		{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"},
+		{Group: "apiregistration.k8s.io", Version: "v1", Kind: "APIService"},
+	} {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(gvk)
+		if status.GetLegacyConditionsFn(u) != nil && !statusOnly[gvk.Kind] && !ReadsSpec(gvk.GroupKind()) {
+			t.Errorf("kstatus has a rule of its own for %s, which ReadsSpec says reads no spec", gvk.GroupKind())
 		}
 	}
 }

@@ -64,9 +64,10 @@ type Applied struct {
 	UID        types.UID
 	Generation int64
 	// Established is, for a CRD, the resourceVersion at which it was read
-	// Established, still as applied: the same UID and generation, not
-	// being deleted, with the labels and annotations applied. Its health
-	// and drift are known there without reading it again.
+	// Established (and its names not refused), still as applied: the same
+	// UID and generation, not being deleted, with the labels and
+	// annotations applied. Its health and drift are known there without
+	// reading it again.
 	Established string
 }
 
@@ -271,7 +272,7 @@ func (d *droppedSet) established(o *unstructured.Unstructured, seen *crdSeen) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	at, ok := d.versions[key(o)]
-	if !ok || seen == nil || seen.UID != at.UID || seen.Generation != at.Generation || seen.DeletionTimestamp != nil ||
+	if !ok || seen == nil || seen.namesRefused || seen.UID != at.UID || seen.Generation != at.Generation || seen.DeletionTimestamp != nil ||
 		!holds(seen.Labels, o.GetLabels()) || !holds(seen.Annotations, o.GetAnnotations()) {
 		return
 	}

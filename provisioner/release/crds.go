@@ -31,9 +31,10 @@ const (
 const crdEstablishTimeout = time.Minute
 
 // waitEstablished waits until every CRD in crds serves its kind, then drops
-// cached discovery so the kinds they define can be mapped. It reads only
-// the CRDs' conditions (crdEstablished), with m's own identity: waiting
-// grants the installing identity nothing.
+// cached discovery so the kinds they define can be mapped. It decodes only
+// the CRDs' metadata and conditions (crdEstablished), with m's own
+// identity: waiting grants the installing identity nothing. Where each was
+// read Established goes to applied (droppedSet.established).
 func (m *Manager) waitEstablished(ctx context.Context, crds []*unstructured.Unstructured, applied *droppedSet) error {
 	for _, crd := range crds {
 		name := crd.GetName()
@@ -90,6 +91,9 @@ type crdSeen struct {
 	DeletionTimestamp *metav1.Time      `json:"deletionTimestamp"`
 	Labels            map[string]string `json:"labels"`
 	Annotations       map[string]string `json:"annotations"`
+	// namesRefused: NamesAccepted is False (an upgrade's names clash),
+	// which kstatus judges failed whatever Established says.
+	namesRefused bool
 }
 
 // crdEstablished returns the metadata of the CRD called name once it is
@@ -126,10 +130,17 @@ func (m *Manager) crdEstablished(ctx context.Context, name string) (*crdSeen, er
 	if err := json.Unmarshal(body, &crd); err != nil {
 		return nil, fmt.Errorf("decoding CRD %s: %w", name, err)
 	}
+	established := false
 	for _, c := range crd.Status.Conditions {
-		if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
-			return &crd.Metadata, nil
+		switch {
+		case c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue:
+			established = true
+		case c.Type == apiextensionsv1.NamesAccepted && c.Status == apiextensionsv1.ConditionFalse:
+			crd.Metadata.namesRefused = true
 		}
 	}
-	return nil, nil
+	if !established {
+		return nil, nil
+	}
+	return &crd.Metadata, nil
 }

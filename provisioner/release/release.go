@@ -258,18 +258,6 @@ func (r *Result) ManifestSize() int {
 	return len(r.Release.Manifest)
 }
 
-// AppliedVersion is the resourceVersion at which this Apply left o (one of
-// Objects): the object is then exactly what was applied, so whatever needs
-// only its existence and the fields applied (the health of a kind without
-// status, drift) need not read it back. Empty when this Apply did not
-// apply o (it changed nothing).
-func (r *Result) AppliedVersion(o *unstructured.Unstructured) string {
-	if r == nil {
-		return ""
-	}
-	return r.versions[key(o)].ResourceVersion
-}
-
 // AppliedAt is where this Apply left o (one of Objects), and whether it
 // applied it.
 func (r *Result) AppliedAt(o *unstructured.Unstructured) (Applied, bool) {

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -63,6 +64,44 @@ func (m *Manager) waitEstablished(ctx context.Context, crds []*unstructured.Unst
 		if r, ok := m.client.RESTMapper().(meta.ResettableRESTMapper); ok {
 			r.Reset()
 		}
+	}
+	for _, crd := range crds {
+		if err := m.waitMapped(ctx, crd); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// waitMapped waits until the client maps the kind crd defines: discovery
+// may serve it a moment after the CRD is Established (on a busy API
+// server, seconds), and the objects of that kind, applied next, are
+// mapped first (their scope, the ownership check's read).
+func (m *Manager) waitMapped(ctx context.Context, crd *unstructured.Unstructured) error {
+	group, _, _ := unstructured.NestedString(crd.Object, "spec", "group")
+	kind, _, _ := unstructured.NestedString(crd.Object, "spec", "names", "kind")
+	versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
+	version := ""
+	for _, v := range versions {
+		if v, ok := v.(map[string]any); ok && v["served"] == true {
+			version, _ = v["name"].(string)
+			break
+		}
+	}
+	if group == "" || kind == "" || version == "" {
+		return nil // nothing served to map; the API server judged the CRD
+	}
+	gk := schema.GroupKind{Group: group, Kind: kind}
+	delay := wait.Backoff{Duration: 50 * time.Millisecond, Factor: 2, Cap: time.Second, Steps: math.MaxInt32}.DelayFunc()
+	waitCtx, cancel := context.WithTimeout(ctx, crdEstablishTimeout)
+	defer cancel()
+	var last error
+	err := delay.Until(waitCtx, true, false, func(context.Context) (bool, error) {
+		_, last = m.client.RESTMapper().RESTMapping(gk, version)
+		return last == nil, nil
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for the kind %s of CRD %s to be served: %w (last: %v)", kind, crd.GetName(), err, last)
 	}
 	return nil
 }

@@ -101,7 +101,10 @@ func (m *Manager) waitMapped(ctx context.Context, crd *unstructured.Unstructured
 		return last == nil, nil
 	})
 	if err != nil {
-		return fmt.Errorf("waiting for the kind %s of CRD %s to be served: %w (last: %v)", kind, crd.GetName(), err, last)
+		if last != nil {
+			err = last
+		}
+		return fmt.Errorf("waiting for the kind %s of CRD %s to be served: %w", kind, crd.GetName(), err)
 	}
 	return nil
 }

@@ -3,7 +3,6 @@ package provisioner_test
 import (
 	"context"
 	"fmt"
-	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -105,26 +104,9 @@ func TestIntegrationReadsPerCRDInstall(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	ctx := context.Background()
-	crd := func(plural, kind string) string {
-		return fmt.Sprintf(`apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: %[1]s.reads.example.com
-spec:
-  group: reads.example.com
-  names: {plural: %[1]s, singular: %[2]s, kind: %[3]s, listKind: %[3]sList}
-  scope: Namespaced
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    schema:
-      openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
-`, plural, strings.ToLower(kind), kind)
-	}
 	src := h.pushBundle("reads-crds-v1", map[string]string{
-		"manifests/a.yaml":  crd("alphas", "Alpha"),
-		"manifests/b.yaml":  crd("betas", "Beta"),
+		"manifests/a.yaml":  restartCRD("reads.example.com", 1),
+		"manifests/b.yaml":  restartCRD("reads.example.com", 2),
 		"manifests/cm.yaml": configMap("reads-crds", "v"),
 	})
 	quietWrites(t, h)

@@ -165,7 +165,13 @@ func (m *Manager) applyObjects(ctx context.Context, name string, objs, previous 
 	if err := m.applyWave(ctx, name, crds, dropped); err != nil {
 		return err
 	}
-	if err := m.waitEstablished(ctx, crds, dropped); err != nil {
+	// The kinds of objects the rest of the release holds: those of its own
+	// CRDs must be mapped before they are applied.
+	used := map[schema.GroupKind]bool{}
+	for _, o := range rest {
+		used[o.GroupVersionKind().GroupKind()] = true
+	}
+	if err := m.waitEstablished(ctx, crds, used, dropped); err != nil {
 		return err
 	}
 	// Roles before bindings: the API server refuses a binding of a role

@@ -32,11 +32,14 @@ const (
 const crdEstablishTimeout = time.Minute
 
 // waitEstablished waits until every CRD in crds serves its kind, then drops
-// cached discovery so the kinds they define can be mapped. It decodes only
+// cached discovery so the kinds they define can be mapped, and waits until
+// those in used are (the client's mapper rebuilds itself whole on each new
+// group, so kinds nothing applies are left to be mapped when first asked
+// for). It decodes only
 // the CRDs' metadata and conditions (crdEstablished), with m's own
 // identity: waiting grants the installing identity nothing. Where each was
 // read Established goes to applied (droppedSet.established).
-func (m *Manager) waitEstablished(ctx context.Context, crds []*unstructured.Unstructured, applied *droppedSet) error {
+func (m *Manager) waitEstablished(ctx context.Context, crds []*unstructured.Unstructured, used map[schema.GroupKind]bool, applied *droppedSet) error {
 	for _, crd := range crds {
 		name := crd.GetName()
 		// Established takes milliseconds on an idle API server and seconds
@@ -66,6 +69,9 @@ func (m *Manager) waitEstablished(ctx context.Context, crds []*unstructured.Unst
 		}
 	}
 	for _, crd := range crds {
+		if !used[crdKind(crd)] {
+			continue
+		}
 		if err := m.waitMapped(ctx, crd); err != nil {
 			return err
 		}
@@ -78,8 +84,8 @@ func (m *Manager) waitEstablished(ctx context.Context, crds []*unstructured.Unst
 // server, seconds), and the objects of that kind, applied next, are
 // mapped first (their scope, the ownership check's read).
 func (m *Manager) waitMapped(ctx context.Context, crd *unstructured.Unstructured) error {
-	group, _, _ := unstructured.NestedString(crd.Object, "spec", "group")
-	kind, _, _ := unstructured.NestedString(crd.Object, "spec", "names", "kind")
+	gk := crdKind(crd)
+	group, kind := gk.Group, gk.Kind
 	versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
 	version := ""
 	for _, v := range versions {
@@ -91,7 +97,6 @@ func (m *Manager) waitMapped(ctx context.Context, crd *unstructured.Unstructured
 	if group == "" || kind == "" || version == "" {
 		return nil // nothing served to map; the API server judged the CRD
 	}
-	gk := schema.GroupKind{Group: group, Kind: kind}
 	delay := wait.Backoff{Duration: 50 * time.Millisecond, Factor: 2, Cap: time.Second, Steps: math.MaxInt32}.DelayFunc()
 	waitCtx, cancel := context.WithTimeout(ctx, crdEstablishTimeout)
 	defer cancel()
@@ -107,6 +112,13 @@ func (m *Manager) waitMapped(ctx context.Context, crd *unstructured.Unstructured
 		return fmt.Errorf("waiting for the kind %s of CRD %s to be served: %w", kind, crd.GetName(), err)
 	}
 	return nil
+}
+
+// crdKind is the kind crd defines.
+func crdKind(crd *unstructured.Unstructured) schema.GroupKind {
+	group, _, _ := unstructured.NestedString(crd.Object, "spec", "group")
+	kind, _, _ := unstructured.NestedString(crd.Object, "spec", "names", "kind")
+	return schema.GroupKind{Group: group, Kind: kind}
 }
 
 // maxCRDBody bounds a CRD read while waiting for it: etcd holds objects

@@ -92,6 +92,10 @@ func CheckJSON(text []byte, maxNodes, maxDepth int) (int, error) {
 // parsed (quotes and comments after content are counted as if they were
 // YAML), which only overestimates.
 func scanCost(text []byte, maxNodes, maxDepth int) (nodes, depth int, aliases bool) {
+	// An alias names an anchor defined before it in its document, or the
+	// decoders refuse the document: without an anchor there is nothing to
+	// expand, whatever looks like an alias.
+	var alias, anchor bool
 	nodes = 1 // the document itself
 	flow := 0 // open [ and {
 	// The block indentation levels open; its length is bounded by maxDepth,
@@ -157,16 +161,37 @@ func scanCost(text []byte, maxNodes, maxDepth int) (nodes, depth int, aliases bo
 					nodes += 2
 					lineDepth++
 					indicator = true
+				} else if c == ':' && flow > 0 {
+					// In flow context the decoders take a ":" right after
+					// a quoted key as the value indicator ({"k":*a}).
+					nodes += 2
+					indicator = true
 				}
+			case '\r':
+				// A line break to the decoders (lines here end at "\n"
+				// only): a node may start after it.
+				indicator = true
+			case 0x85, 0xa8, 0xa9:
+				// NEL, LS and PS (UTF-8 C2 85, E2 80 A8, E2 80 A9) break
+				// lines in YAML 1.1 too.
+				indicator = c == 0x85 && i > 0 && line[i-1] == 0xc2 ||
+					c != 0x85 && i > 1 && line[i-1] == 0x80 && line[i-2] == 0xe2
 			case '*':
 				// An alias starts a node: first on its line, or after an
 				// indicator. "*" inside text ("matches *.example.com",
 				// "--tls-*") does not.
-				if afterIndicator && next != ' ' && next != '\t' {
-					aliases = true
+				if afterIndicator && !blank(next) {
+					alias = true
+				}
+			case '&':
+				// Anchors are looked for anywhere, as a tag may come
+				// before one ("!!seq &a"): "&" before a blank ("R & D")
+				// cannot start one.
+				if !blank(next) {
+					anchor = true
 				}
 			}
-			if c != ' ' && c != '\t' {
+			if !blank(c) || indicator {
 				afterIndicator = indicator
 			}
 			if d := len(indents) + lineDepth + flow; d > depth {
@@ -177,11 +202,14 @@ func scanCost(text []byte, maxNodes, maxDepth int) (nodes, depth int, aliases bo
 			blockScalar = indent
 		}
 		if depth > maxDepth || nodes > maxNodes {
-			return nodes, depth, aliases
+			return nodes, depth, alias && anchor
 		}
 	}
-	return nodes, depth, aliases
+	return nodes, depth, alias && anchor
 }
+
+// blank: a space or a tab, or the end of a line.
+func blank(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\n' }
 
 // endsWithBlockScalarHeader reports whether line ends with a block scalar
 // header such as "|", "|-" or ">+2" after a blank.

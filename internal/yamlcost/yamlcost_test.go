@@ -1,8 +1,12 @@
 package yamlcost
 
 import (
+	"fmt"
 	"strings"
 	"testing"
+
+	yamlv2 "go.yaml.in/yaml/v2"
+	yamlv3 "go.yaml.in/yaml/v3"
 )
 
 func TestCheck(t *testing.T) {
@@ -22,6 +26,16 @@ func TestCheck(t *testing.T) {
 		{"deep flow nesting", strings.Repeat("[", 40) + strings.Repeat("]", 40), "is nested more than 32 levels deep"},
 		{"many nodes", strings.Repeat("- x\n", 2000), "has more than 1000 YAML nodes"},
 		{"billion laughs", laughs, "expands to more than 1000 YAML nodes through aliases"},
+		// The same, each alias where the line-based scan does not see a
+		// node start: after a quoted key's ":" in flow context, and after
+		// line breaks other than "\n".
+		{"laughs after quoted keys", bomb(func(prev string, k int) string { return fmt.Sprintf(`"k%d":*%s`, k, prev) }, "{", "}", "\n"),
+			"expands to more than 1000 YAML nodes through aliases"},
+		{"laughs after carriage returns", bomb(func(prev string, _ int) string { return "\r  *" + prev }, "[", "]", "\r"),
+			"expands to more than 1000 YAML nodes through aliases"},
+		{"laughs after line separators", bomb(func(prev string, _ int) string { return "\u2028  *" + prev }, "[", "]", "\n"),
+			"expands to more than 1000 YAML nodes through aliases"},
+		{"laughs with tagged anchors", strings.ReplaceAll(laughs, ": &", ": !!seq &"), "expands to more than 1000 YAML nodes through aliases"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Check([]byte(tc.text), 1000, 32)
@@ -32,6 +46,63 @@ func TestCheck(t *testing.T) {
 				t.Fatalf("error %v, want %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// bomb is a billion laughs whose every alias is written by alias (the
+// previous level's anchor name and the alias's position), its sequences
+// or mappings opened and closed by open and close, its lines ended by eol.
+func bomb(alias func(prev string, k int) string, open, close, eol string) string {
+	text := "a: &a [x, x, x, x, x, x, x, x, x, x]" + eol
+	for i, prev := 0, "a"; i < 8; i++ {
+		name := string(rune('b' + i))
+		items := make([]string, 10)
+		for k := range items {
+			items[k] = alias(prev, k)
+		}
+		text += name + ": &" + name + " " + open + strings.Join(items, ",") + close + eol
+		prev = name
+	}
+	return text
+}
+
+// Text that looks like aliases, without an anchor for any of them: real
+// CRDs' descriptions, continued on lines that start with "*" inside a
+// quoted string. No exact count is needed (it costs a parse of the
+// document): the decoders refuse an alias of no anchor.
+func TestNoAnchorNoAliases(t *testing.T) {
+	for _, text := range []string{
+		"description: \"Refers to the resource by its\n\n  *AWSResourceReference\\ntype to provide syntax\"\n",
+		"- *.example.com\n- R & D\n",
+	} {
+		if _, _, aliases := scanCost([]byte(text), 1000, 32); aliases {
+			t.Errorf("%q: aliases reported without an anchor", text)
+		}
+	}
+	// Both decoders refuse such an alias indeed.
+	for name, unmarshal := range map[string]func([]byte, any) error{"yaml.v2": yamlv2.Unmarshal, "yaml.v3": yamlv3.Unmarshal} {
+		var v any
+		if err := unmarshal([]byte("a: [*b, *b]\n"), &v); err == nil {
+			t.Errorf("%s decoded an alias of no anchor: %v", name, v)
+		}
+	}
+}
+
+// Every bomb of TestCheck is one the decoders accept: refusing it is the
+// check's work, not theirs.
+func TestBombsAreYAML(t *testing.T) {
+	for _, text := range []string{
+		bomb(func(prev string, k int) string { return fmt.Sprintf(`"k%d":*%s`, k, prev) }, "{", "}", "\n"),
+		bomb(func(prev string, _ int) string { return "\r  *" + prev }, "[", "]", "\r"),
+		bomb(func(prev string, _ int) string { return "\u2028  *" + prev }, "[", "]", "\n"),
+	} {
+		// Three levels deep, not nine: small enough to decode.
+		small := strings.Join(strings.SplitAfterN(text, "d: ", 2)[:1], "")
+		small = strings.TrimSuffix(small, "d: ")
+		var v map[string]any
+		if err := yamlv2.Unmarshal([]byte(small), &v); err != nil || len(v) != 3 {
+			t.Errorf("%q: decoded %d keys, %v; want a, b and c", small, len(v), err)
+		}
 	}
 }
 

@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -68,6 +70,13 @@ func (l Limits) decode(name string, r io.Reader, total *atomic.Int64, visit func
 	jsonFile := utilyaml.IsJSONBuffer(head)
 	bp := docBuffers.Get().(*[]byte)
 	s := splitter{r: br, max: l.MaxDocumentBytes, buf: (*bp)[:0]}
+	if f, ok := r.(fs.File); ok {
+		// Grown once to the file's size (a document's at most) rather
+		// than doubled up to it.
+		if info, err := f.Stat(); err == nil && info.Size() > int64(cap(s.buf)) {
+			s.buf = slices.Grow(s.buf, int(min(info.Size(), l.MaxDocumentBytes)+1))
+		}
+	}
 	defer func() {
 		if cap(s.buf) <= maxPooledDocBuffer {
 			*bp = s.buf[:0]

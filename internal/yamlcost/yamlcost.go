@@ -88,9 +88,10 @@ func CheckJSON(text []byte, maxNodes, maxDepth int) (int, error) {
 // and ":", "-", "?" before a space), and each of those is counted. It stops
 // counting once over maxNodes or maxDepth.
 //
-// Comment lines and block scalars' text are skipped; other text is not
-// parsed (quotes and comments after content are counted as if they were
-// YAML), which only overestimates.
+// Lines end at every YAML line break (LF, CR, CRLF, NEL, LS, PS). Comment
+// lines and block scalars' text are skipped; other text is not parsed
+// (quotes and comments after content are counted as if they were YAML),
+// which only overestimates. FuzzScanCost holds it to the decoders.
 func scanCost(text []byte, maxNodes, maxDepth int) (nodes, depth int, aliases bool) {
 	// An alias names an anchor defined before it in its document, or the
 	// decoders refuse the document: without an anchor there is nothing to
@@ -105,12 +106,8 @@ func scanCost(text []byte, maxNodes, maxDepth int) (nodes, depth int, aliases bo
 	// scalar ("|" or ">"), whose more indented lines are text; -1 outside.
 	blockScalar := -1
 	for len(text) > 0 {
-		line := text
-		if i := bytes.IndexByte(text, '\n'); i >= 0 {
-			line, text = text[:i], text[i+1:]
-		} else {
-			text = nil
-		}
+		var line []byte
+		line, text = nextLine(text)
 		indent := 0
 		for indent < len(line) && (line[indent] == ' ' || line[indent] == '\t') {
 			indent++
@@ -138,10 +135,8 @@ func scanCost(text []byte, maxNodes, maxDepth int) (nodes, depth int, aliases bo
 		afterIndicator := true
 		for i := indent; i < len(line); i++ {
 			c := line[i]
-			next := byte(' ')
-			if i+1 < len(line) {
-				next = line[i+1]
-			}
+			// Whether a blank or the end of a line follows c.
+			nextBlank := i+1 >= len(line) || line[i+1] == ' ' || line[i+1] == '\t'
 			indicator := false
 			switch c {
 			case '[', '{':
@@ -157,7 +152,7 @@ func scanCost(text []byte, maxNodes, maxDepth int) (nodes, depth int, aliases bo
 				nodes += 2
 				indicator = true
 			case ':', '-', '?':
-				if next == ' ' || next == '\t' || next == '\r' || (c == ':' && flow > 0 && (next == ',' || next == ']' || next == '}')) {
+				if nextBlank || (c == ':' && flow > 0 && (line[i+1] == ',' || line[i+1] == ']' || line[i+1] == '}')) {
 					nodes += 2
 					lineDepth++
 					indicator = true
@@ -167,31 +162,22 @@ func scanCost(text []byte, maxNodes, maxDepth int) (nodes, depth int, aliases bo
 					nodes += 2
 					indicator = true
 				}
-			case '\r':
-				// A line break to the decoders (lines here end at "\n"
-				// only): a node may start after it.
-				indicator = true
-			case 0x85, 0xa8, 0xa9:
-				// NEL, LS and PS (UTF-8 C2 85, E2 80 A8, E2 80 A9) break
-				// lines in YAML 1.1 too.
-				indicator = c == 0x85 && i > 0 && line[i-1] == 0xc2 ||
-					c != 0x85 && i > 1 && line[i-1] == 0x80 && line[i-2] == 0xe2
 			case '*':
 				// An alias starts a node: first on its line, or after an
 				// indicator. "*" inside text ("matches *.example.com",
 				// "--tls-*") does not.
-				if afterIndicator && !blank(next) {
+				if afterIndicator && !nextBlank {
 					alias = true
 				}
 			case '&':
 				// Anchors are looked for anywhere, as a tag may come
 				// before one ("!!seq &a"): "&" before a blank ("R & D")
 				// cannot start one.
-				if !blank(next) {
+				if !nextBlank {
 					anchor = true
 				}
 			}
-			if !blank(c) || indicator {
+			if (c != ' ' && c != '\t') || indicator {
 				afterIndicator = indicator
 			}
 			if d := len(indents) + lineDepth + flow; d > depth {
@@ -208,8 +194,38 @@ func scanCost(text []byte, maxNodes, maxDepth int) (nodes, depth int, aliases bo
 	return nodes, depth, alias && anchor
 }
 
-// blank: a space or a tab, or the end of a line.
-func blank(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\n' }
+// nextLine splits text at its first line break, as the decoders see them.
+func nextLine(text []byte) (line, rest []byte) {
+	for i, c := range text {
+		switch c {
+		case '\n', '\r', 0xc2, 0xe2:
+			if n := lineBreak(text[i:]); n > 0 {
+				if c == '\r' && i+1 < len(text) && text[i+1] == '\n' {
+					n = 2
+				}
+				return text[:i], text[i+n:]
+			}
+		}
+	}
+	return text, nil
+}
+
+// lineBreak is the length of the line break b starts with, 0 if none:
+// besides "\n", YAML 1.1 breaks lines at CR, NEL (C2 85), LS (E2 80 A8)
+// and PS (E2 80 A9).
+func lineBreak(b []byte) int {
+	switch {
+	case len(b) == 0:
+		return 0
+	case b[0] == '\r' || b[0] == '\n':
+		return 1
+	case len(b) > 1 && b[0] == 0xc2 && b[1] == 0x85:
+		return 2
+	case len(b) > 2 && b[0] == 0xe2 && b[1] == 0x80 && (b[2] == 0xa8 || b[2] == 0xa9):
+		return 3
+	}
+	return 0
+}
 
 // endsWithBlockScalarHeader reports whether line ends with a block scalar
 // header such as "|", "|-" or ">+2" after a blank.

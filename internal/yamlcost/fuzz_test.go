@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"unicode/utf8"
 
 	yamlv2 "go.yaml.in/yaml/v2"
 	yamlv3 "go.yaml.in/yaml/v3"
@@ -26,6 +27,11 @@ func FuzzScanCost(f *testing.F) {
 		"k: |\n  *text\n  &more\n",
 		"[a, {b: c}, [d, e]]",
 		"--- &a\n- *a\n",
+		"a: &a [x]\nb: # |\n  [*a, *a]\n",
+		"a: &a [x]\nb: [\"]\":*a]\n",
+		"x: \"[\"\nk:\n  k:\n    k: v\n",
+		"a: &a [x]\nb: [*a]\n...\n]: \n",
+		utf16LE("a: &a [x]\nb: [*a, *a]\n"),
 	} {
 		f.Add(s)
 	}
@@ -38,6 +44,13 @@ func FuzzScanCost(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, text string) {
 		if len(text) > 8192 {
+			return
+		}
+		if !utf8.Valid([]byte(text)) {
+			// The scan reads UTF-8 only; Check refuses the rest.
+			if _, err := Check([]byte(text), 1<<30, 1<<30); err == nil {
+				t.Errorf("Check accepted text that is not UTF-8: %q", text)
+			}
 			return
 		}
 		nodes, depth, aliases := scanCost([]byte(text), 1<<30, 1<<30)
@@ -54,13 +67,16 @@ func FuzzScanCost(f *testing.F) {
 				t.Errorf("estimated depth %d, the parse nests %d: %q", depth, realDepth, text)
 			}
 		}
-		if aliases {
+		// What Check accepts, yaml.v2 decodes within its bound, aliases
+		// expanded.
+		const limit = 1000
+		if _, err := Check([]byte(text), limit, 64); err != nil {
 			return
 		}
 		var v any
 		if err := yamlv2.Unmarshal([]byte(text), &v); err == nil {
-			if n := values(v, 0); n > nodes {
-				t.Errorf("yaml.v2 decoded %d values where the scan estimated %d nodes and no aliases: %q", n, nodes, text)
+			if n := values(v, 0); n > limit || !aliases && n > nodes {
+				t.Errorf("yaml.v2 decoded %d values where Check accepted %d nodes at most (scan: %d, aliases %v): %q", n, limit, nodes, aliases, text)
 			}
 		}
 	})

@@ -7,7 +7,9 @@ package yamlcost
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"unicode/utf8"
 
 	yamlv3 "go.yaml.in/yaml/v3"
 )
@@ -18,6 +20,11 @@ import (
 // the estimated node count (aliases expanded). Error messages continue a
 // subject ("document 3 ", "values.yaml ").
 func Check(text []byte, maxNodes, maxDepth int) (int, error) {
+	// The decoders read UTF-16 too (by its byte order mark), whose bytes the
+	// scan cannot read; invalid UTF-8 they refuse anyway.
+	if !utf8.Valid(text) {
+		return 0, errors.New("is not UTF-8 text")
+	}
 	nodes, depth, aliases := scanCost(text, maxNodes, maxDepth)
 	switch {
 	case depth > maxDepth:
@@ -32,9 +39,10 @@ func Check(text []byte, maxNodes, maxDepth int) (int, error) {
 	// bounded by now, and so is its parse tree.
 	expanded, err := expandedNodes(text, maxNodes)
 	if err != nil {
-		// Left to the decoder, which reports the syntax error; it also
-		// bounds aliasing on its own.
-		return nodes, nil //nolint:nilerr // the decoder reports the error
+		// Not left to the decoder: yaml.v2 accepts some text yaml.v3
+		// refuses (what follows a "..." document end marker), and bounds
+		// aliasing only at hundreds of thousands of values.
+		return 0, fmt.Errorf("holds aliases whose expansion cannot be counted: %w", err)
 	}
 	if expanded > maxNodes {
 		return 0, fmt.Errorf("expands to more than %d YAML nodes through aliases", maxNodes)
@@ -127,6 +135,10 @@ func scanCost(text []byte, maxNodes, maxDepth int) (nodes, depth int, aliases bo
 				indents = indents[:len(indents)-1]
 			}
 			indents = append(indents, indent)
+		} else if len(indents) == 0 || indents[len(indents)-1] < indent {
+			// In flow context only opened (the count of brackets open
+			// may be wrong: a quote left open on an earlier line).
+			indents = append(indents, indent)
 		}
 		nodes++
 		lineDepth := 0
@@ -156,11 +168,22 @@ func scanCost(text []byte, maxNodes, maxDepth int) (nodes, depth int, aliases bo
 					nodes += 2
 					lineDepth++
 					indicator = true
-				} else if c == ':' && flow > 0 {
+				} else if c == ':' {
 					// In flow context the decoders take a ":" right after
-					// a quoted key as the value indicator ({"k":*a}).
+					// a quoted key as the value indicator ({"k":*a});
+					// taken so whatever the count of brackets open says.
 					nodes += 2
 					indicator = true
+				}
+			case '"', '\'':
+				// A quoted scalar, at a node start: its brackets and
+				// commas are text. Only one closed on this line is
+				// skipped (a quote may also be text in a plain scalar,
+				// which holds nothing but text on its line either).
+				if afterIndicator {
+					if end := closingQuote(line, i); end > 0 {
+						i = end
+					}
 				}
 			case '*':
 				// An alias starts a node: first on its line, or after an
@@ -184,7 +207,7 @@ func scanCost(text []byte, maxNodes, maxDepth int) (nodes, depth int, aliases bo
 				depth = d
 			}
 		}
-		if flow == 0 && endsWithBlockScalarHeader(line) {
+		if flow == 0 && endsWithBlockScalarHeader(withoutComment(line)) {
 			blockScalar = indent
 		}
 		if depth > maxDepth || nodes > maxNodes {
@@ -192,6 +215,35 @@ func scanCost(text []byte, maxNodes, maxDepth int) (nodes, depth int, aliases bo
 		}
 	}
 	return nodes, depth, alias && anchor
+}
+
+// closingQuote is the index of the quote closing the quoted scalar that
+// line[start] opens, or -1 if none does on this line.
+func closingQuote(line []byte, start int) int {
+	q := line[start]
+	for i := start + 1; i < len(line); i++ {
+		switch {
+		case q == '"' && line[i] == '\\':
+			i++ // an escaped character
+		case line[i] == q && q == '\'' && i+1 < len(line) && line[i+1] == '\'':
+			i++ // '' is a quote in a single-quoted scalar
+		case line[i] == q:
+			return i
+		}
+	}
+	return -1
+}
+
+// withoutComment is line up to its first " #" or tab-"#", which starts a
+// comment unless it is inside a quoted scalar: cutting there too only
+// leaves less of a line to find a block scalar header at the end of.
+func withoutComment(line []byte) []byte {
+	for i := 1; i < len(line); i++ {
+		if line[i] == '#' && (line[i-1] == ' ' || line[i-1] == '\t') {
+			return line[:i]
+		}
+	}
+	return line
 }
 
 // nextLine splits text at its first line break, as the decoders see them.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"unicode/utf16"
 
 	yamlv2 "go.yaml.in/yaml/v2"
 	yamlv3 "go.yaml.in/yaml/v3"
@@ -36,6 +37,20 @@ func TestCheck(t *testing.T) {
 		{"laughs after line separators", bomb(func(prev string, _ int) string { return "\u2028  *" + prev }, "[", "]", "\n"),
 			"expands to more than 1000 YAML nodes through aliases"},
 		{"laughs with tagged anchors", strings.ReplaceAll(laughs, ": &", ": !!seq &"), "expands to more than 1000 YAML nodes through aliases"},
+		// An outside review's: a comment ending in " |" taken for a block
+		// scalar header hid the lines under it; UTF-16, which the decoders
+		// transcode; a quoted "]" closing a flow collection early, or a
+		// quoted "[" leaving one open (so indentation went uncounted);
+		// text after a "..." document end that yaml.v2 ignores and yaml.v3
+		// refuses, so the expansion could not be counted.
+		{"laughs under comments ending in a pipe", hiddenBomb(" # |", 4000), "has more than 1000 YAML nodes"},
+		{"nesting under a comment ending in a pipe", "a: # |\n  " + strings.Repeat("[", 40) + strings.Repeat("]", 40) + "\n", "is nested more than 32 levels deep"},
+		{"UTF-16", utf16LE(hiddenBomb("", 4000)), "is not UTF-8 text"},
+		{"laughs after quoted brackets", quotedBracketBomb(), "expands to more than 1000 YAML nodes through aliases"},
+		{"nesting after a quoted bracket", "x: \"[\"\n" + nested(40), "is nested more than 32 levels deep"},
+		{"nesting between quoted brackets", strings.Repeat(strings.Repeat("[", 10)+`"`+strings.Repeat("]", 10)+`", `, 4) + "x" + strings.Repeat("]", 40),
+			"is nested more than 32 levels deep"},
+		{"laughs before junk after the document end", junkBomb(), "holds aliases whose expansion cannot be counted"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Check([]byte(tc.text), 1000, 32)
@@ -66,6 +81,55 @@ func bomb(alias func(prev string, k int) string, open, close, eol string) string
 	return text
 }
 
+// hiddenBomb is a billion laughs of block mappings with flow values (four
+// levels, and plain values so yaml.v2's own aliasing bound lets it
+// through; fewer than 1,000 plain values keep it under the node limit
+// alone), each value after comment on the line of its key.
+func hiddenBomb(comment string, plain int) string {
+	s := "p:" + comment + "\n  [" + strings.Repeat("x,", plain) + "x]\n"
+	s += "a: &a" + comment + "\n  [" + strings.Repeat("x,", 9) + "x]\n"
+	prev := "a"
+	for _, name := range []string{"b", "c", "d", "e"} {
+		s += name + ": &" + name + comment + "\n  [" + strings.Repeat("*"+prev+",", 9) + "*" + prev + "]\n"
+		prev = name
+	}
+	return s + "f:" + comment + "\n  [*e,*e]\n"
+}
+
+// junkBomb is a billion laughs of 35,000 values, then a document end
+// marker and text yaml.v3 refuses and yaml.v2 never reads.
+func junkBomb() string {
+	s := "p: [" + strings.Repeat("x,", 420) + "x]\na: &a [x,x,x,x,x,x,x,x,x,x]\n"
+	prev := "a"
+	for _, name := range []string{"b", "c", "d"} {
+		s += name + ": &" + name + " [" + strings.Repeat("*"+prev+",", 9) + "*" + prev + "]\n"
+		prev = name
+	}
+	return s + "e: [*d, *d]\n...\n]: \n"
+}
+
+// quotedBracketBomb is a billion laughs whose aliases follow quoted keys
+// holding "]".
+func quotedBracketBomb() string {
+	s := "p: [" + strings.Repeat("x,", 380) + "x]\na: &a [x,x,x,x,x,x,x,x,x,x]\n"
+	prev := "a"
+	for _, name := range []string{"b", "c", "d"} {
+		s += name + ": &" + name + " [" + strings.Repeat(`"]":*`+prev+",", 9) + `"]":*` + prev + "]\n"
+		prev = name
+	}
+	return s + `e: ["]":*d, "]":*d]` + "\n"
+}
+
+// utf16LE is s in UTF-16LE with a byte order mark.
+func utf16LE(s string) string {
+	u := utf16.Encode([]rune("\ufeff" + s))
+	b := make([]byte, 0, 2*len(u))
+	for _, c := range u {
+		b = append(b, byte(c), byte(c>>8))
+	}
+	return string(b)
+}
+
 // Text that looks like aliases, without an anchor for any of them: real
 // CRDs' descriptions, continued on lines that start with "*" inside a
 // quoted string. No exact count is needed (it costs a parse of the
@@ -84,6 +148,26 @@ func TestNoAnchorNoAliases(t *testing.T) {
 		var v any
 		if err := unmarshal([]byte("a: [*b, *b]\n"), &v); err == nil {
 			t.Errorf("%s decoded an alias of no anchor: %v", name, v)
+		}
+	}
+}
+
+// The review's bombs are real: yaml.v2 decodes each to tens or hundreds
+// of thousands of values.
+func TestReviewBombsExpand(t *testing.T) {
+	for name, text := range map[string]string{
+		"comment pipe":   hiddenBomb(" # |", 4000),
+		"UTF-16":         utf16LE(hiddenBomb("", 4000)),
+		"quoted bracket": quotedBracketBomb(),
+		"junk after end": junkBomb(),
+	} {
+		var v any
+		if err := yamlv2.Unmarshal([]byte(text), &v); err != nil {
+			t.Errorf("%s: yaml.v2 refused it: %v", name, err)
+			continue
+		}
+		if n := values(v, 0); n < 30_000 {
+			t.Errorf("%s: yaml.v2 decoded %d values, want a bomb", name, n)
 		}
 	}
 }

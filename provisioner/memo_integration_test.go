@@ -198,9 +198,12 @@ func TestIntegrationObjectCacheBound(t *testing.T) {
 	}
 }
 
+// allZero: no step ran but, perhaps, taking the objects from the object
+// cache, which a requested reconcile does (it goes the full way: the
+// annotation is one of its inputs).
 func allZero(m map[string]float64) bool {
-	for _, v := range m {
-		if v != 0 {
+	for step, v := range m {
+		if v != 0 && step != metrics.StepCached {
 			return false
 		}
 	}

@@ -33,6 +33,7 @@ func (r *Reconciler) decode(ctx context.Context, bd *rukpakv1alpha1.BundleDeploy
 		if sum, ok := hl.StoredHash(ctx, b); ok {
 			key.Content = sum
 			if objs, ok := r.ObjectCache.Get(key); ok {
+				metrics.Step(metrics.StepCached)
 				return &lazyFS{load: func() (fs.FS, error) { return r.load(ctx, b) }}, objs, nil, nil
 			}
 		}

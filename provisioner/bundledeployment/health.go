@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sort"
-	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -13,8 +12,7 @@ import (
 // unhealthy lists installed objects that are missing or not ready (see
 // package health), each with the reason its status gives, sorted; what is
 // the same without the pods' details (recheck backoff).
-func (r *Reconciler) unhealthy(ctx context.Context, owner string, objs []*unstructured.Unstructured) (bad []string, what string, err error) {
-	var whats []string
+func (r *Reconciler) unhealthy(ctx context.Context, owner string, objs []*unstructured.Unstructured) (bad, whats []string, err error) {
 	// Right after an install, the objects of kinds with a status have no
 	// verdict yet.
 	r.tracker.judgeInBulk(ctx, owner, objs)
@@ -35,7 +33,7 @@ func (r *Reconciler) unhealthy(ctx context.Context, owner string, objs []*unstru
 				whats = append(whats, bad[len(bad)-1])
 				continue
 			}
-			return nil, "", fmt.Errorf("reading %s: %w", describe(want), err)
+			return nil, nil, fmt.Errorf("reading %s: %w", describe(want), err)
 		}
 		if h := o.health(); !h.Ready {
 			msg := describe(want) + ": " + h.String()
@@ -48,5 +46,5 @@ func (r *Reconciler) unhealthy(ctx context.Context, owner string, objs []*unstru
 	}
 	sort.Strings(bad)
 	sort.Strings(whats)
-	return bad, strings.Join(whats, "\n"), nil
+	return bad, whats, nil
 }

@@ -166,6 +166,9 @@ type Reconciler struct {
 	// retries and rechecks are set up by SetupWithManager.
 	retries  *retries
 	rechecks *rechecks
+	// settled holds the BundleDeployments a reconcile need only judge
+	// (settled.go).
+	settled *settledSet
 }
 
 // Reconcile brings one BundleDeployment's installed content in line with its
@@ -177,6 +180,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			metrics.Forget(kind, req.Name)
 			r.retries.forget(req.Name)
 			r.rechecks.forget(req.Name)
+			r.settled.forget(req.Name)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -191,6 +195,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 	} else {
 		r.retries.forget(bd.Name)
+		r.settled.forget(bd.Name)
 	}
 	defer metrics.ObserveReconcile(metrics.ControllerBundleDeployment, r.Class, time.Now())
 	if !bd.DeletionTimestamp.IsZero() {
@@ -295,6 +300,13 @@ func (r *Reconciler) reconcile(ctx context.Context, bd *rukpakv1alpha1.BundleDep
 		r.set(bd, rukpakv1alpha1.TypeHasValidBundle, metav1.ConditionFalse, rukpakv1alpha1.ReasonCreateBundleFailed, err.Error())
 		return ctrl.Result{}, err
 	}
+
+	if cat == nil {
+		if res, ok := r.settledHealth(ctx, bd, b); ok {
+			return res, nil
+		}
+	}
+	r.settled.forget(bd.Name)
 
 	fsys, objs, ready, err := r.content(ctx, bd, b)
 	var held *heldPivot
@@ -435,6 +447,9 @@ func (r *Reconciler) reconcile(ctx context.Context, bd *rukpakv1alpha1.BundleDep
 	}
 	res, err = r.health(ctx, bd, stamped)
 	res = requeueBy(res, renewAt, time.Now())
+	if err == nil && cat == nil && ready && held == nil && len(taken) == 0 {
+		r.settle(bd, b, stamped, renewAt)
+	}
 	if len(taken) > 0 && res.RequeueAfter == 0 {
 		// Events on the taken objects go to their new owner: look again
 		// now and then, to restore them once that owner lets them go.
@@ -477,14 +492,21 @@ const healthRecheck = 30 * time.Second
 const healthFirstMax = 100
 
 func (r *Reconciler) health(ctx context.Context, bd *rukpakv1alpha1.BundleDeployment, objs []*unstructured.Unstructured) (ctrl.Result, error) {
-	bad, what, err := r.unhealthy(ctx, bd.Name, objs)
+	bad, whats, err := r.unhealthy(ctx, bd.Name, objs)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	return r.reportHealth(bd, bad, whats), nil
+}
+
+// reportHealth sets the Healthy condition from the unhealthy objects' sorted
+// messages (bad, with pod reasons; whats, without: what a recheck compares).
+func (r *Reconciler) reportHealth(bd *rukpakv1alpha1.BundleDeployment, bad, whats []string) ctrl.Result {
+	what := strings.Join(whats, "\n")
 	if len(bad) == 0 {
 		r.rechecks.forget(bd.Name)
 		r.set(bd, rukpakv1alpha1.TypeHealthy, metav1.ConditionTrue, rukpakv1alpha1.ReasonHealthy, "All installed objects are healthy")
-		return ctrl.Result{}, nil
+		return ctrl.Result{}
 	}
 	const shown = 10
 	msg := strings.Join(bad[:min(len(bad), shown)], "; ")
@@ -492,7 +514,7 @@ func (r *Reconciler) health(ctx context.Context, bd *rukpakv1alpha1.BundleDeploy
 		msg += fmt.Sprintf("; and %d more", len(bad)-shown)
 	}
 	r.set(bd, rukpakv1alpha1.TypeHealthy, metav1.ConditionFalse, rukpakv1alpha1.ReasonUnhealthy, "Unhealthy objects: "+msg)
-	return ctrl.Result{RequeueAfter: r.rechecks.unhealthy(bd.Name, bd.Generation, what)}, nil
+	return ctrl.Result{RequeueAfter: r.rechecks.unhealthy(bd.Name, bd.Generation, what)}
 }
 
 // ownerStamper labels every installed object with its BundleDeployment and
@@ -666,6 +688,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.tracker = tracker
 	r.retries = newRetries(r.RetryBase, r.RetryMax)
 	r.rechecks = newRechecks(r.UnhealthyRecheck, r.RetryMax)
+	r.settled = newSettledSet()
 	c, err := ctrl.NewControllerManagedBy(mgr).
 		Named("bundledeployment-"+r.Class).
 		For(&rukpakv1alpha1.BundleDeployment{}, builder.WithPredicates(r.forgetOnMove(), predicate.NewPredicateFuncs(func(o client.Object) bool {

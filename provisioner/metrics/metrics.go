@@ -41,6 +41,10 @@ const (
 	StepHistory = "history"
 	// StepPreflight compares a CRD with the one on the cluster.
 	StepPreflight = "preflight"
+	// StepCached takes the content's objects from the object cache, which
+	// keeps them compact: decoded from there. A settled BundleDeployment's
+	// reconcile does not even do this.
+	StepCached = "cached"
 )
 
 // Controller names for the reconcile duration's controller label.
@@ -95,7 +99,7 @@ var (
 func init() {
 	ctrlmetrics.Registry.MustRegister(conditions, reconcileDuration, unpackDuration, unpackedBytes,
 		objectsApplied, driftCorrections, releaseSize, releaseObjects, reconcileSteps)
-	for _, s := range []string{StepLoad, StepDecode, StepRender, StepHistory, StepPreflight} {
+	for _, s := range []string{StepLoad, StepDecode, StepRender, StepHistory, StepPreflight, StepCached} {
 		reconcileSteps.WithLabelValues(s)
 	}
 }
@@ -108,7 +112,7 @@ func Step(step string) {
 // Steps returns how many times each step has run in this process.
 func Steps() map[string]float64 {
 	out := map[string]float64{}
-	for _, s := range []string{StepLoad, StepDecode, StepRender, StepHistory, StepPreflight} {
+	for _, s := range []string{StepLoad, StepDecode, StepRender, StepHistory, StepPreflight, StepCached} {
 		m := &dto.Metric{}
 		if err := reconcileSteps.WithLabelValues(s).Write(m); err == nil {
 			out[s] = m.GetCounter().GetValue()

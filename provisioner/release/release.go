@@ -289,6 +289,13 @@ func (m *Manager) Apply(ctx context.Context, name string, objs []*unstructured.U
 	return m.apply(ctx, name, objs, mutate, false)
 }
 
+// Fingerprint names the records of release name as this process's
+// informer has them (any write of one changes it); ok is false while that
+// is not known.
+func (m *Manager) Fingerprint(name string) (string, bool) {
+	return m.records.fingerprint(name)
+}
+
 // ApplyOwned is Apply of objects the caller gives away: they are stamped
 // in place, not copied first (for a bundle of large CRDs, a copy of
 // several MB on every reconcile), and are the Result's Objects. The

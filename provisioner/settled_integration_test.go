@@ -3,6 +3,7 @@ package provisioner_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -18,15 +19,18 @@ import (
 // an installed BundleDeployment's objects queue by changing their status
 // (a Deployment becoming available, then not) run no step at all: not
 // even taking the objects from the object cache, which decodes them. Its
-// Healthy condition follows the Deployment all the same. An edit of the
-// Deployment's spec still goes the full way and is corrected.
+// Healthy condition follows the Deployment all the same, and its other
+// conditions stay. What changes an object other than in its status goes
+// the full way and is corrected: a label taken off the Deployment (its
+// generation stays), its spec edited, a ConfigMap's data edited; so does
+// a requested reconcile.
 func TestIntegrationSettledReconcileTakesNoObjects(t *testing.T) {
 	// Not parallel: it counts the steps of every reconcile in the process.
 	h := newHarness(t)
 	ctx := context.Background()
 	src := h.pushBundle("settled-v1", map[string]string{
 		"manifests/cm.yaml":     configMap("settled-config", "v"),
-		"manifests/deploy.yaml": restartDeployment("settled-web"),
+		"manifests/deploy.yaml": strings.Replace(restartDeployment("settled-web"), "  namespace: default\n", "  namespace: default\n  labels: {tier: web}\n", 1),
 	})
 	if err := h.c.Create(ctx, newBD("settled", src)); err != nil {
 		t.Fatal(err)
@@ -59,11 +63,69 @@ func TestIntegrationSettledReconcileTakesNoObjects(t *testing.T) {
 			t.Errorf("round %d of status changes of a settled BundleDeployment ran steps: %v", i, got)
 		}
 	}
+	h.waitBD("settled", rukpakv1alpha1.TypeInstalled, metav1.ConditionTrue, rukpakv1alpha1.ReasonInstallationSucceeded, "")
+	h.waitBD("settled", rukpakv1alpha1.TypeHasValidBundle, metav1.ConditionTrue, rukpakv1alpha1.ReasonUnpackSuccessful, "")
 
-	// An edit of the Deployment's spec: the full way (objects taken from
-	// the cache), and corrected.
+	// fullWay asserts that what changed went the full way: its objects
+	// taken from the cache (or loaded).
+	fullWay := func(what string, before map[string]float64) {
+		t.Helper()
+		if got := stepsSince(before); got[metrics.StepCached]+got[metrics.StepLoad] == 0 {
+			t.Errorf("%s: no reconcile took the objects: %v", what, got)
+		}
+	}
+
+	// A label taken off: the generation stays, the labels tell.
 	before := metrics.Steps()
 	dep := &appsv1.Deployment{}
+	if err := h.c.Get(ctx, client.ObjectKey{Namespace: "default", Name: "settled-web"}, dep); err != nil {
+		t.Fatal(err)
+	}
+	delete(dep.Labels, "tier")
+	if err := h.c.Update(ctx, dep); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the Deployment's label restored", func() error {
+		got := &appsv1.Deployment{}
+		if err := h.c.Get(ctx, client.ObjectKeyFromObject(dep), got); err != nil {
+			return err
+		}
+		if got.Labels["tier"] != "web" {
+			return fmt.Errorf("labels %v", got.Labels)
+		}
+		return nil
+	})
+	fullWay("a label taken off", before)
+
+	// A ConfigMap's data.
+	before = metrics.Steps()
+	cm, err := h.getCM("settled-config")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm.Data["value"] = "edited"
+	if err := h.c.Update(ctx, cm); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the ConfigMap's data restored", func() error {
+		got, err := h.getCM("settled-config")
+		if err != nil {
+			return err
+		}
+		if got.Data["value"] == "edited" {
+			return fmt.Errorf("data %v", got.Data)
+		}
+		return nil
+	})
+	fullWay("a ConfigMap edited", before)
+
+	// A requested reconcile.
+	before = metrics.Steps()
+	h.requestReconcile("settled", "full")
+	fullWay("a requested reconcile", before)
+
+	// An edit of the Deployment's spec.
+	before = metrics.Steps()
 	if err := h.c.Get(ctx, client.ObjectKey{Namespace: "default", Name: "settled-web"}, dep); err != nil {
 		t.Fatal(err)
 	}
@@ -81,9 +143,7 @@ func TestIntegrationSettledReconcileTakesNoObjects(t *testing.T) {
 		}
 		return nil
 	})
-	if got := stepsSince(before); got[metrics.StepCached]+got[metrics.StepLoad] == 0 {
-		t.Errorf("an edited Deployment was corrected without the objects to correct it from: %v", got)
-	}
+	fullWay("the Deployment's spec edited", before)
 }
 
 // noStep: no step ran, not even taking the objects from the cache.

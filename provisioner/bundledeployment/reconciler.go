@@ -185,6 +185,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if bd.Spec.ProvisionerClassName != r.Class {
+		r.settled.forget(bd.Name)
 		return ctrl.Result{}, nil
 	}
 	if bd.DeletionTimestamp.IsZero() {
@@ -255,10 +256,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	var res ctrl.Result
 	var err error
+	var settling settleCandidate
 	if !r.paused(bd) {
 		r.reportCatalog(bd, cat)
 		if cat == nil || cat.spec != nil {
-			res, err = r.reconcile(ctx, bd, flush, cat)
+			res, err = r.reconcile(ctx, bd, flush, cat, &settling)
 		}
 		if transient := (*catalogsource.TransientError)(nil); cat != nil && errors.As(cat.err, &transient) {
 			if res.RequeueAfter == 0 || res.RequeueAfter > catalogRecheck {
@@ -271,6 +273,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	r.handledRequest(bd)
 	if uerr := flush(); uerr != nil {
 		err = errors.Join(err, uerr)
+	} else if err == nil {
+		// Settled only with its status written: a settled reconcile sets
+		// Healthy alone.
+		r.settle(bd, &settling)
 	}
 	metrics.RecordConditions(kind, bd.Name, bd.Status.Conditions)
 	return res, err
@@ -279,7 +285,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 // kind labels a BundleDeployment's metrics.
 const kind = "BundleDeployment"
 
-func (r *Reconciler) reconcile(ctx context.Context, bd *rukpakv1alpha1.BundleDeployment, flush func() error, cat *resolution) (ctrl.Result, error) {
+func (r *Reconciler) reconcile(ctx context.Context, bd *rukpakv1alpha1.BundleDeployment, flush func() error, cat *resolution, settling *settleCandidate) (ctrl.Result, error) {
 	if moved, err := r.adopt(ctx, bd); err != nil {
 		return ctrl.Result{}, err
 	} else if moved {
@@ -359,6 +365,9 @@ func (r *Reconciler) reconcile(ctx context.Context, bd *rukpakv1alpha1.BundleDep
 		return ctrl.Result{}, err
 	}
 	stamp := ownerStamper(bd)
+	// The records as this install finds them: it settles bd only if no
+	// one wrote one since (settle).
+	records, recorded := r.recordsOf(bd)
 	result, err := inst.Install(ctx, bd, fsys, objs, stamp)
 	// Also after a failed install: it may have applied part of it.
 	r.recordInstalled(bd)
@@ -447,8 +456,8 @@ func (r *Reconciler) reconcile(ctx context.Context, bd *rukpakv1alpha1.BundleDep
 	}
 	res, err = r.health(ctx, bd, stamped)
 	res = requeueBy(res, renewAt, time.Now())
-	if err == nil && cat == nil && ready && held == nil && len(taken) == 0 {
-		r.settle(bd, b, stamped, renewAt)
+	if err == nil && cat == nil && ready && held == nil && len(taken) == 0 && recorded {
+		*settling = settleCandidate{bundle: b, objs: stamped, renewAt: renewAt, records: records}
 	}
 	if len(taken) > 0 && res.RequeueAfter == 0 {
 		// Events on the taken objects go to their new owner: look again

@@ -3,11 +3,14 @@ package bundledeployment
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/json"
+	"fmt"
 	"slices"
 	"sort"
 	"sync"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -73,22 +76,32 @@ func (o *settledObject) skeleton() *unstructured.Unstructured {
 }
 
 type settledState struct {
-	key     settledKey
+	key settledKey
+	// status is the digest of bd's status as written when it settled,
+	// Healthy aside: a settled reconcile sets only Healthy, so any other
+	// difference (a write that failed, someone else's) goes the full way.
+	status  [sha256.Size]byte
 	renewAt time.Time
 	objects []settledObject
+	bytes   int64
 }
 
-// maxSettledObjects bounds the objects all settled BundleDeployments hold
-// together (~100 bytes each): past it a BundleDeployment is not settled,
-// and its reconciles go the full way as they always did.
-const maxSettledObjects = 200_000
+// maxSettledBytes bounds what all settled BundleDeployments of a class
+// hold together, as settledBytes estimates it: past it a BundleDeployment
+// is not settled, and its reconciles go the full way as they always did.
+// Labels and annotations are the bundle author's, so they are counted.
+const maxSettledBytes = 32 << 20
+
+// maxSettledKinds bounds the kinds interned; past it each object holds its
+// own.
+const maxSettledKinds = 1024
 
 // settledSet holds the settled BundleDeployments of one class.
 type settledSet struct {
-	mu      sync.Mutex
-	byName  map[string]*settledState
-	objects int
-	kinds   map[schema.GroupVersionKind]*schema.GroupVersionKind
+	mu     sync.Mutex
+	byName map[string]*settledState
+	bytes  int64
+	kinds  map[schema.GroupVersionKind]*schema.GroupVersionKind
 }
 
 func newSettledSet() *settledSet {
@@ -111,50 +124,75 @@ func (s *settledSet) forget(name string) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.forgetLocked(name)
+}
+
+func (s *settledSet) forgetLocked(name string) {
 	if st, ok := s.byName[name]; ok {
-		s.objects -= len(st.objects)
+		s.bytes -= st.bytes
 		delete(s.byName, name)
 	}
 }
 
 // put settles name with objs (the installed objects, stamped), unless that
-// would hold more than maxSettledObjects.
-func (s *settledSet) put(name string, key settledKey, renewAt time.Time, objs []*unstructured.Unstructured) {
+// would hold more than maxSettledBytes.
+func (s *settledSet) put(name string, key settledKey, status [sha256.Size]byte, renewAt time.Time, objs []*unstructured.Unstructured) {
 	if s == nil {
 		return
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if st, ok := s.byName[name]; ok {
-		s.objects -= len(st.objects)
-		delete(s.byName, name)
-	}
-	if s.objects+len(objs) > maxSettledObjects || !slices.ContainsFunc(objs, hasStatus) {
+	if !slices.ContainsFunc(objs, hasStatus) {
 		// Objects without a status change only in their fields, which
 		// goes the full way: nothing to gain from holding them.
+		s.forget(name)
 		return
 	}
-	st := &settledState{key: key, renewAt: renewAt, objects: make([]settledObject, len(objs))}
+	st := &settledState{key: key, status: status, renewAt: renewAt, objects: make([]settledObject, len(objs))}
+	st.bytes = 256 + int64(len(name))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.forgetLocked(name)
 	for i, o := range objs {
 		gvk := o.GroupVersionKind()
 		interned, ok := s.kinds[gvk]
 		if !ok {
 			interned = &gvk
-			s.kinds[gvk] = interned
+			if len(s.kinds) < maxSettledKinds {
+				s.kinds[gvk] = interned
+			}
 		}
 		st.objects[i] = settledObject{gvk: interned, namespace: o.GetNamespace(), name: o.GetName()}
+		st.bytes += 96 + int64(len(o.GetNamespace())+len(o.GetName()))
 		if generationFollowsSpec(gvk.GroupKind()) {
 			st.objects[i].want = skeletonOf(o)
+			st.bytes += skeletonBytes(st.objects[i].want)
+		}
+		if s.bytes+st.bytes > maxSettledBytes {
+			return
 		}
 	}
 	s.byName[name] = st
-	s.objects += len(objs)
+	s.bytes += st.bytes
 }
 
 // hasStatus: o is of a kind whose status may change while its fields do
 // not, which queues its owner.
 func hasStatus(o *unstructured.Unstructured) bool {
 	return !health.StatusLess(o.GroupVersionKind().GroupKind())
+}
+
+// skeletonBytes estimates what holding the skeleton u costs: its maps, and
+// the labels, annotations and selector the bundle's author chose.
+func skeletonBytes(u *unstructured.Unstructured) int64 {
+	n := int64(1024)
+	for _, m := range []map[string]string{u.GetLabels(), u.GetAnnotations()} {
+		for k, v := range m {
+			n += 64 + int64(len(k)+len(v))
+		}
+	}
+	if sel, ok, _ := unstructured.NestedMap(u.Object, "spec", "selector"); ok {
+		n += 512 + int64(len(fmt.Sprint(sel)))
+	}
+	return n
 }
 
 // skeletonOf is o's apiVersion, kind, metadata as drift is judged by it
@@ -221,17 +259,56 @@ func (r *Reconciler) settles(bd *rukpakv1alpha1.BundleDeployment) bool {
 	return true
 }
 
-// settle records bd as settled after a full reconcile that installed b and
-// left objs (stamped) installed, to be looked at again by renewAt.
-func (r *Reconciler) settle(bd *rukpakv1alpha1.BundleDeployment, b *rukpakv1alpha1.Bundle, objs []*unstructured.Unstructured, renewAt time.Time) {
+// settleCandidate is what a full reconcile that installed bundle and kept
+// every object leaves for settle: objs (stamped), when to look again
+// (renewAt), and the release's records as the install found them.
+type settleCandidate struct {
+	bundle  *rukpakv1alpha1.Bundle
+	objs    []*unstructured.Unstructured
+	renewAt time.Time
+	records string
+}
+
+// recordsOf is the fingerprint of bd's release records, if bd may settle
+// and it is known.
+func (r *Reconciler) recordsOf(bd *rukpakv1alpha1.BundleDeployment) (string, bool) {
+	if !r.settles(bd) {
+		return "", false
+	}
+	return r.Releases.Fingerprint(bd.Name)
+}
+
+// settle records bd as settled after a full reconcile left c, once bd's
+// status is written: unless a release record was written since the
+// install read them (someone else's: its event's reconcile must go the
+// full way).
+func (r *Reconciler) settle(bd *rukpakv1alpha1.BundleDeployment, c *settleCandidate) {
+	if c.objs == nil {
+		// A settled reconcile (which leaves the state as it is), or a
+		// full one that did not settle (which forgot it first).
+		return
+	}
 	if !r.settles(bd) || bd.Status.PendingBundle != "" {
+		r.settled.forget(bd.Name)
 		return
 	}
-	key, ok := r.settledKeyOf(bd, b)
-	if !ok {
+	key, ok := r.settledKeyOf(bd, c.bundle)
+	if !ok || key.records != c.records {
+		r.settled.forget(bd.Name)
 		return
 	}
-	r.settled.put(bd.Name, key, renewAt, objs)
+	r.settled.put(bd.Name, key, statusDigest(bd), c.renewAt, c.objs)
+}
+
+// statusDigest is the digest of bd's status without its Healthy condition.
+func statusDigest(bd *rukpakv1alpha1.BundleDeployment) [sha256.Size]byte {
+	st := bd.Status
+	st.Conditions = slices.DeleteFunc(slices.Clone(st.Conditions), func(c metav1.Condition) bool { return c.Type == rukpakv1alpha1.TypeHealthy })
+	data, err := json.Marshal(st)
+	if err != nil {
+		return [sha256.Size]byte{} // matches nothing written
+	}
+	return sha256.Sum256(data)
 }
 
 // settledHealth is the reconcile of a settled bd whose inputs are as it
@@ -246,7 +323,7 @@ func (r *Reconciler) settledHealth(ctx context.Context, bd *rukpakv1alpha1.Bundl
 	if !st.renewAt.IsZero() && !now.Before(st.renewAt) {
 		return res, false
 	}
-	if key, ok := r.settledKeyOf(bd, b); !ok || key != st.key {
+	if key, ok := r.settledKeyOf(bd, b); !ok || key != st.key || statusDigest(bd) != st.status {
 		return res, false
 	}
 	if owned, err := r.ownedBundles(ctx, bd); err != nil || len(owned) != 1 || owned[0].Name != b.Name {

@@ -111,6 +111,7 @@ func (r *Reconciler) forgetOnMove() predicate.Predicate {
 		if r.tracker != nil {
 			r.tracker.Forget(o.GetName())
 		}
+		r.settled.forget(o.GetName())
 		return true
 	}
 	return predicate.Funcs{

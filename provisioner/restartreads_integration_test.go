@@ -140,21 +140,29 @@ spec:
 // once its pods are available (no controller runs against envtest).
 func rollOutDeployment(t *testing.T, h *harness, name string) {
 	t.Helper()
-	ctx := context.Background()
-	eventually(t, "rolling out Deployment "+name, func() error {
-		dep := &appsv1.Deployment{}
-		if err := h.c.Get(ctx, client.ObjectKey{Namespace: "default", Name: name}, dep); err != nil {
-			return err
-		}
-		now := metav1.Now()
-		dep.Status = appsv1.DeploymentStatus{
-			ObservedGeneration: dep.Generation,
+	writeDeploymentStatus(t, h, name, "rolling out", func(generation int64, now metav1.Time) appsv1.DeploymentStatus {
+		return appsv1.DeploymentStatus{
+			ObservedGeneration: generation,
 			Replicas:           1, UpdatedReplicas: 1, ReadyReplicas: 1, AvailableReplicas: 1,
 			Conditions: []appsv1.DeploymentCondition{
 				{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionTrue, Reason: "NewReplicaSetAvailable", LastUpdateTime: now, LastTransitionTime: now},
 				{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionTrue, Reason: "MinimumReplicasAvailable", LastUpdateTime: now, LastTransitionTime: now},
 			},
 		}
+	})
+}
+
+// writeDeploymentStatus writes the status of Deployment default/name
+// (doing, for the wait's message) as status makes it for its generation.
+func writeDeploymentStatus(t *testing.T, h *harness, name, doing string, status func(generation int64, now metav1.Time) appsv1.DeploymentStatus) {
+	t.Helper()
+	ctx := context.Background()
+	eventually(t, doing+" Deployment "+name, func() error {
+		dep := &appsv1.Deployment{}
+		if err := h.c.Get(ctx, client.ObjectKey{Namespace: "default", Name: name}, dep); err != nil {
+			return err
+		}
+		dep.Status = status(dep.Generation, metav1.Now())
 		return h.c.Status().Update(ctx, dep)
 	})
 }

@@ -160,21 +160,14 @@ func noStep(m map[string]float64) bool {
 // once its pod is no longer available.
 func stallDeployment(t *testing.T, h *harness, name string) {
 	t.Helper()
-	ctx := context.Background()
-	eventually(t, "stalling Deployment "+name, func() error {
-		dep := &appsv1.Deployment{}
-		if err := h.c.Get(ctx, client.ObjectKey{Namespace: "default", Name: name}, dep); err != nil {
-			return err
-		}
-		now := metav1.Now()
-		dep.Status = appsv1.DeploymentStatus{
-			ObservedGeneration: dep.Generation,
+	writeDeploymentStatus(t, h, name, "stalling", func(generation int64, now metav1.Time) appsv1.DeploymentStatus {
+		return appsv1.DeploymentStatus{
+			ObservedGeneration: generation,
 			Replicas:           1, UpdatedReplicas: 1, UnavailableReplicas: 1,
 			Conditions: []appsv1.DeploymentCondition{
 				{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionTrue, Reason: "NewReplicaSetAvailable", LastUpdateTime: now, LastTransitionTime: now},
 				{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionFalse, Reason: "MinimumReplicasUnavailable", LastUpdateTime: now, LastTransitionTime: now},
 			},
 		}
-		return h.c.Status().Update(ctx, dep)
 	})
 }

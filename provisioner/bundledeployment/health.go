@@ -35,16 +35,24 @@ func (r *Reconciler) unhealthy(ctx context.Context, owner string, objs []*unstru
 			}
 			return nil, nil, fmt.Errorf("reading %s: %w", describe(want), err)
 		}
-		if h := o.health(); !h.Ready {
-			msg := describe(want) + ": " + h.String()
-			whats = append(whats, msg)
-			if why := r.podReason(ctx, want); why != "" {
-				msg += " (" + why + ")"
-			}
-			bad = append(bad, msg)
-		}
+		bad, whats = r.noteHealth(ctx, want, o, bad, whats)
 	}
 	sort.Strings(bad)
 	sort.Strings(whats)
 	return bad, whats, nil
+}
+
+// noteHealth adds want's verdict o to bad (with why its pods are not ready)
+// and whats (without: what a recheck compares) when it is not ready.
+func (r *Reconciler) noteHealth(ctx context.Context, want *unstructured.Unstructured, o observation, bad, whats []string) ([]string, []string) {
+	h := o.health()
+	if h.Ready {
+		return bad, whats
+	}
+	msg := describe(want) + ": " + h.String()
+	whats = append(whats, msg)
+	if why := r.podReason(ctx, want); why != "" {
+		msg += " (" + why + ")"
+	}
+	return append(bad, msg), whats
 }

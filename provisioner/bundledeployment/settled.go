@@ -337,14 +337,7 @@ func (r *Reconciler) settledHealth(ctx context.Context, bd *rukpakv1alpha1.Bundl
 		if !ok || obs.drifted {
 			return res, false
 		}
-		if h := obs.health(); !h.Ready {
-			msg := describe(want) + ": " + h.String()
-			whats = append(whats, msg)
-			if why := r.podReason(ctx, want); why != "" {
-				msg += " (" + why + ")"
-			}
-			bad = append(bad, msg)
-		}
+		bad, whats = r.noteHealth(ctx, want, obs, bad, whats)
 	}
 	sort.Strings(bad)
 	sort.Strings(whats)

@@ -37,7 +37,7 @@ func Check(text []byte, maxNodes, maxDepth int) (int, error) {
 	// Aliases repeat the node they name, so a few kilobytes can stand for
 	// billions of nodes. Count them exactly: the text's own nodes are
 	// bounded by now, and so is its parse tree.
-	expanded, err := expandedNodes(text, maxNodes)
+	expanded, deep, err := expandedNodes(text, maxNodes, maxDepth)
 	if err != nil {
 		// Not left to the decoder: yaml.v2 accepts some text yaml.v3
 		// refuses (what follows a "..." document end marker), and bounds
@@ -46,6 +46,9 @@ func Check(text []byte, maxNodes, maxDepth int) (int, error) {
 	}
 	if expanded > maxNodes {
 		return 0, fmt.Errorf("expands to more than %d YAML nodes through aliases", maxNodes)
+	}
+	if deep > maxDepth {
+		return 0, fmt.Errorf("is nested more than %d levels deep through aliases", maxDepth)
 	}
 	return max(nodes, expanded), nil
 }
@@ -93,18 +96,21 @@ func CheckJSON(text []byte, maxNodes, maxDepth int) (int, error) {
 // a document and how deeply it nests, and reports whether it may hold
 // aliases. The node estimate is never lower than the real count (aliases not
 // expanded): every node needs a line of its own or an indicator ([ ] { } ,
-// and ":", "-", "?" before a space), and each of those is counted. It stops
-// counting once over maxNodes or maxDepth.
+// and ":", "-", "?"), and each of those is counted. It stops counting once
+// over maxNodes or maxDepth.
 //
-// Lines end at every YAML line break (LF, CR, CRLF, NEL, LS, PS). Comment
-// lines and block scalars' text are skipped; other text is not parsed
-// (quotes and comments after content are counted as if they were YAML),
-// which only overestimates. FuzzScanCost holds it to the decoders.
+// Lines end at every YAML line break (LF, CR, CRLF, NEL, LS, PS). The scan
+// leaves out only what it is sure is no structure: blank lines, comment
+// lines and comments after " #" (when no quote follows on the line, which
+// could close a scalar begun on an earlier line), and the text of block
+// scalars whose header follows an indicator on a line without quotes. A
+// quoted scalar that starts at a node start and closes on its line is
+// counted as if it were structure, except that what it leaves open is
+// carried on and what it closes is not: a "]" in a string never lowers
+// the count. Aliases are looked for in the whole text (mayAlias).
+// FuzzScanCost holds it to the decoders.
 func scanCost(text []byte, maxNodes, maxDepth int) (nodes, depth int, aliases bool) {
-	// An alias names an anchor defined before it in its document, or the
-	// decoders refuse the document: without an anchor there is nothing to
-	// expand, whatever looks like an alias.
-	var alias, anchor bool
+	aliases = mayAlias(text)
 	nodes = 1 // the document itself
 	flow := 0 // open [ and {
 	// The block indentation levels open; its length is bounded by maxDepth,
@@ -120,7 +126,7 @@ func scanCost(text []byte, maxNodes, maxDepth int) (nodes, depth int, aliases bo
 		for indent < len(line) && (line[indent] == ' ' || line[indent] == '\t') {
 			indent++
 		}
-		if indent == len(line) || line[indent] == '#' {
+		if indent == len(line) || line[indent] == '#' && !hasQuote(line) {
 			continue // blank or comment: no nodes
 		}
 		if blockScalar >= 0 {
@@ -136,8 +142,7 @@ func scanCost(text []byte, maxNodes, maxDepth int) (nodes, depth int, aliases bo
 			}
 			indents = append(indents, indent)
 		} else if len(indents) == 0 || indents[len(indents)-1] < indent {
-			// In flow context only opened (the count of brackets open
-			// may be wrong: a quote left open on an earlier line).
+			// In flow context only opened.
 			indents = append(indents, indent)
 		}
 		nodes++
@@ -145,6 +150,7 @@ func scanCost(text []byte, maxNodes, maxDepth int) (nodes, depth int, aliases bo
 		// afterIndicator: the bytes before i on this line, blanks aside,
 		// end with an indicator (or there are none), so a node may start.
 		afterIndicator := true
+	scan:
 		for i := indent; i < len(line); i++ {
 			c := line[i]
 			// Whether a blank or the end of a line follows c.
@@ -164,40 +170,36 @@ func scanCost(text []byte, maxNodes, maxDepth int) (nodes, depth int, aliases bo
 				nodes += 2
 				indicator = true
 			case ':', '-', '?':
-				if nextBlank || (c == ':' && flow > 0 && (line[i+1] == ',' || line[i+1] == ']' || line[i+1] == '}')) {
+				switch {
+				case nextBlank:
 					nodes += 2
 					lineDepth++
 					indicator = true
-				} else if c == ':' {
-					// In flow context the decoders take a ":" right after
-					// a quoted key as the value indicator ({"k":*a});
-					// taken so whatever the count of brackets open says.
+				case c != '-':
+					// In flow context the decoders take ":" and "?" as
+					// indicators without a blank after them ({"k":*a},
+					// [?"]"]); taken so whatever the count of brackets
+					// open says.
 					nodes += 2
 					indicator = true
 				}
+			case '#':
+				if i > indent && (line[i-1] == ' ' || line[i-1] == '\t') && !hasQuote(line[i:]) {
+					break scan // a comment
+				}
 			case '"', '\'':
-				// A quoted scalar, at a node start: its brackets and
-				// commas are text. Only one closed on this line is
-				// skipped (a quote may also be text in a plain scalar,
-				// which holds nothing but text on its line either).
 				if afterIndicator {
 					if end := closingQuote(line, i); end > 0 {
+						// Counted, in case it is not a quoted scalar
+						// after all; what it opens stays open after it.
+						n, open, deepest := quotedCost(line[i+1 : end])
+						nodes += n
+						if d := len(indents) + lineDepth + flow + deepest; d > depth {
+							depth = d
+						}
+						flow += open
 						i = end
 					}
-				}
-			case '*':
-				// An alias starts a node: first on its line, or after an
-				// indicator. "*" inside text ("matches *.example.com",
-				// "--tls-*") does not.
-				if afterIndicator && !nextBlank {
-					alias = true
-				}
-			case '&':
-				// Anchors are looked for anywhere, as a tag may come
-				// before one ("!!seq &a"): "&" before a blank ("R & D")
-				// cannot start one.
-				if !nextBlank {
-					anchor = true
 				}
 			}
 			if (c != ' ' && c != '\t') || indicator {
@@ -207,14 +209,60 @@ func scanCost(text []byte, maxNodes, maxDepth int) (nodes, depth int, aliases bo
 				depth = d
 			}
 		}
-		if flow == 0 && endsWithBlockScalarHeader(withoutComment(line)) {
+		if flow == 0 && blockScalarHeader(line) {
 			blockScalar = indent
 		}
 		if depth > maxDepth || nodes > maxNodes {
-			return nodes, depth, alias && anchor
+			return nodes, depth, aliases
 		}
 	}
-	return nodes, depth, alias && anchor
+	return nodes, depth, aliases
+}
+
+// quotedCost counts what the text of a quoted scalar would add if it were
+// structure: nodes for its indicators, the brackets it leaves open, and how
+// deep they nest within it.
+func quotedCost(text []byte) (nodes, open, deepest int) {
+	for _, c := range text {
+		switch c {
+		case '[', '{':
+			open++
+			deepest = max(deepest, open)
+			nodes += 2
+		case ']', '}':
+			open = max(open-1, 0)
+			nodes += 2
+		case ',', ':', '-', '?':
+			nodes += 2
+		}
+	}
+	return nodes, open, deepest
+}
+
+// hasQuote says whether b holds a quote character.
+func hasQuote(b []byte) bool { return bytes.ContainsAny(b, "\"'") }
+
+// mayAlias says whether text may hold an alias of an anchor: both a "*"
+// and an "&" before a character that can start a name, anywhere. The
+// decoders refuse an alias that names no anchor, so without both there is
+// nothing to expand. Looked for in the whole text, not where the scan
+// thinks a node starts, which it may misjudge.
+func mayAlias(text []byte) bool {
+	return marker(text, '*') && marker(text, '&')
+}
+
+func marker(text []byte, c byte) bool {
+	for i := bytes.IndexByte(text, c); i >= 0; {
+		if i+1 < len(text) && !bytes.ContainsRune([]byte(" \t\r\n,[]{}"), rune(text[i+1])) {
+			return true
+		}
+		j := bytes.IndexByte(text[i+1:], c)
+		if j < 0 {
+			return false
+		}
+		i += 1 + j
+	}
+	return false
 }
 
 // closingQuote is the index of the quote closing the quoted scalar that
@@ -279,19 +327,39 @@ func lineBreak(b []byte) int {
 	return 0
 }
 
-// endsWithBlockScalarHeader reports whether line ends with a block scalar
-// header such as "|", "|-" or ">+2" after a blank.
-func endsWithBlockScalarHeader(line []byte) bool {
-	line = bytes.TrimRight(line, " \t\r")
-	i := bytes.LastIndexAny(line, " \t")
-	if i < 0 || i+1 >= len(line) {
+// blockScalarHeader says whether line ends with a block scalar header
+// ("|", ">", with indentation and chomping indicators) that certainly is
+// one: after an indicator ("key:", "-", "?") and the node's properties
+// (tags, anchors), on a line without quotes (a header inside a quoted
+// scalar begun on an earlier line is text). One the decoders would not
+// take for a header is not taken for one, so no structure is skipped as
+// text.
+func blockScalarHeader(line []byte) bool {
+	line = withoutComment(line)
+	if hasQuote(line) {
 		return false
 	}
-	header := line[i+1:]
-	if header[0] != '|' && header[0] != '>' {
+	fields := bytes.Fields(line)
+	if len(fields) == 0 || !isHeader(fields[len(fields)-1]) {
 		return false
 	}
-	for _, c := range header[1:] {
+	j := len(fields) - 2
+	for j >= 0 && (fields[j][0] == '!' || fields[j][0] == '&') {
+		j--
+	}
+	if j < 0 {
+		return true
+	}
+	f := fields[j]
+	return len(f) == 1 && (f[0] == '-' || f[0] == '?') || f[len(f)-1] == ':'
+}
+
+// isHeader: "|" or ">", then indentation and chomping indicators.
+func isHeader(f []byte) bool {
+	if f[0] != '|' && f[0] != '>' {
+		return false
+	}
+	for _, c := range f[1:] {
 		if c != '-' && c != '+' && (c < '0' || c > '9') {
 			return false
 		}
@@ -300,34 +368,43 @@ func endsWithBlockScalarHeader(line []byte) bool {
 }
 
 // expandedNodes counts the nodes of the YAML text with every alias replaced
-// by the node it names, stopping early once over limit.
-func expandedNodes(text []byte, limit int) (int, error) {
+// by the node it names, and how deeply they then nest, stopping early once
+// over limit nodes or maxDepth levels.
+func expandedNodes(text []byte, limit, maxDepth int) (nodes, depth int, err error) {
 	var doc yamlv3.Node
 	if err := yamlv3.Unmarshal(text, &doc); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	memo := map[*yamlv3.Node]int{}
-	var count func(n *yamlv3.Node) int
-	count = func(n *yamlv3.Node) int {
+	type cost struct{ nodes, depth int }
+	memo := map[*yamlv3.Node]cost{}
+	var count func(n *yamlv3.Node) cost
+	count = func(n *yamlv3.Node) cost {
 		if n == nil {
-			return 0
+			return cost{}
 		}
 		if c, ok := memo[n]; ok {
 			return c
 		}
-		memo[n] = limit + 1 // a node that contains itself expands forever
-		c := 1
+		memo[n] = cost{limit + 1, maxDepth + 1} // a node that contains itself expands forever
+		c := cost{nodes: 1}
 		if n.Kind == yamlv3.AliasNode {
 			c = count(n.Alias)
 		}
 		for _, child := range n.Content {
-			if c += count(child); c > limit {
+			cc := count(child)
+			c.nodes += cc.nodes
+			c.depth = max(c.depth, cc.depth)
+			if c.nodes > limit || c.depth > maxDepth {
 				break
 			}
 		}
-		c = min(c, limit+1)
+		if n.Kind == yamlv3.MappingNode || n.Kind == yamlv3.SequenceNode {
+			c.depth++
+		}
+		c = cost{min(c.nodes, limit+1), min(c.depth, maxDepth+1)}
 		memo[n] = c
 		return c
 	}
-	return count(&doc), nil
+	c := count(&doc)
+	return c.nodes, c.depth, nil
 }

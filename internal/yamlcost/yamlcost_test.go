@@ -46,11 +46,23 @@ func TestCheck(t *testing.T) {
 		{"laughs under comments ending in a pipe", hiddenBomb(" # |", 4000), "has more than 1000 YAML nodes"},
 		{"nesting under a comment ending in a pipe", "a: # |\n  " + strings.Repeat("[", 40) + strings.Repeat("]", 40) + "\n", "is nested more than 32 levels deep"},
 		{"UTF-16", utf16LE(hiddenBomb("", 4000)), "is not UTF-8 text"},
-		{"laughs after quoted brackets", quotedBracketBomb(), "expands to more than 1000 YAML nodes through aliases"},
+		{"laughs after quoted brackets", quotedBracketBomb(), "YAML nodes"},
 		{"nesting after a quoted bracket", "x: \"[\"\n" + nested(40), "is nested more than 32 levels deep"},
 		{"nesting between quoted brackets", strings.Repeat(strings.Repeat("[", 10)+`"`+strings.Repeat("]", 10)+`", `, 4) + "x" + strings.Repeat("]", 40),
 			"is nested more than 32 levels deep"},
 		{"laughs before junk after the document end", junkBomb(), "holds aliases whose expansion cannot be counted"},
+		// A second review's: structure the scan took for text. P is
+		// 113,836 values to yaml.v2 (1,500 plain ones and a billion laughs
+		// on one line); each hides it differently.
+		{"a multi-line quote holding ] and ending in a pipe", "[ \"] |\n  \", " + reviewPayload() + "\n  ]\n", "YAML nodes"},
+		{"a line of a multi-line quote starting with #", "[ \"x\n#\", " + reviewPayload() + "]\n", "YAML nodes"},
+		{"a multi-line quote closed at the start of a line", "[ \"a\n\", " + reviewPayload() + ", \"b\n\", x ]\n", "YAML nodes"},
+		{"a quote after a tag, then a plain scalar ending in a pipe", "[ !!str \"]\", x |\n  , " + reviewPayload() + "\n  ]\n", "YAML nodes"},
+		{"a ] in a comment", "[ a, # ]\n b |\n  , " + reviewPayload() + "\n  ]\n", "YAML nodes"},
+		{"nesting past brackets in comments", strings.Repeat("[ # ]\n", 40) + "x\n" + strings.Repeat("]", 40) + "\n", "is nested more than 32 levels deep"},
+		{"nesting past quoted brackets after ?", strings.Repeat("[?\"]\", ", 40) + strings.Repeat("]", 40) + "\n", "is nested more than 32 levels deep"},
+		{"nesting past a multi-line quote ending in a pipe", "[ \"] |\n  \", " + strings.Repeat("[", 40) + strings.Repeat("]", 40) + "\n  ]\n", "is nested more than 32 levels deep"},
+		{"nesting through aliases", aliasNesting(), "is nested more than 32 levels deep through aliases"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Check([]byte(tc.text), 1000, 32)
@@ -108,6 +120,22 @@ func junkBomb() string {
 	return s + "e: [*d, *d]\n...\n]: \n"
 }
 
+// reviewPayload is 1,500 plain values and a billion laughs, on one line.
+func reviewPayload() string {
+	rep := func(s string, n int) string { return strings.TrimSuffix(strings.Repeat(s+",", n), ",") }
+	return rep("p", 1500) + ", &a [" + rep("x", 100) + "], &b [" + rep("*a", 10) + "], &c [" + rep("*b", 10) + "], &d [" + rep("*c", 10) + "]"
+}
+
+// aliasNesting nests ten levels of ten sequences through aliases: 561
+// values, 101 levels deep.
+func aliasNesting() string {
+	s := "- &a0 " + strings.Repeat("[", 10) + "x" + strings.Repeat("]", 10) + "\n"
+	for i := 1; i < 10; i++ {
+		s += fmt.Sprintf("- &a%d %s*a%d%s\n", i, strings.Repeat("[", 10), i-1, strings.Repeat("]", 10))
+	}
+	return s
+}
+
 // quotedBracketBomb is a billion laughs whose aliases follow quoted keys
 // holding "]".
 func quotedBracketBomb() string {
@@ -156,10 +184,12 @@ func TestNoAnchorNoAliases(t *testing.T) {
 // of thousands of values.
 func TestReviewBombsExpand(t *testing.T) {
 	for name, text := range map[string]string{
-		"comment pipe":   hiddenBomb(" # |", 4000),
-		"UTF-16":         utf16LE(hiddenBomb("", 4000)),
-		"quoted bracket": quotedBracketBomb(),
-		"junk after end": junkBomb(),
+		"comment pipe":                 hiddenBomb(" # |", 4000),
+		"UTF-16":                       utf16LE(hiddenBomb("", 4000)),
+		"quoted bracket":               quotedBracketBomb(),
+		"junk after end":               junkBomb(),
+		"quote and pipe":               "[ \"] |\n  \", " + reviewPayload() + "\n  ]\n",
+		"quote closed at a line start": "[ \"a\n\", " + reviewPayload() + ", \"b\n\", x ]\n",
 	} {
 		var v any
 		if err := yamlv2.Unmarshal([]byte(text), &v); err != nil {

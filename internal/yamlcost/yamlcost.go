@@ -104,7 +104,7 @@ func CheckJSON(text []byte, maxNodes, maxDepth int) (int, error) {
 // lines and comments after " #" (when no quote follows on the line, which
 // could close a scalar begun on an earlier line), and the text of block
 // scalars whose header follows an indicator on a line without quotes. A
-// quoted scalar that starts at a node start and closes on its line is
+// quoted scalar that starts at a node start, on one line or several, is
 // counted as if it were structure, except that what it leaves open is
 // carried on and what it closes is not: a "]" in a string never lowers
 // the count. Aliases are looked for in the whole text (mayAlias).
@@ -119,14 +119,43 @@ func scanCost(text []byte, maxNodes, maxDepth int) (nodes, depth int, aliases bo
 	// blockScalar is the indentation of the line that started a block
 	// scalar ("|" or ">"), whose more indented lines are text; -1 outside.
 	blockScalar := -1
+	// quote is the quote of a quoted scalar begun at a node start and not
+	// closed on its line (0: none); its text so far is in open.
+	var quote byte
+	var open quoted
 	for len(text) > 0 {
 		var line []byte
 		line, text = nextLine(text)
+		start := 0
+		if quote != 0 {
+			// Inside a quoted scalar begun on an earlier line: counted as
+			// structure, less what it closes, until its quote closes.
+			end := closingQuote(line, -1, quote)
+			if end < 0 {
+				nodes += open.add(line)
+				if d := len(indents) + flow + open.deepest; d > depth {
+					depth = d
+				}
+				if depth > maxDepth || nodes > maxNodes {
+					return nodes, depth, aliases
+				}
+				continue
+			}
+			nodes += open.add(line[:end])
+			if d := len(indents) + flow + open.deepest; d > depth {
+				depth = d
+			}
+			flow += open.open
+			quote, open = 0, quoted{}
+			start = end + 1
+		}
 		indent := 0
 		for indent < len(line) && (line[indent] == ' ' || line[indent] == '\t') {
 			indent++
 		}
-		if indent == len(line) || line[indent] == '#' && !hasQuote(line) {
+		if start > 0 {
+			indent = start // the rest of a line that closed a quote
+		} else if indent == len(line) || line[indent] == '#' && !hasQuote(line) {
 			continue // blank or comment: no nodes
 		}
 		if blockScalar >= 0 {
@@ -135,13 +164,16 @@ func scanCost(text []byte, maxNodes, maxDepth int) (nodes, depth int, aliases bo
 			}
 			blockScalar = -1
 		}
-		if flow == 0 {
+		switch {
+		case start > 0:
+			// The line continues a quoted scalar: its indentation is text.
+		case flow == 0:
 			// Block context: indentation opens and closes levels.
 			for len(indents) > 0 && indents[len(indents)-1] >= indent {
 				indents = indents[:len(indents)-1]
 			}
 			indents = append(indents, indent)
-		} else if len(indents) == 0 || indents[len(indents)-1] < indent {
+		case len(indents) == 0 || indents[len(indents)-1] < indent:
 			// In flow context only opened.
 			indents = append(indents, indent)
 		}
@@ -149,7 +181,7 @@ func scanCost(text []byte, maxNodes, maxDepth int) (nodes, depth int, aliases bo
 		lineDepth := 0
 		// afterIndicator: the bytes before i on this line, blanks aside,
 		// end with an indicator (or there are none), so a node may start.
-		afterIndicator := true
+		afterIndicator := start == 0
 	scan:
 		for i := indent; i < len(line); i++ {
 			c := line[i]
@@ -189,17 +221,24 @@ func scanCost(text []byte, maxNodes, maxDepth int) (nodes, depth int, aliases bo
 				}
 			case '"', '\'':
 				if afterIndicator {
-					if end := closingQuote(line, i); end > 0 {
-						// Counted, in case it is not a quoted scalar
-						// after all; what it opens stays open after it.
-						n, open, deepest := quotedCost(line[i+1 : end])
-						nodes += n
-						if d := len(indents) + lineDepth + flow + deepest; d > depth {
+					// Counted, in case it is not a quoted scalar after
+					// all; what it leaves open stays open after it.
+					var q quoted
+					end := closingQuote(line, i, c)
+					if end < 0 {
+						nodes += q.add(line[i+1:])
+						if d := len(indents) + lineDepth + flow + q.deepest; d > depth {
 							depth = d
 						}
-						flow += open
-						i = end
+						quote, open = c, q
+						break scan
 					}
+					nodes += q.add(line[i+1 : end])
+					if d := len(indents) + lineDepth + flow + q.deepest; d > depth {
+						depth = d
+					}
+					flow += q.open
+					i = end
 				}
 			}
 			if (c != ' ' && c != '\t') || indicator {
@@ -209,7 +248,7 @@ func scanCost(text []byte, maxNodes, maxDepth int) (nodes, depth int, aliases bo
 				depth = d
 			}
 		}
-		if flow == 0 && blockScalarHeader(line) {
+		if flow == 0 && quote == 0 && start == 0 && blockScalarHeader(line) {
 			blockScalar = indent
 		}
 		if depth > maxDepth || nodes > maxNodes {
@@ -219,24 +258,26 @@ func scanCost(text []byte, maxNodes, maxDepth int) (nodes, depth int, aliases bo
 	return nodes, depth, aliases
 }
 
-// quotedCost counts what the text of a quoted scalar would add if it were
-// structure: nodes for its indicators, the brackets it leaves open, and how
-// deep they nest within it.
-func quotedCost(text []byte) (nodes, open, deepest int) {
+// quoted is what the text of a quoted scalar would add if it were
+// structure: the brackets it leaves open, and how deep they nest within it.
+type quoted struct{ open, deepest int }
+
+// add takes in more of the text and returns the nodes it would add.
+func (q *quoted) add(text []byte) (nodes int) {
 	for _, c := range text {
 		switch c {
 		case '[', '{':
-			open++
-			deepest = max(deepest, open)
+			q.open++
+			q.deepest = max(q.deepest, q.open)
 			nodes += 2
 		case ']', '}':
-			open = max(open-1, 0)
+			q.open = max(q.open-1, 0)
 			nodes += 2
 		case ',', ':', '-', '?':
 			nodes += 2
 		}
 	}
-	return nodes, open, deepest
+	return nodes
 }
 
 // hasQuote says whether b holds a quote character.
@@ -265,10 +306,10 @@ func marker(text []byte, c byte) bool {
 	return false
 }
 
-// closingQuote is the index of the quote closing the quoted scalar that
-// line[start] opens, or -1 if none does on this line.
-func closingQuote(line []byte, start int) int {
-	q := line[start]
+// closingQuote is the index of the quote q that closes a quoted scalar
+// opened at line[start] (-1: on an earlier line), or -1 if none does on this
+// line.
+func closingQuote(line []byte, start int, q byte) int {
 	for i := start + 1; i < len(line); i++ {
 		switch {
 		case q == '"' && line[i] == '\\':

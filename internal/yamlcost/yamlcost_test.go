@@ -63,6 +63,7 @@ func TestCheck(t *testing.T) {
 		{"nesting past quoted brackets after ?", strings.Repeat("[?\"]\", ", 40) + strings.Repeat("]", 40) + "\n", "is nested more than 32 levels deep"},
 		{"nesting past a multi-line quote ending in a pipe", "[ \"] |\n  \", " + strings.Repeat("[", 40) + strings.Repeat("]", 40) + "\n  ]\n", "is nested more than 32 levels deep"},
 		{"nesting through aliases", aliasNesting(), "is nested more than 32 levels deep through aliases"},
+		{"nesting past brackets in multi-line quotes", strings.Repeat("[[[[[ \"x\n]]]]]\n\", ", 10) + "x" + strings.Repeat("]", 50) + "\n", "is nested more than 32 levels deep"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Check([]byte(tc.text), 1000, 32)

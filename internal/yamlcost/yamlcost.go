@@ -131,9 +131,22 @@ func scanCost(text []byte, maxNodes, maxDepth int) (nodes, depth int, aliases bo
 			// Inside a quoted scalar begun on an earlier line: counted as
 			// structure, less what it closes, until its quote closes.
 			end := closingQuote(line, -1, quote)
+			// The quote may be no quote (a " in plain text or a comment):
+			// the line's indentation and indicators still count as depth.
+			ind := 0
+			for ind < len(line) && line[ind] == ' ' {
+				ind++
+			}
+			for flow == 0 && len(indents) > 0 && indents[len(indents)-1] >= ind {
+				indents = indents[:len(indents)-1]
+			}
+			if ind < len(line) && (len(indents) == 0 || indents[len(indents)-1] < ind) {
+				indents = append(indents, ind)
+			}
+			nodes++
 			if end < 0 {
 				nodes += open.add(line)
-				if d := len(indents) + flow + open.deepest; d > depth {
+				if d := len(indents) + flow + open.deepest + indicatorsIn(line); d > depth {
 					depth = d
 				}
 				if depth > maxDepth || nodes > maxNodes {
@@ -142,7 +155,7 @@ func scanCost(text []byte, maxNodes, maxDepth int) (nodes, depth int, aliases bo
 				continue
 			}
 			nodes += open.add(line[:end])
-			if d := len(indents) + flow + open.deepest; d > depth {
+			if d := len(indents) + flow + open.deepest + indicatorsIn(line[:end]); d > depth {
 				depth = d
 			}
 			flow += open.open
@@ -182,6 +195,9 @@ func scanCost(text []byte, maxNodes, maxDepth int) (nodes, depth int, aliases bo
 		// afterIndicator: the bytes before i on this line, blanks aside,
 		// end with an indicator (or there are none), so a node may start.
 		afterIndicator := start == 0
+		// maybeComment: past a " #" that a quote follows, so perhaps in a
+		// comment: no ] lowers the count and no quote opens there.
+		maybeComment := indent < len(line) && line[indent] == '#'
 	scan:
 		for i := indent; i < len(line); i++ {
 			c := line[i]
@@ -194,7 +210,7 @@ func scanCost(text []byte, maxNodes, maxDepth int) (nodes, depth int, aliases bo
 				nodes += 2
 				indicator = true
 			case ']', '}':
-				if flow > 0 {
+				if flow > 0 && !maybeComment {
 					flow--
 				}
 				nodes += 2
@@ -216,11 +232,22 @@ func scanCost(text []byte, maxNodes, maxDepth int) (nodes, depth int, aliases bo
 					indicator = true
 				}
 			case '#':
-				if i > indent && (line[i-1] == ' ' || line[i-1] == '\t') && !hasQuote(line[i:]) {
-					break scan // a comment
+				if i > indent && (line[i-1] == ' ' || line[i-1] == '\t') {
+					if !hasQuote(line[i:]) {
+						break scan // a comment
+					}
+					maybeComment = true
+				}
+			case '!', '&':
+				if afterIndicator && !maybeComment {
+					// A node's properties: a node still starts after them.
+					for i+1 < len(line) && !bytes.ContainsRune([]byte(" \t,[]{}:?#\"'"), rune(line[i+1])) {
+						i++
+					}
+					continue
 				}
 			case '"', '\'':
-				if afterIndicator {
+				if afterIndicator && !maybeComment {
 					// Counted, in case it is not a quoted scalar after
 					// all; what it leaves open stays open after it.
 					var q quoted
@@ -248,8 +275,10 @@ func scanCost(text []byte, maxNodes, maxDepth int) (nodes, depth int, aliases bo
 				depth = d
 			}
 		}
-		if flow == 0 && quote == 0 && start == 0 && blockScalarHeader(line) {
-			blockScalar = indent
+		if flow == 0 && quote == 0 && start == 0 {
+			if col, ok := blockScalarHeader(line); ok {
+				blockScalar = max(indent, col)
+			}
 		}
 		if depth > maxDepth || nodes > maxNodes {
 			return nodes, depth, aliases
@@ -375,24 +404,39 @@ func lineBreak(b []byte) int {
 // scalar begun on an earlier line is text). One the decoders would not
 // take for a header is not taken for one, so no structure is skipped as
 // text.
-func blockScalarHeader(line []byte) bool {
+// Its column is that of the indicator or key before the header: its
+// text is what is indented more (the innermost block collection's
+// indentation, as in "- - |" or "- k: |").
+func blockScalarHeader(line []byte) (col int, ok bool) {
 	line = withoutComment(line)
 	if hasQuote(line) {
-		return false
+		return 0, false
 	}
 	fields := bytes.Fields(line)
 	if len(fields) == 0 || !isHeader(fields[len(fields)-1]) {
-		return false
+		return 0, false
 	}
 	j := len(fields) - 2
 	for j >= 0 && (fields[j][0] == '!' || fields[j][0] == '&') {
 		j--
 	}
 	if j < 0 {
-		return true
+		return 0, true
 	}
 	f := fields[j]
-	return len(f) == 1 && (f[0] == '-' || f[0] == '?') || f[len(f)-1] == ':'
+	// Its last occurrence: if in a later field, a column further in.
+	col = bytes.LastIndex(line, f)
+	return col, len(f) == 1 && (f[0] == '-' || f[0] == '?') || f[len(f)-1] == ':'
+}
+
+// indicatorsIn counts the ": ", "- " and "? " of b, levels each may open.
+func indicatorsIn(b []byte) (n int) {
+	for i, c := range b {
+		if (c == ':' || c == '-' || c == '?') && (i+1 == len(b) || b[i+1] == ' ' || b[i+1] == '\t') {
+			n++
+		}
+	}
+	return n
 }
 
 // isHeader: "|" or ">", then indentation and chomping indicators.

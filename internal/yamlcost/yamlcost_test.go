@@ -64,6 +64,18 @@ func TestCheck(t *testing.T) {
 		{"nesting past a multi-line quote ending in a pipe", "[ \"] |\n  \", " + strings.Repeat("[", 40) + strings.Repeat("]", 40) + "\n  ]\n", "is nested more than 32 levels deep"},
 		{"nesting through aliases", aliasNesting(), "is nested more than 32 levels deep through aliases"},
 		{"nesting past brackets in multi-line quotes", strings.Repeat("[[[[[ \"x\n]]]]]\n\", ", 10) + "x" + strings.Repeat("]", 50) + "\n", "is nested more than 32 levels deep"},
+		// A third review's: a block scalar in a compact nested collection
+		// ends at that collection's column, not the line's; a quote after
+		// a tag or an anchor starts at a node start; a ] in a comment that
+		// a quote follows closes nothing; a quote that is no quote leaves
+		// the indentation counted.
+		{"values after a block scalar in a nested sequence", "- - |\n  - " + flowList(2000) + "\n", "has more than 1000 YAML nodes"},
+		{"values after a block scalar in a mapping in a sequence", "- k: |\n  j: " + flowList(2000) + "\n", "has more than 1000 YAML nodes"},
+		{"nesting after a block scalar in a nested sequence", "- - |\n  - " + strings.Repeat("[", 40) + strings.Repeat("]", 40) + "\n", "is nested more than 32 levels deep"},
+		{"a quote after an anchor", "[ &q \"]\", b\n  - |\n    , " + flowList(2000) + "\n]\n", "has more than 1000 YAML nodes"},
+		{"nesting past a quote after a tag", strings.Repeat("[", 30) + " !!str \"" + strings.Repeat("]", 30) + "\", " + strings.Repeat("[", 30) + "x" + strings.Repeat("]", 60), "is nested more than 32 levels deep"},
+		{"a ] in a comment a quote follows", "[ a, # ]\"\n  b\n  - |\n    , " + flowList(2000) + "\n]\n", "has more than 1000 YAML nodes"},
+		{"nesting after a quote that is none", "x: a, \"\n" + indented(40), "is nested more than 32 levels deep"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Check([]byte(tc.text), 1000, 32)
@@ -119,6 +131,19 @@ func junkBomb() string {
 		prev = name
 	}
 	return s + "e: [*d, *d]\n...\n]: \n"
+}
+
+// flowList is a flow sequence of n plain values.
+func flowList(n int) string { return "[" + strings.TrimSuffix(strings.Repeat("x,", n), ",") + "]" }
+
+// indented is n mappings, each nested in the one before, indented by one
+// space more each.
+func indented(n int) string {
+	var sb strings.Builder
+	for i := range n {
+		sb.WriteString(strings.Repeat(" ", i) + "k:\n")
+	}
+	return sb.String()
 }
 
 // reviewPayload is 1,500 plain values and a billion laughs, on one line.

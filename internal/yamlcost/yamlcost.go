@@ -312,27 +312,59 @@ func (q *quoted) add(text []byte) (nodes int) {
 // hasQuote says whether b holds a quote character.
 func hasQuote(b []byte) bool { return bytes.ContainsAny(b, "\"'") }
 
-// mayAlias says whether text may hold an alias of an anchor: both a "*"
-// and an "&" before a character that can start a name, anywhere. The
-// decoders refuse an alias that names no anchor, so without both there is
-// nothing to expand. Looked for in the whole text, not where the scan
-// thinks a node starts, which it may misjudge.
+// mayAlias says whether text may hold an alias of one of its anchors: an
+// "*" and an "&" before the same name, anywhere. The decoders refuse an
+// alias that names no anchor, so without such a pair there is nothing to
+// expand. Looked for in the whole text, not where the scan thinks a node
+// starts, which it may misjudge. Descriptions that hold "*" and "&"
+// ("*.example.com", "R&D") are so not counted again. Past maxAnchors
+// anchors, any "*" will do.
 func mayAlias(text []byte) bool {
-	return marker(text, '*') && marker(text, '&')
-}
-
-func marker(text []byte, c byte) bool {
-	for i := bytes.IndexByte(text, c); i >= 0; {
-		if i+1 < len(text) && !bytes.ContainsRune([]byte(" \t\r\n,[]{}"), rune(text[i+1])) {
+	anchors := map[string]bool{}
+	for i := bytes.IndexByte(text, '&'); i >= 0; {
+		if name := markedName(text[i+1:]); name != nil {
+			if len(anchors) >= maxAnchors {
+				return bytes.IndexByte(text, '*') >= 0
+			}
+			anchors[string(name)] = true
+		}
+		j := bytes.IndexByte(text[i+1:], '&')
+		if j < 0 {
+			break
+		}
+		i += 1 + j
+	}
+	if len(anchors) == 0 {
+		return false
+	}
+	for i := bytes.IndexByte(text, '*'); i >= 0; {
+		if name := markedName(text[i+1:]); name != nil && anchors[string(name)] {
 			return true
 		}
-		j := bytes.IndexByte(text[i+1:], c)
+		j := bytes.IndexByte(text[i+1:], '*')
 		if j < 0 {
-			return false
+			break
 		}
 		i += 1 + j
 	}
 	return false
+}
+
+// maxAnchors bounds the names mayAlias keeps.
+const maxAnchors = 4096
+
+// markedName is the anchor or alias name b starts with, nil if none: the
+// decoders' names (yaml.v2's and yaml.v3's scanners alike) are one or more
+// ASCII letters, digits, "-" and "_"; what follows them they check.
+func markedName(b []byte) []byte {
+	n := 0
+	for n < len(b) && (b[n] >= 'a' && b[n] <= 'z' || b[n] >= 'A' && b[n] <= 'Z' || b[n] >= '0' && b[n] <= '9' || b[n] == '-' || b[n] == '_') {
+		n++
+	}
+	if n == 0 {
+		return nil
+	}
+	return b[:n]
 }
 
 // closingQuote is the index of the quote q that closes a quoted scalar

@@ -123,6 +123,10 @@ func scanCost(text []byte, maxNodes, maxDepth int) (nodes, depth int, aliases bo
 	// closed on its line (0: none); its text so far is in open.
 	var quote byte
 	var open quoted
+	// unsure: a quote was carried across a line; the decoders may see it
+	// the other way round, so no block scalar text is skipped and no ] or }
+	// lowers the count from then on.
+	unsure := false
 	for len(text) > 0 {
 		var line []byte
 		line, text = nextLine(text)
@@ -198,6 +202,7 @@ func scanCost(text []byte, maxNodes, maxDepth int) (nodes, depth int, aliases bo
 		// maybeComment: past a " #" that a quote follows, so perhaps in a
 		// comment: no ] lowers the count and no quote opens there.
 		maybeComment := indent < len(line) && line[indent] == '#'
+		noClose, lineFlow := false, flow
 	scan:
 		for i := indent; i < len(line); i++ {
 			c := line[i]
@@ -210,7 +215,7 @@ func scanCost(text []byte, maxNodes, maxDepth int) (nodes, depth int, aliases bo
 				nodes += 2
 				indicator = true
 			case ']', '}':
-				if flow > 0 && !maybeComment {
+				if flow > 0 && !maybeComment && !noClose && (!unsure || flow > lineFlow) {
 					flow--
 				}
 				nodes += 2
@@ -232,6 +237,9 @@ func scanCost(text []byte, maxNodes, maxDepth int) (nodes, depth int, aliases bo
 					indicator = true
 				}
 			case '#':
+				if i > indent && line[i-1] != ' ' && line[i-1] != '\t' {
+					noClose = true // a comment if at a token start ("[a,#]")
+				}
 				if i > indent && (line[i-1] == ' ' || line[i-1] == '\t') {
 					if !hasQuote(line[i:]) {
 						break scan // a comment
@@ -258,6 +266,7 @@ func scanCost(text []byte, maxNodes, maxDepth int) (nodes, depth int, aliases bo
 							depth = d
 						}
 						quote, open = c, q
+						unsure = true
 						break scan
 					}
 					nodes += q.add(line[i+1 : end])
@@ -275,7 +284,7 @@ func scanCost(text []byte, maxNodes, maxDepth int) (nodes, depth int, aliases bo
 				depth = d
 			}
 		}
-		if flow == 0 && quote == 0 && start == 0 {
+		if flow == 0 && quote == 0 && start == 0 && !unsure {
 			if col, ok := blockScalarHeader(line); ok {
 				blockScalar = max(indent, col)
 			}
@@ -441,7 +450,7 @@ func lineBreak(b []byte) int {
 // indentation, as in "- - |" or "- k: |").
 func blockScalarHeader(line []byte) (col int, ok bool) {
 	line = withoutComment(line)
-	if hasQuote(line) {
+	if hasQuote(line) || bytes.IndexByte(line, '#') >= 0 {
 		return 0, false
 	}
 	fields := bytes.Fields(line)

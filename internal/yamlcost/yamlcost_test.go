@@ -76,6 +76,15 @@ func TestCheck(t *testing.T) {
 		{"nesting past a quote after a tag", strings.Repeat("[", 30) + " !!str \"" + strings.Repeat("]", 30) + "\", " + strings.Repeat("[", 30) + "x" + strings.Repeat("]", 60), "is nested more than 32 levels deep"},
 		{"a ] in a comment a quote follows", "[ a, # ]\"\n  b\n  - |\n    , " + flowList(2000) + "\n]\n", "has more than 1000 YAML nodes"},
 		{"nesting after a quote that is none", "x: a, \"\n" + indented(40), "is nested more than 32 levels deep"},
+		// A fourth review's: a "#" at a token start ("[a,#]") starts a
+		// comment too; "x:\"" in block context is text, so the scan and the
+		// decoders may disagree about a quote: once a quote runs past its
+		// line, no block scalar is skipped and no ] closes what an earlier
+		// line opened.
+		{"values after a # at a token start", "[a,#] - |\n        " + strings.Repeat("x,", 2000) + "]\n", "has more than 1000 YAML nodes"},
+		{"nesting after a # at a token start", "[a,#] - |\n        " + strings.Repeat("[", 40) + strings.Repeat("]", 41) + "\n", "is nested more than 32 levels deep"},
+		{"values after quotes the scan and the decoders pair differently", "r:\n a: x:\"y\n b: \"z\nk: |\n w\"\n c: " + flowList(2000) + "\n", "has more than 1000 YAML nodes"},
+		{"nesting after quotes the scan and the decoders pair differently", "[[[[[[[[a,#, \"\n\"]]]]]]]]\nx\", " + strings.Repeat("[", 31) + "b" + strings.Repeat("]", 39) + "\n", "is nested more than 32 levels deep"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Check([]byte(tc.text), 1000, 32)

@@ -203,9 +203,18 @@ func scanCost(text []byte, maxNodes, maxDepth int) (nodes, depth int, aliases bo
 		// comment: no ] lowers the count and no quote opens there.
 		maybeComment := indent < len(line) && line[indent] == '#'
 		noClose, lineFlow := false, flow
+		// loose: the node start before i may be none to the decoders (after
+		// a ":" or "?" without a blank and without a quoted key or a
+		// bracket before it, as in [a:'x, or after a tag, whose characters
+		// may be quotes): a quote there may be the decoders' opening one.
+		loose := false
 	scan:
 		for i := indent; i < len(line); i++ {
 			c := line[i]
+			wasLoose := false
+			if c != ' ' && c != '\t' {
+				wasLoose, loose = loose, false
+			}
 			// Whether a blank or the end of a line follows c.
 			nextBlank := i+1 >= len(line) || line[i+1] == ' ' || line[i+1] == '\t'
 			indicator := false
@@ -235,6 +244,7 @@ func scanCost(text []byte, maxNodes, maxDepth int) (nodes, depth int, aliases bo
 					// open says.
 					nodes += 2
 					indicator = true
+					loose = i == 0 || bytes.IndexByte([]byte("\"']}"), line[i-1]) < 0
 				}
 			case '#':
 				if i > indent && line[i-1] != ' ' && line[i-1] != '\t' {
@@ -252,6 +262,7 @@ func scanCost(text []byte, maxNodes, maxDepth int) (nodes, depth int, aliases bo
 					for i+1 < len(line) && !bytes.ContainsRune([]byte(" \t,[]{}:?#\"'"), rune(line[i+1])) {
 						i++
 					}
+					loose = true
 					continue
 				}
 			case '"', '\'':
@@ -275,6 +286,9 @@ func scanCost(text []byte, maxNodes, maxDepth int) (nodes, depth int, aliases bo
 					}
 					flow += q.open
 					i = end
+					if wasLoose {
+						unsure = true // its closing quote may be the decoders' opening one
+					}
 				}
 			}
 			if (c != ' ' && c != '\t') || indicator {

@@ -208,6 +208,10 @@ func scanCost(text []byte, maxNodes, maxDepth int) (nodes, depth int, aliases bo
 		// bracket before it, as in [a:'x, or after a tag, whose characters
 		// may be quotes): a quote there may be the decoders' opening one.
 		loose := false
+		// Where the line's last quote is: whether a quote follows a "#" is
+		// asked once per line, not once per "#" (a line of " #" and a
+		// quote at its end would take time in the square of its length).
+		lastQuote := bytes.LastIndexAny(line, "\"'")
 	scan:
 		for i := indent; i < len(line); i++ {
 			c := line[i]
@@ -251,7 +255,7 @@ func scanCost(text []byte, maxNodes, maxDepth int) (nodes, depth int, aliases bo
 					noClose = true // a comment if at a token start ("[a,#]")
 				}
 				if i > indent && (line[i-1] == ' ' || line[i-1] == '\t') {
-					if !hasQuote(line[i:]) {
+					if lastQuote < i {
 						break scan // a comment
 					}
 					maybeComment = true

@@ -86,6 +86,9 @@ func TestCheck(t *testing.T) {
 		{"values after quotes the scan and the decoders pair differently", "r:\n a: x:\"y\n b: \"z\nk: |\n w\"\n c: " + flowList(2000) + "\n", "has more than 1000 YAML nodes"},
 		// A fifth review's: a quote after "a:" in flow context, or after
 		// a tag (which may hold quotes), may be no quote to the decoders.
+		// Linear time: a megabyte line of comments a quote follows (each
+		// "#" asked whether a quote follows it took the square of that).
+		{"a line of comments a quote follows", "k: v" + strings.Repeat(" #", 1<<19) + "\"\n", ""},
 		{"values after a quote after a plain key's colon", "[ a:'x, ']\nk: |\n  ', " + flowList(2000) + "\n", "has more than 1000 YAML nodes"},
 		{"nesting after a quote after a tag holding a quote", "[ !a' \"x\", ']\nk: |\n  ', " + strings.Repeat("[", 40) + strings.Repeat("]", 40) + "]\n", "is nested more than 32 levels deep"},
 		{"values after a quote after a tag holding a colon", "[ !a:'x, ']\nk: |\n  ', " + flowList(2000) + "\n", "has more than 1000 YAML nodes"},

@@ -471,21 +471,40 @@ func blockScalarHeader(line []byte) (col int, ok bool) {
 	if hasQuote(line) || bytes.IndexByte(line, '#') >= 0 {
 		return 0, false
 	}
-	fields := bytes.Fields(line)
-	if len(fields) == 0 || !isHeader(fields[len(fields)-1]) {
+	// Fields are split at YAML's blanks, not at every Unicode space as
+	// bytes.Fields would (allocating a slice per line): "k:\u00a0|" is no
+	// header to the decoders.
+	start, end := lastField(line, len(line))
+	if start < 0 || !isHeader(line[start:end]) {
 		return 0, false
 	}
-	j := len(fields) - 2
-	for j >= 0 && (fields[j][0] == '!' || fields[j][0] == '&') {
-		j--
+	start, end = lastField(line, start)
+	for start >= 0 && (line[start] == '!' || line[start] == '&') {
+		start, end = lastField(line, start)
 	}
-	if j < 0 {
+	if start < 0 {
 		return 0, true
 	}
-	f := fields[j]
+	f := line[start:end]
 	// Its last occurrence: if in a later field, a column further in.
 	col = bytes.LastIndex(line, f)
 	return col, len(f) == 1 && (f[0] == '-' || f[0] == '?') || f[len(f)-1] == ':'
+}
+
+// lastField is where the last blank-separated field of line[:end] starts
+// and ends; -1 if there is none.
+func lastField(line []byte, end int) (start, stop int) {
+	for end > 0 && (line[end-1] == ' ' || line[end-1] == '\t') {
+		end--
+	}
+	if end == 0 {
+		return -1, -1
+	}
+	start = end
+	for start > 0 && line[start-1] != ' ' && line[start-1] != '\t' {
+		start--
+	}
+	return start, end
 }
 
 // indicatorsIn counts the ": ", "- " and "? " of b, levels each may open.

@@ -400,6 +400,12 @@ func (r *Reconciler) reconcile(ctx context.Context, bd *rukpakv1alpha1.BundleDep
 		return ctrl.Result{RequeueAfter: in}, nil
 	}
 	r.retries.succeeded(bd.Name)
+	if result.Changed && r.settles(bd) {
+		// Its own writes changed the records: settled with the records as
+		// they left them, not waiting for the reconcile those writes'
+		// events bring to go the full way once more.
+		records, recorded = result.Records()
+	}
 	stamped := result.Objects
 	var taken []takenObject
 	if result.Changed {

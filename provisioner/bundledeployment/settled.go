@@ -221,6 +221,12 @@ func (r *Reconciler) settledKeyOf(bd *rukpakv1alpha1.BundleDeployment, b *rukpak
 	if !ok {
 		return settledKey{}, false
 	}
+	return settledKeyWith(bd, b, records), true
+}
+
+// settledKeyWith is bd's settled key with its Bundle b and release records
+// of fingerprint records.
+func settledKeyWith(bd *rukpakv1alpha1.BundleDeployment, b *rukpakv1alpha1.Bundle, records string) settledKey {
 	h := sha256.New()
 	for _, m := range []map[string]string{bd.Labels, bd.Annotations} {
 		keys := make([]string, 0, len(m))
@@ -238,7 +244,7 @@ func (r *Reconciler) settledKeyOf(bd *rukpakv1alpha1.BundleDeployment, b *rukpak
 	}
 	key := settledKey{uid: bd.UID, generation: bd.Generation, bundle: b.UID, bundleRV: b.ResourceVersion, records: records}
 	h.Sum(key.meta[:0])
-	return key, true
+	return key
 }
 
 // settles says whether bd's reconciles may go the settled way at all: its
@@ -261,7 +267,8 @@ func (r *Reconciler) settles(bd *rukpakv1alpha1.BundleDeployment) bool {
 
 // settleCandidate is what a full reconcile that installed bundle and kept
 // every object leaves for settle: objs (stamped), when to look again
-// (renewAt), and the release's records as the install found them.
+// (renewAt), and the release's records as the install found them or, if
+// it wrote them, left them.
 type settleCandidate struct {
 	bundle  *rukpakv1alpha1.Bundle
 	objs    []*unstructured.Unstructured
@@ -279,9 +286,12 @@ func (r *Reconciler) recordsOf(bd *rukpakv1alpha1.BundleDeployment) (string, boo
 }
 
 // settle records bd as settled after a full reconcile left c, once bd's
-// status is written: unless a release record was written since the
-// install read them (someone else's: its event's reconcile must go the
-// full way).
+// status is written, with the release records as the install found or
+// left them: the informer need not show its writes yet (the reconciles
+// their events bring find them so and go the settled way), and a record
+// someone else wrote, then or later, makes the records differ from the
+// key's (versions are the API server's), so the reconcile its event
+// brings goes the full way.
 func (r *Reconciler) settle(bd *rukpakv1alpha1.BundleDeployment, c *settleCandidate) {
 	if c.objs == nil {
 		// A settled reconcile (which leaves the state as it is), or a
@@ -292,12 +302,7 @@ func (r *Reconciler) settle(bd *rukpakv1alpha1.BundleDeployment, c *settleCandid
 		r.settled.forget(bd.Name)
 		return
 	}
-	key, ok := r.settledKeyOf(bd, c.bundle)
-	if !ok || key.records != c.records {
-		r.settled.forget(bd.Name)
-		return
-	}
-	r.settled.put(bd.Name, key, statusDigest(bd), c.renewAt, c.objs)
+	r.settled.put(bd.Name, settledKeyWith(bd, c.bundle, c.records), statusDigest(bd), c.renewAt, c.objs)
 }
 
 // statusDigest is the digest of bd's status without its Healthy condition.

@@ -245,6 +245,22 @@ type Result struct {
 	// manifestSize is the size of Release's manifest when Release, kept
 	// from an earlier Apply, was kept without it.
 	manifestSize int
+	// records is the fingerprint of the release's records as this Apply's
+	// own writes left them (Fingerprint's, once the informer shows them),
+	// when it wrote any and no one else wrote meanwhile.
+	records      string
+	recordsKnown bool
+}
+
+// Records is the fingerprint of the release's records as this Apply's own
+// writes left them, if it wrote them and no one else wrote one meanwhile:
+// what Fingerprint will say once the informer shows those writes, unless
+// someone writes a record after them.
+func (r *Result) Records() (string, bool) {
+	if r == nil {
+		return "", false
+	}
+	return r.records, r.recordsKnown
 }
 
 // ManifestSize is the size of the release's manifest.
@@ -451,8 +467,9 @@ func (m *Manager) apply(ctx context.Context, name string, objs []*unstructured.U
 	// The records as this Apply's writes left them: the next Apply of the
 	// same objects needs neither render nor history once the informer
 	// shows them.
-	if len(res.Dropped) == 0 {
-		if records, ok := m.records.settle(name); ok {
+	if records, ok := m.records.settle(name); ok {
+		res.records, res.recordsKnown = records, true
+		if len(res.Dropped) == 0 {
 			m.applied.remember(name, digest, records, rel, len(rel.Manifest), nil)
 		}
 	}

@@ -72,6 +72,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
@@ -81,6 +82,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
 	"github.com/rukpak-dev/rukpak/internal/testenv"
@@ -207,6 +209,9 @@ func TestBench(t *testing.T) {
 	if os.Getenv("RUKPAK_BENCH") != "1" {
 		t.Skip("benchmark harness: run with RUKPAK_BENCH=1 (make bench)")
 	}
+	// The harness's own clients log nothing worth reading; without a
+	// logger controller-runtime prints a stack trace in the table's midst.
+	ctrllog.SetLogger(logr.Discard())
 	r := &report{}
 	defer r.print(t)
 	defer removeProvisionerBinary()

@@ -30,6 +30,7 @@ import (
 	"github.com/rukpak-dev/rukpak/internal/testenv"
 	"github.com/rukpak-dev/rukpak/internal/testnet"
 	"github.com/rukpak-dev/rukpak/internal/testregistry"
+	"github.com/rukpak-dev/rukpak/provisioner/metrics"
 	"github.com/rukpak-dev/rukpak/provisioner/registry"
 )
 
@@ -304,11 +305,19 @@ func benchFleetRound(t *testing.T, r *report, reg *testregistry.Registry, bundle
 		done = fmt.Sprintf("the %d others Installed / Healthy, the %d failing reported", len(bundles)-failing, failing)
 	}
 	r.add("fleet", label+": create -> "+done, secs(installed)+" / "+secs(healthy), "", "", shape)
+	// Which of the steps an unchanged reconcile skips were run, per
+	// BundleDeployment: what the figures below are made of.
+	var steps []string
+	for _, step := range []string{metrics.StepLoad, metrics.StepDecode, metrics.StepCached, metrics.StepRender, metrics.StepHistory, metrics.StepPreflight} {
+		n := s1.sum(metrics.NameReconcileSteps, "step", step) - s0.sum(metrics.NameReconcileSteps, "step", step)
+		steps = append(steps, fmt.Sprintf("%s %.1f", step, n/float64(len(bundles))))
+	}
 	r.add("fleet", label+": CPU seconds until done: provisioner / kube-apiserver / etcd",
 		fmt.Sprintf("%.1f / %.1f / %.1f", cpu1[0]-cpu0[0], cpu1[1]-cpu0[1], cpu1[2]-cpu0[2]), "", "",
-		fmt.Sprintf("provisioner %s of the API server's; reconciles per BundleDeployment %.1f (per Bundle %.1f)", ratio(cpu1[0]-cpu0[0], cpu1[1]-cpu0[1]),
+		fmt.Sprintf("provisioner %s of the API server's; reconciles per BundleDeployment %.1f (per Bundle %.1f); steps per BundleDeployment: %s", ratio(cpu1[0]-cpu0[0], cpu1[1]-cpu0[1]),
 			(s1.sum("controller_runtime_reconcile_total", "controller", bdCtl)-s0.sum("controller_runtime_reconcile_total", "controller", bdCtl))/float64(len(bundles)),
-			(s1.sum("controller_runtime_reconcile_total", "controller", bCtl)-s0.sum("controller_runtime_reconcile_total", "controller", bCtl))/float64(len(bundles))))
+			(s1.sum("controller_runtime_reconcile_total", "controller", bCtl)-s0.sum("controller_runtime_reconcile_total", "controller", bCtl))/float64(len(bundles)),
+			strings.Join(steps, ", ")))
 	r.add("fleet", label+": bytes allocated per byte of content", fmt.Sprintf("%.1f", alloc/float64(content)), "target ≤ 20", ratio(alloc/float64(content), 20),
 		fmt.Sprintf("%.0f MiB allocated (go_memstats_alloc_bytes_total) from the first create until done, over %.1f MiB rendered; %s the floor", alloc/(1<<20), float64(content)/(1<<20), ratio(alloc/float64(content), floor)))
 	r.add("fleet", label+": provisioner peak RSS (VmHWM)", mib(hwm), "target ≤ 256 MiB", ratio(float64(hwm), 256<<10),

@@ -7,11 +7,13 @@ package yamlcost
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"unicode/utf8"
 
 	yamlv3 "go.yaml.in/yaml/v3"
+	"golang.org/x/sync/semaphore"
 )
 
 // Check estimates what decoding one YAML (or JSON) document's text costs
@@ -25,6 +27,15 @@ func Check(text []byte, maxNodes, maxDepth int) (int, error) {
 	if !utf8.Valid(text) {
 		return 0, errors.New("is not UTF-8 text")
 	}
+	// A byte order mark is read at the start only. One further on, go-yaml
+	// looks for at its read buffer's start, not where it reads: after a
+	// refill that starts at one, each line's first character is dropped
+	// ("#" too, which uncomments the line), differently by yaml.v2 and
+	// yaml.v3, as the buffers fall.
+	text = bytes.TrimPrefix(text, bom)
+	if bytes.Contains(text, bom) {
+		return 0, errors.New("holds a byte order mark (U+FEFF) past its start")
+	}
 	nodes, depth, aliases := scanCost(text, maxNodes, maxDepth)
 	switch {
 	case depth > maxDepth:
@@ -37,7 +48,7 @@ func Check(text []byte, maxNodes, maxDepth int) (int, error) {
 	// Aliases repeat the node they name, so a few kilobytes can stand for
 	// billions of nodes. Count them exactly: the text's own nodes are
 	// bounded by now, and so is its parse tree.
-	expanded, deep, err := expandedNodes(text, maxNodes, maxDepth)
+	expanded, deep, err := countExpanded(text, nodes, maxNodes, maxDepth)
 	if err != nil {
 		// Not left to the decoder: yaml.v2 accepts some text yaml.v3
 		// refuses (what follows a "..." document end marker), and bounds
@@ -52,6 +63,31 @@ func Check(text []byte, maxNodes, maxDepth int) (int, error) {
 	}
 	return max(nodes, expanded), nil
 }
+
+// counting bounds the exact counts running at once in this process: a
+// document's parse tree costs ~370 bytes per node it holds (a 120,000-node
+// list: 44 MB), which no decoder's budget covers yet, so many documents
+// with aliases (from one hostile author, say) would together hold
+// hundreds of megabytes. Each takes its estimated nodes, at most the whole
+// budget: one larger runs alone.
+var counting = semaphore.NewWeighted(countBudget)
+
+// countBudget is ~24 MiB of parse trees at once.
+const countBudget = 64 << 10
+
+// countExpanded is expandedNodes within the counting budget, nodes the
+// scan's estimate of text's own.
+func countExpanded(text []byte, nodes, limit, maxDepth int) (int, int, error) {
+	w := int64(min(max(nodes, 1), countBudget))
+	if err := counting.Acquire(context.Background(), w); err != nil {
+		return 0, 0, err
+	}
+	defer counting.Release(w)
+	return expandedNodes(text, limit, maxDepth)
+}
+
+// bom is U+FEFF in UTF-8.
+var bom = []byte("\ufeff")
 
 // CheckJSON is Check for text a JSON decoder decodes (which has no
 // aliases): it counts nesting and values outside strings, so a document of
@@ -107,8 +143,10 @@ func CheckJSON(text []byte, maxNodes, maxDepth int) (int, error) {
 // quoted scalar that starts at a node start, on one line or several, is
 // counted as if it were structure, except that what it leaves open is
 // carried on and what it closes is not: a "]" in a string never lowers
-// the count. Aliases are looked for in the whole text (mayAlias).
-// FuzzScanCost holds it to the decoders.
+// the count. Depth counts two levels per open bracket ("[k: v]" is a
+// sequence of a mapping) and per block entry ("- k:" lines indented by two
+// nest twice per line). Aliases are looked for in the whole text
+// (mayAlias). FuzzScanCost holds it to the decoders.
 func scanCost(text []byte, maxNodes, maxDepth int) (nodes, depth int, aliases bool) {
 	aliases = mayAlias(text)
 	nodes = 1 // the document itself
@@ -150,7 +188,7 @@ func scanCost(text []byte, maxNodes, maxDepth int) (nodes, depth int, aliases bo
 			nodes++
 			if end < 0 {
 				nodes += open.add(line)
-				if d := len(indents) + flow + open.deepest + indicatorsIn(line); d > depth {
+				if d := len(indents) + 2*(flow+open.deepest) + indicatorsIn(line); d > depth {
 					depth = d
 				}
 				if depth > maxDepth || nodes > maxNodes {
@@ -159,7 +197,7 @@ func scanCost(text []byte, maxNodes, maxDepth int) (nodes, depth int, aliases bo
 				continue
 			}
 			nodes += open.add(line[:end])
-			if d := len(indents) + flow + open.deepest + indicatorsIn(line[:end]); d > depth {
+			if d := len(indents) + 2*(flow+open.deepest) + indicatorsIn(line[:end]); d > depth {
 				depth = d
 			}
 			flow += open.open
@@ -241,6 +279,12 @@ func scanCost(text []byte, maxNodes, maxDepth int) (nodes, depth int, aliases bo
 					nodes += 2
 					lineDepth++
 					indicator = true
+					if flow == 0 && c != ':' && (len(indents) == 0 || indents[len(indents)-1] <= i) {
+						// A block entry's node is a level of its own
+						// whose indentation is past the "-": "- k:" lines
+						// indented by two nest twice per line.
+						indents = append(indents, i+1)
+					}
 				case c != '-':
 					// In flow context the decoders take ":" and "?" as
 					// indicators without a blank after them ({"k":*a},
@@ -263,7 +307,14 @@ func scanCost(text []byte, maxNodes, maxDepth int) (nodes, depth int, aliases bo
 			case '!', '&':
 				if afterIndicator && !maybeComment {
 					// A node's properties: a node still starts after them.
-					for i+1 < len(line) && !bytes.ContainsRune([]byte(" \t,[]{}:?#\"'"), rune(line[i+1])) {
+					// A tag's characters include "]" and "," ("[ !a] x"
+					// closes nothing); it ends sooner here only where
+					// that counts more.
+					stop := anchorEnd
+					if c == '!' {
+						stop = tagEnd
+					}
+					for i+1 < len(line) && !bytes.ContainsRune(stop, rune(line[i+1])) {
 						i++
 					}
 					loose = true
@@ -277,7 +328,7 @@ func scanCost(text []byte, maxNodes, maxDepth int) (nodes, depth int, aliases bo
 					end := closingQuote(line, i, c)
 					if end < 0 {
 						nodes += q.add(line[i+1:])
-						if d := len(indents) + lineDepth + flow + q.deepest; d > depth {
+						if d := len(indents) + lineDepth + 2*(flow+q.deepest); d > depth {
 							depth = d
 						}
 						quote, open = c, q
@@ -285,7 +336,7 @@ func scanCost(text []byte, maxNodes, maxDepth int) (nodes, depth int, aliases bo
 						break scan
 					}
 					nodes += q.add(line[i+1 : end])
-					if d := len(indents) + lineDepth + flow + q.deepest; d > depth {
+					if d := len(indents) + lineDepth + 2*(flow+q.deepest); d > depth {
 						depth = d
 					}
 					flow += q.open
@@ -298,7 +349,9 @@ func scanCost(text []byte, maxNodes, maxDepth int) (nodes, depth int, aliases bo
 			if (c != ' ' && c != '\t') || indicator {
 				afterIndicator = indicator
 			}
-			if d := len(indents) + lineDepth + flow; d > depth {
+			// Each open bracket may hold two levels: "[k: v]" is a
+			// sequence of a mapping.
+			if d := len(indents) + lineDepth + 2*flow; d > depth {
 				depth = d
 			}
 		}
@@ -313,6 +366,14 @@ func scanCost(text []byte, maxNodes, maxDepth int) (nodes, depth int, aliases bo
 	}
 	return nodes, depth, aliases
 }
+
+// Where a node's anchor and tag end, for the scan: an anchor's name is
+// letters, digits, "-" and "_" to both decoders; a tag's characters are a
+// URI's, brackets and commas included.
+var (
+	anchorEnd = []byte(" \t,[]{}:?#\"'")
+	tagEnd    = []byte(" \t[{}:?#\"'")
+)
 
 // quoted is what the text of a quoted scalar would add if it were
 // structure: the brackets it leaves open, and how deep they nest within it.

@@ -1,9 +1,11 @@
 package yamlcost
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf16"
 
 	yamlv2 "go.yaml.in/yaml/v2"
@@ -92,6 +94,20 @@ func TestCheck(t *testing.T) {
 		{"values after a quote after a plain key's colon", "[ a:'x, ']\nk: |\n  ', " + flowList(2000) + "\n", "has more than 1000 YAML nodes"},
 		{"nesting after a quote after a tag holding a quote", "[ !a' \"x\", ']\nk: |\n  ', " + strings.Repeat("[", 40) + strings.Repeat("]", 40) + "]\n", "is nested more than 32 levels deep"},
 		{"values after a quote after a tag holding a colon", "[ !a:'x, ']\nk: |\n  ', " + flowList(2000) + "\n", "has more than 1000 YAML nodes"},
+		// A sixth review's: a tag holding "]" (to the decoders a tag's
+		// characters are a URI's), a byte order mark past the start (the
+		// decoders then drop lines' first characters, "#" too), a mapping
+		// in each flow sequence ("[k: [k: ...]]") and block entries
+		// holding mappings ("- k:" lines) nesting twice per bracket or
+		// line.
+		{"values after a tag holding a bracket", sixthReview["tag bracket"], "has more than 1000 YAML nodes"},
+		{"nesting after a tag holding a bracket", sixthReview["tag bracket nesting"], "is nested more than 32 levels deep"},
+		{"values after a byte order mark", sixthReview["byte order mark"], "byte order mark"},
+		{"laughs after a byte order mark", sixthReview["byte order mark laughs"], "byte order mark"},
+		{"a byte order mark at the start", "\ufeffapiVersion: v1\nkind: ConfigMap\n", ""},
+		{"mappings in flow sequences", sixthReview["flow pairs"], "is nested more than 32 levels deep"},
+		{"mappings in flow sequences over lines", sixthReview["flow pairs over lines"], "is nested more than 32 levels deep"},
+		{"mappings in block entries", sixthReview["block entries"], "is nested more than 32 levels deep"},
 		{"nesting after quotes the scan and the decoders pair differently", "[[[[[[[[a,#, \"\n\"]]]]]]]]\nx\", " + strings.Repeat("[", 31) + "b" + strings.Repeat("]", 39) + "\n", "is nested more than 32 levels deep"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -245,6 +261,60 @@ func TestReviewBombsExpand(t *testing.T) {
 	}
 }
 
+// sixthReview are the inputs of a sixth outside review, each of which
+// yaml.v2 decodes to more than 1,000 values or 32 levels (TestCheck's
+// limits) while the scan then estimated less.
+var sixthReview = func() map[string]string {
+	rep := func(s string, n int) string { return strings.TrimSuffix(strings.Repeat(s+",", n), ",") }
+	deep := strings.Repeat("[", 40) + "x" + strings.Repeat("]", 40)
+	visible := "p: [" + rep("x", 60) + "]\na: &a [" + rep("x", 10) + "]\nb: &b [" + rep("*a", 10) + "]\n"
+	var entries strings.Builder
+	for i := range 25 {
+		entries.WriteString(strings.Repeat("  ", i) + "- k:\n")
+	}
+	return map[string]string{
+		"tag bracket":            "[ !a] x\n  - |\n    , " + flowList(2000) + "\n  ]\n",
+		"tag bracket nesting":    "[ !a] x\n  - |\n    , " + deep + "\n  ]\n",
+		"byte order mark":        "p: " + strings.Repeat("a", 503) + "\n\ufeffk:\n#  " + flowList(2000) + "\n",
+		"byte order mark laughs": visible + "m:\n  s:" + strings.Repeat(" ", 314) + "\ufeffv\n  z:\n#  [" + rep("*b", 30) + "]\n  t: x\n",
+		"flow pairs":             strings.Repeat(`["a":`, 20) + "x" + strings.Repeat("]", 20),
+		"flow pairs over lines":  strings.Repeat("[ a:\n", 20) + "x" + strings.Repeat("]", 20),
+		"block entries":          entries.String(),
+	}
+}()
+
+// The sixth review's inputs are what it said they are.
+func TestSixthReviewInputsAreBombs(t *testing.T) {
+	for name, text := range sixthReview {
+		var v any
+		if err := yamlv2.Unmarshal([]byte(text), &v); err != nil {
+			t.Errorf("%s: yaml.v2 refused it: %v", name, err)
+			continue
+		}
+		if n, d := values(v, 0), depthOf(v); n <= 1000 && d <= 32 {
+			t.Errorf("%s: yaml.v2 decoded %d values %d levels deep, within the limits", name, n, d)
+		}
+	}
+}
+
+// depthOf is how many collections the deepest of v's values is in.
+func depthOf(v any) int {
+	d := 0
+	switch v := v.(type) {
+	case map[any]any:
+		for k, e := range v {
+			d = max(d, depthOf(k), depthOf(e))
+		}
+	case []any:
+		for _, e := range v {
+			d = max(d, depthOf(e))
+		}
+	default:
+		return 0
+	}
+	return d + 1
+}
+
 // Every bomb of TestCheck is one the decoders accept: refusing it is the
 // check's work, not theirs.
 func TestBombsAreYAML(t *testing.T) {
@@ -295,5 +365,38 @@ func TestCheckJSON(t *testing.T) {
 				t.Fatalf("error %v, want %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// An exact count waits for the counting budget: with all of it taken (by
+// other documents' counts), a document with aliases is not parsed until
+// some is given back. Documents without aliases need none.
+func TestExactCountsShareABudget(t *testing.T) {
+	if err := counting.Acquire(context.Background(), countBudget); err != nil {
+		t.Fatal(err)
+	}
+	released := false
+	defer func() {
+		if !released {
+			counting.Release(countBudget)
+		}
+	}()
+	if _, err := Check([]byte("a: [x, y]\nb: [x, y]\n"), 1000, 32); err != nil {
+		t.Fatalf("a document without aliases: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := Check([]byte("a: &a [x, y]\nb: *a\n"), 1000, 32)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		t.Fatalf("counted with the budget taken (%v)", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	counting.Release(countBudget)
+	released = true
+	if err := <-done; err != nil {
+		t.Fatalf("refused: %v", err)
 	}
 }

@@ -279,10 +279,13 @@ func scanCost(text []byte, maxNodes, maxDepth int) (nodes, depth int, aliases bo
 					nodes += 2
 					lineDepth++
 					indicator = true
-					if flow == 0 && c != ':' && (len(indents) == 0 || indents[len(indents)-1] <= i) {
+					if c != ':' && (len(indents) == 0 || indents[len(indents)-1] <= i) {
 						// A block entry's node is a level of its own
 						// whose indentation is past the "-": "- k:" lines
-						// indented by two nest twice per line.
+						// indented by two nest twice per line. Also where
+						// the scan counts a bracket open that the
+						// decoders read as text ("x: a[b"), whose block
+						// entries nest all the same.
 						indents = append(indents, i+1)
 					}
 				case c != '-':

@@ -108,6 +108,7 @@ func TestCheck(t *testing.T) {
 		{"mappings in flow sequences", sixthReview["flow pairs"], "is nested more than 32 levels deep"},
 		{"mappings in flow sequences over lines", sixthReview["flow pairs over lines"], "is nested more than 32 levels deep"},
 		{"mappings in block entries", sixthReview["block entries"], "is nested more than 32 levels deep"},
+		{"mappings in block entries after a bracket in text", sixthReview["block entries after a bracket in text"], "is nested more than 32 levels deep"},
 		{"nesting after quotes the scan and the decoders pair differently", "[[[[[[[[a,#, \"\n\"]]]]]]]]\nx\", " + strings.Repeat("[", 31) + "b" + strings.Repeat("]", 39) + "\n", "is nested more than 32 levels deep"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -280,6 +281,9 @@ var sixthReview = func() map[string]string {
 		"flow pairs":             strings.Repeat(`["a":`, 20) + "x" + strings.Repeat("]", 20),
 		"flow pairs over lines":  strings.Repeat("[ a:\n", 20) + "x" + strings.Repeat("]", 20),
 		"block entries":          entries.String(),
+		// The same after a bracket the scan counts open and the decoders
+		// read as text.
+		"block entries after a bracket in text": "x: a[b\ny:\n" + entries.String(),
 	}
 }()
 

@@ -149,6 +149,8 @@ func TestBuildRefuses(t *testing.T) {
 		{name: "deep JSON", fsys: fstest.MapFS{"c.json": {Data: []byte(deep(100_000))}}, want: `c.json: blob 1: is nested more than 64 levels deep`},
 		{name: "deep YAML", fsys: fstest.MapFS{"c.yaml": {Data: []byte("schema: x\nv: " + strings.Repeat("[", 10_000) + strings.Repeat("]", 10_000) + "\n")}},
 			want: `c.yaml: blob 1: is nested more than 64 levels deep`},
+		{name: "deep YAML the scan does not see", fsys: fstest.MapFS{"c.yaml": {Data: []byte("schema: x\nk: a - 'x\nj: [ # ]\n" + strings.Repeat(" [ # ]\n", 80) + " x\n" + strings.Repeat("]", 81) + "\n")}},
+			want: `c.yaml: blob 1: is nested more than 64 levels deep`},
 		{name: "YAML alias bomb", fsys: fstest.MapFS{"c.yaml": {Data: []byte(aliasBomb())}},
 			want: `c.yaml: blob 1: expands to more than 262144 YAML nodes through aliases`},
 		{name: "one huge blob", fsys: fstest.MapFS{"c.json": {Data: []byte(`{"schema":"x","v":"` + strings.Repeat("a", 9<<20) + `"}`)}},

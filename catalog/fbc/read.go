@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"path"
 	"strings"
 
@@ -167,6 +168,10 @@ func (b *blobReader) next() ([]byte, error) {
 			return nil, fmt.Errorf("is not valid YAML: %w", err)
 		}
 		js = bytes.TrimSpace(js)
+		// The scan's depth is an estimate; the JSON's is exact.
+		if _, err := yamlcost.CheckJSON(js, math.MaxInt, b.l.MaxDepth); err != nil {
+			return nil, err
+		}
 		if len(js) == 0 || js[0] != '{' {
 			if string(js) == "null" {
 				continue // a document of only comments

@@ -145,6 +145,17 @@ var hostile = []struct {
 		size:    int64(300*3 + 300*299/2),
 		wantErr: "decode manifests/list.yaml: document 0 is nested more than 256 levels deep",
 	},
+	// Nesting the scan's estimate misses (brackets before comments, on
+	// lines a quote that is none to the decoders runs over) is refused
+	// once decoded: the limit holds the decoded values exactly.
+	{
+		name: "302 nested flow lists the scan does not see",
+		input: func() io.Reader {
+			return strings.NewReader("k: a - 'x\nj: [ # ]\n" + strings.Repeat(" [ # ]\n", 300) + " x\n" + strings.Repeat("]", 301) + "\n")
+		},
+		size:    int64(len("k: a - 'x\nj: [ # ]\n") + 7*300 + 3 + 302),
+		wantErr: "decode manifests/list.yaml: document 0 is nested more than 256 levels deep",
+	},
 	// A file that starts as JSON is estimated as JSON (strings do not
 	// count as nesting), but not what follows a "---" line in it.
 	{
@@ -501,5 +512,35 @@ func TestDecodeMatchesApimachineryOnCorpus(t *testing.T) {
 	}
 	if n < 50 {
 		t.Fatalf("compared %d manifest files, want the corpus's (at least 50)", n)
+	}
+}
+
+func TestNesting(t *testing.T) {
+	deep := func(n int) any {
+		var v any = "x"
+		for i := range n {
+			if i%2 == 0 {
+				v = []any{v}
+			} else {
+				v = map[string]any{"k": v}
+			}
+		}
+		return v
+	}
+	for _, tc := range []struct {
+		v           any
+		limit, want int
+	}{
+		{"x", 4, 0},
+		{map[string]any{}, 4, 1},
+		{deep(3), 4, 3},
+		{deep(4), 4, 4},
+		{deep(5), 4, 5},
+		{deep(50), 4, 5}, // looked for no deeper than past the limit
+		{map[string]any{"a": "x", "b": deep(6)}, 8, 7},
+	} {
+		if got := nesting(tc.v, tc.limit); got != tc.want {
+			t.Errorf("nesting(%v, %d) = %d, want %d", tc.v, tc.limit, got, tc.want)
+		}
 	}
 }

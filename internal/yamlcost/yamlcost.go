@@ -84,9 +84,11 @@ var counting = semaphore.NewWeighted(countBudget)
 const countBudget = 64 << 10
 
 // countExpanded is expandedNodes within the counting budget, nodes the
-// scan's estimate of text's own.
+// bound of text's own.
 func countExpanded(text []byte, nodes, limit, maxDepth int) (int, int, error) {
-	w := int64(min(max(nodes, 1), countBudget))
+	// A node's worth per 20 bytes for text of long scalars, whose tree
+	// holds their text (as plain's decoding budget weighs them).
+	w := int64(min(max(nodes, len(text)/20, 1), countBudget))
 	if err := counting.Acquire(context.Background(), w); err != nil {
 		return 0, 0, err
 	}

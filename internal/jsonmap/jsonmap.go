@@ -654,3 +654,30 @@ func (d *decoder) skip() bool {
 		return ok
 	}
 }
+
+// Nesting is how many maps and slices the deepest of v's values is in (a
+// decoded document's nesting), looked for no deeper than past limit: a
+// result over limit says only that it is deeper.
+func Nesting(v any, limit int) int {
+	if limit < 0 {
+		return 0
+	}
+	deepest := 0
+	switch v := v.(type) {
+	case map[string]any:
+		for _, e := range v {
+			if deepest = max(deepest, Nesting(e, limit-1)); deepest > limit {
+				break
+			}
+		}
+	case []any:
+		for _, e := range v {
+			if deepest = max(deepest, Nesting(e, limit-1)); deepest > limit {
+				break
+			}
+		}
+	default:
+		return 0
+	}
+	return deepest + 1
+}

@@ -450,3 +450,33 @@ func TestMarshalDeepAndCyclic(t *testing.T) {
 		t.Error("Write of a cycle: no error")
 	}
 }
+
+func TestNesting(t *testing.T) {
+	deep := func(n int) any {
+		var v any = "x"
+		for i := range n {
+			if i%2 == 0 {
+				v = []any{v}
+			} else {
+				v = map[string]any{"k": v}
+			}
+		}
+		return v
+	}
+	for _, tc := range []struct {
+		v           any
+		limit, want int
+	}{
+		{"x", 4, 0},
+		{map[string]any{}, 4, 1},
+		{deep(3), 4, 3},
+		{deep(4), 4, 4},
+		{deep(5), 4, 5},
+		{deep(50), 4, 5}, // looked for no deeper than past the limit
+		{map[string]any{"a": "x", "b": deep(6)}, 8, 7},
+	} {
+		if got := Nesting(tc.v, tc.limit); got != tc.want {
+			t.Errorf("Nesting(%v, %d) = %d, want %d", tc.v, tc.limit, got, tc.want)
+		}
+	}
+}

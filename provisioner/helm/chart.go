@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"iter"
 	"path"
 	"slices"
 	"strings"
@@ -35,6 +36,7 @@ import (
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/ignore"
 
+	"github.com/rukpak-dev/rukpak/internal/jsonmap"
 	"github.com/rukpak-dev/rukpak/provisioner/plain"
 )
 
@@ -118,7 +120,40 @@ func LoadChartLimited(fsys fs.FS, limits Limits) (*chart.Chart, error) {
 	if err := installable(ch); err != nil {
 		return nil, fmt.Errorf("invalid chart %q: %w", ch.Name(), err)
 	}
+	// The scan before Helm's loader estimates nesting; the values it
+	// decoded, here and in every subchart, are held to the limit exactly.
+	maxDepth := b.YAML.OrDefault().MaxDepth
+	for c := range chartsOf(ch) {
+		dir := strings.TrimPrefix(strings.TrimPrefix(c.ChartFullPath(), ch.ChartFullPath()), "/")
+		if jsonmap.Nesting(c.Values, maxDepth) > maxDepth {
+			return nil, fmt.Errorf("loading the chart: chart file %q is nested more than %d levels deep", path.Join(dir, "values.yaml"), maxDepth)
+		}
+		// Chart.yaml's fields are fixed but for a dependency's
+		// import-values.
+		if c.Metadata != nil {
+			for _, d := range c.Metadata.Dependencies {
+				if d != nil && jsonmap.Nesting(d.ImportValues, maxDepth-3) > maxDepth-3 {
+					return nil, fmt.Errorf("loading the chart: chart file %q is nested more than %d levels deep", path.Join(dir, "Chart.yaml"), maxDepth)
+				}
+			}
+		}
+	}
 	return ch, nil
+}
+
+// chartsOf is ch and its subcharts, at any depth.
+func chartsOf(ch *chart.Chart) iter.Seq[*chart.Chart] {
+	return func(yield func(*chart.Chart) bool) {
+		stack := []*chart.Chart{ch}
+		for len(stack) > 0 {
+			c := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			if !yield(c) {
+				return
+			}
+			stack = append(stack, c.Dependencies()...)
+		}
+	}
 }
 
 // load locates the chart in fsys and loads it with Helm's loader.

@@ -275,6 +275,30 @@ func TestLoadChartErrors(t *testing.T) {
 		limits:  helm.Limits{YAML: plain.Limits{MaxDepth: 50}},
 		wantErr: `loading the chart: chart file "charts/sub/values.yaml" is nested more than 50 levels deep`,
 	}, {
+		// Nesting the scan's estimate misses (brackets before comments,
+		// on lines a quote that is none runs over): held to the limit on
+		// the values Helm decoded.
+		name: "subchart values.yaml nested deeper than the scan sees",
+		fsys: func(*testing.T) fs.FS {
+			m := chartWith("values.yaml", "a: 1\n")
+			m["charts/sub/Chart.yaml"] = &fstest.MapFile{Data: []byte("apiVersion: v2\nname: sub\nversion: 1.0.0\n")}
+			m["charts/sub/values.yaml"] = &fstest.MapFile{Data: []byte("k: a - 'x\nj: [ # ]\n" + strings.Repeat(" [ # ]\n", 80) + " x\n" + strings.Repeat("]", 81) + "\n")}
+			return m
+		},
+		limits:  helm.Limits{YAML: plain.Limits{MaxDepth: 50}},
+		wantErr: `loading the chart: chart file "charts/sub/values.yaml" is nested more than 50 levels deep`,
+	}, {
+		name: "Chart.yaml import-values nested deeper than the scan sees",
+		fsys: func(*testing.T) fs.FS {
+			m := chartWith("values.yaml", "a: 1\n")
+			m["Chart.yaml"] = &fstest.MapFile{Data: []byte("apiVersion: v2\nname: c\nversion: 1.0.0\nk: a - 'x\ndependencies:\n- name: sub\n  version: 1.0.0\n  import-values: [ # ]\n" +
+				strings.Repeat("   [ # ]\n", 80) + "   x\n   " + strings.Repeat("]", 81) + "\n")}
+			m["charts/sub/Chart.yaml"] = &fstest.MapFile{Data: []byte("apiVersion: v2\nname: sub\nversion: 1.0.0\n")}
+			return m
+		},
+		limits:  helm.Limits{YAML: plain.Limits{MaxDepth: 50}},
+		wantErr: `loading the chart: chart file "Chart.yaml" is nested more than 50 levels deep`,
+	}, {
 		name: "values.yaml in a chart archive",
 		fsys: func(t *testing.T) fs.FS {
 			return fstest.MapFS{"c.tgz": {Data: testfiles.TarGz(t,

@@ -116,7 +116,7 @@ func (l Limits) decode(name string, r io.Reader, total *atomic.Int64, visit func
 		n, err := decodeText(text, jsonFile, oneJSON, cost, doc, func(doc int, fields map[string]any) error {
 			// The scan's depth is an estimate; the decoded values' is
 			// exact, and what the limit holds to.
-			if nesting(fields, l.MaxDepth) > l.MaxDepth {
+			if jsonmap.Nesting(fields, l.MaxDepth) > l.MaxDepth {
 				return fmt.Errorf("decode %s: document %d is nested more than %d levels deep", name, doc, l.MaxDepth)
 			}
 			return decodeFields(name, doc, fields, visit)
@@ -352,29 +352,3 @@ func (s *splitter) next() ([]byte, error) {
 }
 
 const separator = "---"
-
-// nesting is how many maps and slices the deepest of v's values is in,
-// looked for no deeper than past limit.
-func nesting(v any, limit int) int {
-	if limit < 0 {
-		return 0
-	}
-	deepest := 0
-	switch v := v.(type) {
-	case map[string]any:
-		for _, e := range v {
-			if deepest = max(deepest, nesting(e, limit-1)); deepest > limit {
-				break
-			}
-		}
-	case []any:
-		for _, e := range v {
-			if deepest = max(deepest, nesting(e, limit-1)); deepest > limit {
-				break
-			}
-		}
-	default:
-		return 0
-	}
-	return deepest + 1
-}

@@ -16,8 +16,8 @@ import (
 )
 
 // TestIntegrationSettledReconcileTakesNoObjects proves that the reconciles
-// of an installed BundleDeployment, from the one its release record's
-// write queues on, and those its objects queue by changing their status
+// an installed BundleDeployment's objects queue by changing their status,
+// from the first after the install on,
 // (a Deployment becoming available, then not) run no step at all: not
 // even taking the objects from the object cache, which decodes them. Its
 // Healthy condition follows the Deployment all the same, and its other
@@ -50,9 +50,9 @@ func TestIntegrationSettledReconcileTakesNoObjects(t *testing.T) {
 		h.waitBD("settled", rukpakv1alpha1.TypeHealthy, metav1.ConditionFalse, rukpakv1alpha1.ReasonUnhealthy, "")
 		return stepsSince(before)
 	}
-	// Settled by the install itself: the reconciles that the release
-	// record it wrote and its own status write bring take nothing either,
-	// whether the informer showed the record to the install or not.
+	// Settled by the install itself, with the release records as its own
+	// writes left them (whether the informer showed them yet or not): the
+	// first status changes after it take nothing either.
 	if got := toggle(); !noStep(got) {
 		t.Errorf("status changes right after the install ran steps: %v", got)
 	}

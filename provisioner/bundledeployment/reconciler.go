@@ -231,6 +231,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	concrete()
 
+	// What the reconcile works on: a status write's answer brings in a
+	// spec, labels or annotations changed meanwhile, which it did not see
+	// (settle).
+	started := settledKeyWith(bd, &rukpakv1alpha1.Bundle{}, "")
 	before := bd.DeepCopy()
 	// The records as the API server has them: the patch must carry the
 	// UIDs the cache (or an earlier flush) did not.
@@ -276,7 +280,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	} else if err == nil {
 		// Settled only with its status written: a settled reconcile sets
 		// Healthy alone.
-		r.settle(bd, &settling)
+		r.settle(bd, &settling, started)
 	}
 	metrics.RecordConditions(kind, bd.Name, bd.Status.Conditions)
 	return res, err

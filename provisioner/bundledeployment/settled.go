@@ -287,22 +287,28 @@ func (r *Reconciler) recordsOf(bd *rukpakv1alpha1.BundleDeployment) (string, boo
 
 // settle records bd as settled after a full reconcile left c, once bd's
 // status is written, with the release records as the install found or
-// left them: the informer need not show its writes yet (the reconciles
-// their events bring find them so and go the settled way), and a record
-// someone else wrote, then or later, makes the records differ from the
-// key's (versions are the API server's), so the reconcile its event
-// brings goes the full way.
-func (r *Reconciler) settle(bd *rukpakv1alpha1.BundleDeployment, c *settleCandidate) {
+// left them: the informer need not show its writes yet (later reconciles
+// find them so and go the settled way), and a record someone else wrote,
+// then or later, makes the records differ from the key's (versions are
+// the API server's), so the reconcile its event brings goes the full way.
+//
+// started is bd's key as the reconcile began (its UID, generation, labels
+// and annotations): a spec, label or annotation change that the status
+// write's answer brought into bd was not installed, so bd does not settle
+// on it (its event's reconcile goes the full way).
+func (r *Reconciler) settle(bd *rukpakv1alpha1.BundleDeployment, c *settleCandidate, started settledKey) {
 	if c.objs == nil {
 		// A settled reconcile (which leaves the state as it is), or a
 		// full one that did not settle (which forgot it first).
 		return
 	}
-	if !r.settles(bd) || bd.Status.PendingBundle != "" {
+	key := settledKeyWith(bd, c.bundle, c.records)
+	if !r.settles(bd) || bd.Status.PendingBundle != "" || bd.Status.ObservedGeneration != bd.Generation ||
+		key.uid != started.uid || key.generation != started.generation || key.meta != started.meta {
 		r.settled.forget(bd.Name)
 		return
 	}
-	r.settled.put(bd.Name, settledKeyWith(bd, c.bundle, c.records), statusDigest(bd), c.renewAt, c.objs)
+	r.settled.put(bd.Name, key, statusDigest(bd), c.renewAt, c.objs)
 }
 
 // statusDigest is the digest of bd's status without its Healthy condition.
@@ -321,7 +327,7 @@ func statusDigest(bd *rukpakv1alpha1.BundleDeployment) [sha256.Size]byte {
 // its objects, nothing else. ok is false when bd must go the full way.
 func (r *Reconciler) settledHealth(ctx context.Context, bd *rukpakv1alpha1.BundleDeployment, b *rukpakv1alpha1.Bundle) (res ctrl.Result, ok bool) {
 	st, found := r.settled.get(bd.Name)
-	if !found || !r.settles(bd) || bd.Status.ActiveBundle != b.Name || bd.Status.PendingBundle != "" {
+	if !found || !r.settles(bd) || bd.Status.ActiveBundle != b.Name || bd.Status.PendingBundle != "" || bd.Status.ObservedGeneration != bd.Generation {
 		return res, false
 	}
 	now := time.Now()

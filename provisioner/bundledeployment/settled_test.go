@@ -7,7 +7,11 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
+	"github.com/rukpak-dev/rukpak/provisioner/release"
 )
 
 func settledTestObject(apiVersion, kind, name string, labels map[string]string) *unstructured.Unstructured {
@@ -81,5 +85,47 @@ func TestSettledSetBounds(t *testing.T) {
 	none.forget("x")
 	if _, ok := none.get("x"); ok {
 		t.Error("a nil set holds something")
+	}
+}
+
+// A BundleDeployment settles only on what its reconcile installed: a
+// spec, label or annotation change made during the reconcile, which the
+// status write's answer brings into it, was not installed, and the
+// reconcile its event queues must go the full way (an outside review
+// reproduced a config change reported as applied and never installed).
+func TestSettleOnlyOnWhatWasInstalled(t *testing.T) {
+	bundle := &rukpakv1alpha1.Bundle{ObjectMeta: metav1.ObjectMeta{Name: "b", UID: "bu", ResourceVersion: "7"}}
+	newBD := func() *rukpakv1alpha1.BundleDeployment {
+		bd := &rukpakv1alpha1.BundleDeployment{ObjectMeta: metav1.ObjectMeta{
+			Name: "bd", UID: "u", Generation: 1, Labels: map[string]string{"team": "a"}, Annotations: map[string]string{"note": "x"},
+		}}
+		bd.Status.ObservedGeneration = 1
+		bd.Status.ActiveBundle = "b"
+		return bd
+	}
+	for _, tc := range []struct {
+		name   string
+		change func(bd *rukpakv1alpha1.BundleDeployment)
+		settle bool
+	}{
+		{"nothing changed", func(*rukpakv1alpha1.BundleDeployment) {}, true},
+		{"the spec changed (its generation)", func(bd *rukpakv1alpha1.BundleDeployment) { bd.Generation = 2 }, false},
+		{"a label changed", func(bd *rukpakv1alpha1.BundleDeployment) { bd.Labels["team"] = "b" }, false},
+		{"an annotation was added", func(bd *rukpakv1alpha1.BundleDeployment) {
+			bd.Annotations[rukpakv1alpha1.AnnotationReconcileRequestedAt] = "now"
+		}, false},
+		{"recreated (its UID)", func(bd *rukpakv1alpha1.BundleDeployment) { bd.UID = "v" }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &Reconciler{Releases: &release.Manager{}, settled: newSettledSet()}
+			bd := newBD()
+			started := settledKeyWith(bd, &rukpakv1alpha1.Bundle{}, "")
+			tc.change(bd)
+			dep := settledTestObject("apps/v1", "Deployment", "web", nil)
+			r.settle(bd, &settleCandidate{bundle: bundle, objs: []*unstructured.Unstructured{dep}, records: "r@1"}, started)
+			if _, settled := r.settled.get("bd"); settled != tc.settle {
+				t.Errorf("settled %v, want %v", settled, tc.settle)
+			}
+		})
 	}
 }

@@ -76,7 +76,7 @@ func Check(text []byte, maxNodes, maxDepth int) (int, error) {
 // document's parse tree costs ~370 bytes per node it holds (a 120,000-node
 // list: 44 MB), which no decoder's budget covers yet, so many documents
 // with aliases (from one hostile author, say) would together hold
-// hundreds of megabytes. Each takes its estimated nodes, at most the whole
+// hundreds of megabytes. Each takes its node bound, at most the whole
 // budget: one larger runs alone.
 var counting = semaphore.NewWeighted(countBudget)
 

@@ -39,10 +39,10 @@ type Limits struct {
 
 // DefaultLimits fit every real bundle in the shared test data with room to
 // spare: the largest document there is an 833 KB CRD, the highest node
-// estimate of a document 32,471 (opentelemetry-operator's collector CRD,
-// 19,588 nodes), the deepest nests 38 levels by the estimate, and the
-// largest bundle (prometheus-operator's 10 CRDs, 4.5 MB) holds 166,493
-// estimated nodes. The API server refuses requests over 3 MiB, so
+// bound of a document 61,214 (aerospike-kubernetes-operator's cluster
+// CRD), the deepest nests 38 levels, and the largest bundle
+// (prometheus-operator's 10 CRDs, 4.5 MB) is bounded at 240,992 nodes.
+// The API server refuses requests over 3 MiB, so
 // no larger document could be installed anyway. A node costs up to ~260
 // bytes at the conversion's peak, so a document at MaxNodes peaks at
 // ~65 MiB.
@@ -103,7 +103,7 @@ var decoding = semaphore.NewWeighted(decodeBudget)
 // over it, with larger Limits) converts alone.
 const decodeBudget = 256 << 10
 
-// weight is a document's share of the decoding budget: its estimated nodes
+// weight is a document's share of the decoding budget: its node bound
 // (~260 bytes each at the conversion's peak), or for text made of long
 // scalars its size (converting a 3 MiB string peaked at ~34 MiB: ~11 bytes
 // per byte of text, a node's worth per 20 bytes with margin).

@@ -228,8 +228,8 @@ func scanDepth(text []byte, maxDepth int) (depth int) {
 				seg = line[:end]
 			}
 			for i, c := range seg {
-				if (c == '-' || c == '?') && (i+1 == len(seg) || seg[i+1] == ' ' || seg[i+1] == '\t') && (len(indents) == 0 || indents[len(indents)-1] <= i) {
-					if indents = append(indents, i+1); len(indents) > maxDepth {
+				if (c == '-' || c == '?') && (i+1 == len(seg) || seg[i+1] == ' ' || seg[i+1] == '\t') {
+					if indents = openEntry(indents, i); len(indents) > maxDepth {
 						return len(indents)
 					}
 				}
@@ -322,15 +322,11 @@ func scanDepth(text []byte, maxDepth int) (depth int) {
 				case nextBlank:
 					lineDepth++
 					indicator = true
-					if c != ':' && (len(indents) == 0 || indents[len(indents)-1] <= i) {
-						// A block entry's node is a level of its own
-						// whose indentation is past the "-": "- k:" lines
-						// indented by two nest twice per line. Also where
-						// the scan counts a bracket open that the
-						// decoders read as text ("x: a[b"), whose block
-						// entries nest all the same.
-						indents = append(indents, i+1)
-						if len(indents) > maxDepth {
+					if c != ':' {
+						// Also where the scan counts a bracket open that
+						// the decoders read as text ("x: a[b"), whose
+						// block entries nest all the same.
+						if indents = openEntry(indents, i); len(indents) > maxDepth {
 							return len(indents) // a line of "- - - …": no longer a slice
 						}
 					}
@@ -598,6 +594,16 @@ func blockScalarHeader(line []byte) (col int, ok bool) {
 	// Its last occurrence: if in a later field, a column further in.
 	col = bytes.LastIndex(line, f)
 	return col, len(f) == 1 && (f[0] == '-' || f[0] == '?') || f[len(f)-1] == ':'
+}
+
+// openEntry opens the level of a block entry ("-" or "?") at column col:
+// its node is a level of its own, indented past the indicator, so "- k:"
+// lines indented by two nest twice per line.
+func openEntry(indents []int, col int) []int {
+	if len(indents) == 0 || indents[len(indents)-1] <= col {
+		return append(indents, col+1)
+	}
+	return indents
 }
 
 // lastField is where the last blank-separated field of line[:end] starts

@@ -22,8 +22,12 @@ type Digester interface {
 
 var _ Digester = (*LocalDirectory)(nil)
 
-// Digest hashes the Bundle's stored archive.
-func (s *LocalDirectory) Digest(_ context.Context, bundle *rukpakv1alpha1.Bundle) (string, error) {
+// Digest hashes the Bundle's stored archive, or says the hash taken when
+// this process stored or read that very file.
+func (s *LocalDirectory) Digest(ctx context.Context, bundle *rukpakv1alpha1.Bundle) (string, error) {
+	if sum, ok := s.StoredHash(ctx, bundle); ok {
+		return "sha256:" + hex.EncodeToString(sum[:]), nil
+	}
 	name, err := archiveName(bundle)
 	if err != nil {
 		return "", err

@@ -25,10 +25,11 @@ type HashingLoader interface {
 	// own (downloaded from another). keep chooses the files kept (nil:
 	// InstallContent); the hash covers them all.
 	LoadHashed(ctx context.Context, bundle *rukpakv1alpha1.Bundle, keep func(name string) bool) (fsys fs.FS, sum [sha256.Size]byte, ok bool, err error)
-	// StoredHash is the SHA-256 the last LoadHashed of the Bundle returned,
-	// if its archive is still the very file that was read (same inode,
-	// size and modification time: archives are only ever replaced by a
-	// rename); ok is false otherwise. One stat, nothing read.
+	// StoredHash is the SHA-256 of the Bundle's archive as this process
+	// last stored it or LoadHashed read it, if the archive is still that
+	// very file (same inode, size and modification time: archives are only
+	// ever replaced by a rename); ok is false otherwise. One stat, nothing
+	// read.
 	StoredHash(ctx context.Context, bundle *rukpakv1alpha1.Bundle) (sum [sha256.Size]byte, ok bool)
 }
 
@@ -88,8 +89,8 @@ func (s *LocalDirectory) LoadHashed(_ context.Context, bundle *rukpakv1alpha1.Bu
 	return fsys, sum, true, nil
 }
 
-// StoredHash answers from the hash of the last LoadHashed, if the archive
-// is the same file.
+// StoredHash answers from the hash of the last Store or LoadHashed, if the
+// archive is the same file.
 func (s *LocalDirectory) StoredHash(_ context.Context, bundle *rukpakv1alpha1.Bundle) ([sha256.Size]byte, bool) {
 	name, err := archiveName(bundle)
 	if err != nil {

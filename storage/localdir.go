@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bufio"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -68,8 +69,8 @@ type LocalDirectory struct {
 	// wrote or read through whole; a file with another stamp is checked
 	// again.
 	checked sync.Map // string -> stamp
-	// hashes holds, per archive name, the SHA-256 LoadHashed computed and
-	// the file it read (hash.go).
+	// hashes holds, per archive name, the SHA-256 of the file this process
+	// wrote or LoadHashed read, and that file (hash.go).
 	hashes sync.Map // string -> hashedFile
 }
 
@@ -135,8 +136,11 @@ func (s *LocalDirectory) store(ctx context.Context, name string, fsys fs.FS) (er
 	}()
 	// Large writes: the compressor emits at most 64 KiB at a time, and on a
 	// 50 MiB bundle the system calls for those cost more than compressing.
+	// Hashed as it is written: installs key what they decode from content
+	// by this hash (hash.go), and the digest in the Bundle's status is it.
+	h := sha256.New()
 	bw := archiveWriters.Get().(*bufio.Writer)
-	bw.Reset(tmp)
+	bw.Reset(io.MultiWriter(tmp, h))
 	defer func() {
 		bw.Reset(nil)
 		archiveWriters.Put(bw)
@@ -161,9 +165,12 @@ func (s *LocalDirectory) store(ctx context.Context, name string, fsys fs.FS) (er
 	if err := os.Rename(tmp.Name(), filepath.Join(s.RootDirectory, name)); err != nil {
 		return fmt.Errorf("renaming %s to %s: %w", tmp.Name(), name, err)
 	}
-	// Rename keeps size and modification time: this is the file just
-	// written, and needs no reading back.
+	// Rename keeps inode, size and modification time: this is the file
+	// just written, and needs no reading back.
 	s.checked.Store(name, stampOf(fi))
+	var sum [sha256.Size]byte
+	h.Sum(sum[:0])
+	s.hashes.Store(name, hashedFile{id: idOf(fi), sum: sum})
 	return nil
 }
 

@@ -90,9 +90,9 @@ func (l Limits) decode(name string, r io.Reader, total *atomic.Int64, visit func
 		case errors.Is(err, io.EOF):
 			return nil
 		case errors.Is(err, errDocumentTooLarge):
-			return fmt.Errorf("decode %s: document %d is larger than %s", name, doc, formatBytes(l.MaxDocumentBytes))
+			return l.documentTooLarge(name, doc)
 		case errors.Is(err, errFileTooLarge):
-			return fmt.Errorf("decode %s: file is larger than %s", name, formatBytes(l.MaxFileBytes))
+			return l.fileTooLarge(name)
 		case err != nil:
 			return fmt.Errorf("decode %s: document %d: %w", name, doc, err)
 		}
@@ -111,13 +111,13 @@ func (l Limits) decode(name string, r io.Reader, total *atomic.Int64, visit func
 			return fmt.Errorf("decode %s: document %d %w", name, doc, err)
 		}
 		if total.Add(int64(cost)) > int64(l.MaxTotalNodes) {
-			return fmt.Errorf("the files of %s/ hold more than %d YAML nodes together", ManifestsDir, l.MaxTotalNodes)
+			return l.tooManyNodes()
 		}
 		n, err := decodeText(text, jsonFile, oneJSON, cost, doc, func(doc int, fields map[string]any) error {
 			// The scan's depth is an estimate; the decoded values' is
 			// exact, and what the limit holds to.
 			if jsonmap.Nesting(fields, l.MaxDepth) > l.MaxDepth {
-				return fmt.Errorf("decode %s: document %d is nested more than %d levels deep", name, doc, l.MaxDepth)
+				return l.nestedTooDeep(name, doc)
 			}
 			return decodeFields(name, doc, fields, visit)
 		})
@@ -130,6 +130,28 @@ func (l Limits) decode(name string, r io.Reader, total *atomic.Int64, visit func
 			return err
 		}
 	}
+}
+
+// The limits' messages, shared with CheckEncoded.
+
+func (l Limits) fileTooLarge(name string) error {
+	return fmt.Errorf("decode %s: file is larger than %s", name, formatBytes(l.MaxFileBytes))
+}
+
+func (l Limits) filesTooLarge() error {
+	return fmt.Errorf("the files of %s/ are larger than %s together", ManifestsDir, formatBytes(l.MaxTotalBytes))
+}
+
+func (l Limits) documentTooLarge(name string, doc int) error {
+	return fmt.Errorf("decode %s: document %d is larger than %s", name, doc, formatBytes(l.MaxDocumentBytes))
+}
+
+func (l Limits) tooManyNodes() error {
+	return fmt.Errorf("the files of %s/ hold more than %d YAML nodes together", ManifestsDir, l.MaxTotalNodes)
+}
+
+func (l Limits) nestedTooDeep(name string, doc int) error {
+	return fmt.Errorf("decode %s: document %d is nested more than %d levels deep", name, doc, l.MaxDepth)
 }
 
 // documentError is a conversion error of one document.

@@ -75,10 +75,10 @@ func (l Limits) manifests(fsys fs.FS) ([]string, error) {
 			return nil, fmt.Errorf("read %s: %w", paths[i], err)
 		}
 		if info.Size() > l.MaxFileBytes {
-			return nil, fmt.Errorf("decode %s: file is larger than %s", paths[i], formatBytes(l.MaxFileBytes))
+			return nil, l.fileTooLarge(paths[i])
 		}
 		if total += info.Size(); total > l.MaxTotalBytes {
-			return nil, fmt.Errorf("the files of %s/ are larger than %s together", ManifestsDir, formatBytes(l.MaxTotalBytes))
+			return nil, l.filesTooLarge()
 		}
 	}
 	return paths, nil

@@ -30,6 +30,11 @@ const SourceDir = "registry+v1"
 // are read, so fsys must stay readable while the result is used, and
 // converting holds only the generated manifests (a bundle's other files
 // may be large).
+//
+// The manifests are checked as plain+v0 decoding (within opts.Limits) will
+// read them: a conversion that installs could not read back as exactly the
+// objects rendered (and as Objects renders them for a config) is an error
+// here, at unpack time, rather than at every install.
 func Convert(fsys fs.FS, opts Options) (fs.FS, error) {
 	objs, err := Render(fsys, opts)
 	if err != nil {
@@ -40,6 +45,7 @@ func Convert(fsys fs.FS, opts Options) (fs.FS, error) {
 	if width < 2 {
 		width = 2
 	}
+	files := make([]plain.Encoded, len(objs))
 	for i, obj := range objs {
 		// Without escaping "<", ">" and "&", which stay as the bundle has
 		// them; a newline after each.
@@ -49,6 +55,15 @@ func Convert(fsys fs.FS, opts Options) (fs.FS, error) {
 		}
 		name := fmt.Sprintf("%0*d_%s_%s.json", width, i, strings.ToLower(obj.GetKind()), fileSafe(obj.GetName()))
 		out[path.Join(plain.ManifestsDir, name)] = &fstest.MapFile{Data: data, Mode: 0o644}
+		// The checks look at the object as decoding the JSON gives it.
+		v, err := decodedForm(obj.Object)
+		if err != nil {
+			return nil, fmt.Errorf("%s %q: %w", obj.GetKind(), obj.GetName(), err)
+		}
+		files[i] = plain.Encoded{Name: name, Data: data, Object: v.(map[string]any)}
+	}
+	if err := opts.Limits.CheckEncoded(files); err != nil {
+		return nil, fmt.Errorf("the converted manifests cannot be installed: %w", err)
 	}
 	out[SourceDir] = &fstest.MapFile{Mode: fs.ModeDir | 0o755}
 	return &converted{generated: out, source: fsys}, nil

@@ -124,3 +124,26 @@ func allocatedBy(f func()) uint64 {
 	runtime.ReadMemStats(&after)
 	return after.TotalAlloc - before.TotalAlloc
 }
+
+// A conversion that installs would not read back as the objects rendered
+// fails at unpack: here a List item that is itself shaped like a List (a
+// ConfigMap with an items list), which the decoder would replace with the
+// Secret inside it, unlike Objects with a config.
+func TestConvertRefusesWhatInstallsReadOtherwise(t *testing.T) {
+	fsys := testBundle(t, testCSV(installModeOrder...))
+	fsys["manifests/list.yaml"] = &fstest.MapFile{Data: []byte(`apiVersion: v1
+kind: List
+items:
+- apiVersion: v1
+  kind: ConfigMap
+  metadata: {name: outer}
+  items:
+  - {apiVersion: v1, kind: Secret, metadata: {name: inner}}
+`)}
+	_, err := Convert(fsys, Options{})
+	const want = `the converted manifests cannot be installed: decode manifests/`
+	const wantEnd = `_configmap_outer.json: document 0: ConfigMap "outer" has a top-level items list, so it would be read as a List of its items`
+	if err == nil || !strings.HasPrefix(err.Error(), want) || !strings.HasSuffix(err.Error(), wantEnd) {
+		t.Fatalf("got error %v, want %q...%q", err, want, wantEnd)
+	}
+}

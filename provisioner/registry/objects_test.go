@@ -16,8 +16,9 @@ import (
 // support a mode fails the same way both ways.
 func TestRenderEqualsDecodedConversion(t *testing.T) {
 	modes := map[string]Options{
-		"all": {InstallNamespace: "render-system"},
-		"own": {InstallNamespace: "render-own", WatchNamespaces: []string{"render-own"}},
+		"default": {},
+		"all":     {InstallNamespace: "render-system"},
+		"own":     {InstallNamespace: "render-own", WatchNamespaces: []string{"render-own"}},
 	}
 	var dirs []string
 	for _, root := range []string{corpusDir, "../../../shared/testdata/fleet"} {

@@ -18,6 +18,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rukpak-dev/rukpak/internal/jsonmap"
 )
 
 // Helm's ownership metadata: an existing object carrying it for this release
@@ -42,6 +44,11 @@ const crdEstablishTimeout = time.Minute
 func (m *Manager) waitEstablished(ctx context.Context, crds []*unstructured.Unstructured, used map[schema.GroupKind]bool, applied *droppedSet) error {
 	for _, crd := range crds {
 		name := crd.GetName()
+		// What the API server answers is the CRD as applied, its managed
+		// fields and status: its buffer is made about that size at once
+		// rather than doubled up to it on every poll.
+		size := jsonmap.Size(crd.Object)
+		size += size/2 + 4<<10
 		// Established takes milliseconds on an idle API server and seconds
 		// beside hundreds of other CRDs: polled often at first, then less.
 		delay := wait.Backoff{Duration: 50 * time.Millisecond, Factor: 2, Cap: time.Second, Steps: math.MaxInt32}.DelayFunc()
@@ -49,7 +56,7 @@ func (m *Manager) waitEstablished(ctx context.Context, crds []*unstructured.Unst
 		var seen *crdSeen
 		err := delay.Until(waitCtx, true, false, func(ctx context.Context) (bool, error) {
 			var err error
-			seen, err = m.crdEstablished(ctx, name)
+			seen, err = m.crdEstablished(ctx, name, size)
 			return seen != nil, err
 		})
 		cancel()
@@ -155,7 +162,7 @@ type crdSeen struct {
 // conditions and metadata alone: a CRD's schema can be megabytes, which
 // decoding whole on every poll made the largest cost of installing CRDs
 // after rendering.
-func (m *Manager) crdEstablished(ctx context.Context, name string) (*crdSeen, error) {
+func (m *Manager) crdEstablished(ctx context.Context, name string, size int) (*crdSeen, error) {
 	rc, err := m.crdReader.Get().SetHeader("Accept", "application/json").AbsPath("/apis", apiextensionsv1.SchemeGroupVersion.Group, apiextensionsv1.SchemeGroupVersion.Version, "customresourcedefinitions", name).Stream(ctx)
 	if err != nil {
 		return nil, client.IgnoreNotFound(err)
@@ -166,6 +173,7 @@ func (m *Manager) crdEstablished(ctx context.Context, name string) (*crdSeen, er
 	buf := crdBodies.Get().(*bytes.Buffer)
 	defer putCRDBody(buf)
 	buf.Reset()
+	buf.Grow(min(size, maxCRDBody+1))
 	if n, err := buf.ReadFrom(io.LimitReader(rc, maxCRDBody+1)); err != nil {
 		return nil, fmt.Errorf("reading CRD %s: %w", name, err)
 	} else if n > maxCRDBody {

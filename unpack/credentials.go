@@ -23,6 +23,12 @@ func CheckSecretHost(secret *corev1.Secret, host string) error {
 			ref, rukpakv1alpha1.AnnotationAllowedHosts, hostOnly(host)))
 	}
 	name, port := splitHost(host)
+	if !asciiHost(name) {
+		// Clients dial a non-ASCII name in its IDNA form, which compares
+		// otherwise than its lowercase text ("gİthub.com" lowercases to
+		// "github.com" but is dialled as xn--gthub-h4a.com).
+		return Terminal(fmt.Errorf("auth Secret %s is not for host %q: credentials are only sent to host names of ASCII letters, digits, hyphens and dots (or IP addresses)", ref, Sanitize(host)))
+	}
 	for _, entry := range strings.Split(raw, ",") {
 		entry = strings.TrimSpace(entry)
 		if entry == "" {
@@ -47,8 +53,28 @@ func CheckSecretHost(secret *corev1.Secret, host string) error {
 }
 
 // splitHost lower-cases a host[:port] and splits off the port, if any.
+// asciiHost reports whether name is a host name of ASCII letters,
+// digits, hyphens and dots, or an IP address (IPv6 with colons).
+func asciiHost(name string) bool {
+	if name == "" {
+		return false
+	}
+	if net.ParseIP(name) != nil {
+		return true
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
+
 func splitHost(hostport string) (string, string) {
-	hostport = strings.ToLower(strings.TrimSpace(hostport))
+	// ASCII-only lowering: strings.ToLower maps some non-ASCII letters to
+	// ASCII ones ("İ" to "i").
+	hostport = asciiLower(strings.TrimSpace(hostport))
 	if h, p, err := net.SplitHostPort(hostport); err == nil {
 		return strings.Trim(h, "[]"), p
 	}
@@ -58,4 +84,14 @@ func splitHost(hostport string) (string, string) {
 func hostOnly(host string) string {
 	h, _ := splitHost(host)
 	return h
+}
+
+func asciiLower(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if c >= 'A' && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
 }

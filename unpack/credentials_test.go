@@ -40,6 +40,11 @@ func TestCheckSecretHost(t *testing.T) {
 		{name: "wildcard needs a dot", allowed: str("*.example.com"), host: "evilexample.com", wantErr: "is not for host"},
 		{name: "ipv6", allowed: str("[::1]:5000"), host: "[::1]:5000"},
 		{name: "ip", allowed: str("127.0.0.1"), host: "127.0.0.1:5002"},
+		// Dialled as xn--gthub-h4a.com, though it lowercases to github.com.
+		{name: "dotted capital I", allowed: str("github.com"), host: "g\u0130thub.com", wantErr: "credentials are only sent to host names of ASCII letters"},
+		{name: "Kelvin sign", allowed: str("k.example.com"), host: "\u212a.example.com", wantErr: "credentials are only sent to host names of ASCII letters"},
+		{name: "non-ASCII allowed too", allowed: str("g\u0130thub.com"), host: "g\u0130thub.com", wantErr: "credentials are only sent to host names of ASCII letters"},
+		{name: "underscore", allowed: str("a_b.example.com"), host: "a_b.example.com", wantErr: "credentials are only sent to host names of ASCII letters"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := CheckSecretHost(secret(tc.allowed), tc.host)

@@ -22,7 +22,11 @@ import (
 // so every other Bundle of the class keeps reconciling. At most one fetch
 // runs per Bundle; when it finishes the Bundle is queued again and the next
 // reconcile takes the result. Deleting the Bundle (or recreating it, or a
-// new generation) cancels its fetch.
+// new generation) cancels its fetch. A fetch that failed is not started
+// again before a backoff (doubled after each failure in a row of the same
+// incarnation and generation, up to maxRetryBackoff): a source that fails
+// at once (a registry refusing connections) was fetched again some 150
+// times a second.
 type fetches struct {
 	timeout time.Duration
 	// observe, when set, is told of every fetch that finished (in its
@@ -31,9 +35,24 @@ type fetches struct {
 	// events queues a Bundle whose fetch finished.
 	events chan event.GenericEvent
 
-	mu      sync.Mutex
-	running map[string]*fetch
+	mu       sync.Mutex
+	running  map[string]*fetch
+	failures map[string]*failure
 }
+
+// failure is a Bundle's fetches that failed in a row.
+type failure struct {
+	uid        types.UID
+	generation int64
+	n          int
+	retryAt    time.Time
+}
+
+// Backoff between failed fetches of one Bundle.
+const (
+	retryBackoff    = 2 * time.Second
+	maxRetryBackoff = 5 * time.Minute
+)
 
 // fetch is one Bundle's unpack in flight or finished.
 type fetch struct {
@@ -50,7 +69,7 @@ func newFetches(timeout time.Duration) *fetches {
 	if timeout <= 0 {
 		timeout = unpack.DefaultLimits.FetchTimeout
 	}
-	return &fetches{timeout: timeout, events: make(chan event.GenericEvent, 1024), running: map[string]*fetch{}}
+	return &fetches{timeout: timeout, events: make(chan event.GenericEvent, 1024), running: map[string]*fetch{}, failures: map[string]*failure{}}
 }
 
 // source queues Bundles whose fetch finished, for a controller's
@@ -59,9 +78,10 @@ func (f *fetches) source() source.Source {
 	return source.Channel(f.events, &handler.EnqueueRequestForObject{})
 }
 
-// poll returns the finished unpack of b, or done=false while it runs. A
-// fetch is started when none runs for this incarnation and generation of
-// b. The caller owns a returned Result and must Close it.
+// poll returns the finished unpack of b, or done=false while it runs or
+// waits out its backoff (retryIn). A fetch is started when none runs for
+// this incarnation and generation of b and no backoff is due. The caller
+// owns a returned Result and must Close it.
 func (f *fetches) poll(ctx context.Context, u unpack.Unpacker, b *rukpakv1alpha1.Bundle) (res *unpack.Result, err error, done bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -71,7 +91,9 @@ func (f *fetches) poll(ctx context.Context, u unpack.Unpacker, b *rukpakv1alpha1
 		cur = nil
 	}
 	if cur == nil {
-		f.startLocked(ctx, u, b)
+		if f.retryInLocked(b) <= 0 {
+			f.startLocked(ctx, u, b)
+		}
 		return nil, nil, false
 	}
 	if !cur.done {
@@ -79,7 +101,46 @@ func (f *fetches) poll(ctx context.Context, u unpack.Unpacker, b *rukpakv1alpha1
 	}
 	delete(f.running, b.Name)
 	cur.cancel()
+	f.noteLocked(b, cur.err)
 	return cur.res, cur.err, true
+}
+
+// retryIn is how long b's next fetch waits for the backoff of its last
+// failure (zero when none is due or a fetch runs).
+func (f *fetches) retryIn(b *rukpakv1alpha1.Bundle) time.Duration {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.running[b.Name] != nil {
+		return 0
+	}
+	return f.retryInLocked(b)
+}
+
+func (f *fetches) retryInLocked(b *rukpakv1alpha1.Bundle) time.Duration {
+	fl := f.failures[b.Name]
+	if fl == nil || fl.uid != b.UID || fl.generation != b.Generation {
+		return 0
+	}
+	return max(time.Until(fl.retryAt), 0)
+}
+
+// noteLocked records the outcome of b's fetch for the backoff.
+func (f *fetches) noteLocked(b *rukpakv1alpha1.Bundle, err error) {
+	if err == nil {
+		delete(f.failures, b.Name)
+		return
+	}
+	fl := f.failures[b.Name]
+	if fl == nil || fl.uid != b.UID || fl.generation != b.Generation {
+		fl = &failure{uid: b.UID, generation: b.Generation}
+		f.failures[b.Name] = fl
+	}
+	fl.n++
+	wait := maxRetryBackoff
+	if fl.n < 20 {
+		wait = min(retryBackoff<<(fl.n-1), maxRetryBackoff)
+	}
+	fl.retryAt = time.Now().Add(wait)
 }
 
 // startLocked runs the unpack of a copy of b in the background. The fetch
@@ -144,6 +205,7 @@ func (f *fetches) cancel(name string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.dropLocked(name)
+	delete(f.failures, name)
 }
 
 func (f *fetches) dropLocked(name string) {

@@ -128,3 +128,60 @@ func TestFetchesCancel(t *testing.T) {
 	}
 	f.cancel("b")
 }
+
+// TestFetchesBackOff: a fetch that failed is not started again before its
+// backoff, doubled after each failure in a row (a registry refusing
+// connections was fetched some 150 times a second, an outside review
+// found); a new generation is fetched at once, and so is a Bundle created
+// again after a deletion.
+func TestFetchesBackOff(t *testing.T) {
+	var calls atomic.Int32
+	u := unpackerFunc(func(context.Context, *rukpakv1alpha1.Bundle) (*unpack.Result, error) {
+		calls.Add(1)
+		return nil, errors.New("connection refused")
+	})
+	f := newFetches(time.Minute)
+	b := testBundle("b", 1)
+	fail := func(want int32) {
+		t.Helper()
+		if _, _, done := f.poll(context.Background(), u, b); done {
+			t.Fatal("a started fetch is done at once")
+		}
+		if _, err := wait(t, f, u, b); err == nil {
+			t.Fatal("the fetch did not fail")
+		}
+		if got := calls.Load(); got != want {
+			t.Fatalf("%d fetches, want %d", got, want)
+		}
+	}
+	fail(1)
+	for range 3 {
+		if _, _, done := f.poll(context.Background(), u, b); done {
+			t.Fatal("done without a fetch")
+		}
+	}
+	if got := calls.Load(); got != 1 {
+		t.Fatalf("polls during the backoff started %d more fetches", got-1)
+	}
+	if w := f.retryIn(b); w <= 0 || w > retryBackoff {
+		t.Fatalf("retryIn after a first failure = %s, want (0, %s]", w, retryBackoff)
+	}
+	time.Sleep(f.retryIn(b))
+	fail(2)
+	if w := f.retryIn(b); w <= retryBackoff || w > 2*retryBackoff {
+		t.Fatalf("retryIn after a second failure = %s, want (%s, %s]", w, retryBackoff, 2*retryBackoff)
+	}
+
+	// A new generation is fetched at once.
+	b = testBundle("b", 2)
+	if w := f.retryIn(b); w != 0 {
+		t.Fatalf("retryIn of a new generation = %s", w)
+	}
+	fail(3)
+	// Deleted (cancel) and created again: at once too.
+	f.cancel("b")
+	if w := f.retryIn(b); w != 0 {
+		t.Fatalf("retryIn after a deletion = %s", w)
+	}
+	fail(4)
+}

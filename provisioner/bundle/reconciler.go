@@ -192,6 +192,10 @@ func (r *Reconciler) unpackingGrace() time.Duration {
 func (r *Reconciler) unpack(ctx context.Context, b *rukpakv1alpha1.Bundle) (ctrl.Result, error) {
 	res, err, done := r.background().poll(ctx, r.Unpacker, b)
 	if !done {
+		if wait := r.background().retryIn(b); wait > 0 {
+			// The failure stays on display until the retry's outcome.
+			return ctrl.Result{RequeueAfter: wait}, nil
+		}
 		// Most fetches finish well within the grace: their Bundle goes
 		// straight to Unpacked, one status write (and one reconcile of its
 		// BundleDeployment) fewer per Bundle. A slower one is shown

@@ -105,7 +105,8 @@ func (c *ReplicaCache) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Re
 
 	res, err, done := c.background().poll(ctx, c.Unpacker, b)
 	if !done {
-		return ctrl.Result{}, nil // queued again when the fetch finishes
+		// Queued again when the fetch finishes, or its backoff ends.
+		return ctrl.Result{RequeueAfter: c.background().retryIn(b)}, nil
 	}
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("unpacking bundle %q for this replica: %w", b.Name, err)

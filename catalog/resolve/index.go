@@ -15,6 +15,17 @@ import (
 // index and checked many times per resolution.
 const MaxSkipRangeLength = 256
 
+// MaxSkipRangeComparisons bounds the comparisons an entry's skipRange
+// parses into (a wildcard such as "1.x" is two): each is kept for the
+// index's life, and 256 characters of wildcards made 128 of them, ~15 KB
+// per entry, 34 times the catalog's size in memory (an outside review).
+// Real ranges have two.
+const MaxSkipRangeComparisons = 8
+
+// MaxImageLength bounds a bundle's image reference, as the status field
+// that reports it does.
+const MaxImageLength = 4096
+
 // Index is one catalog's content prepared for resolution. It is immutable once
 // built and safe for concurrent use: every resolution against the same catalog
 // content shares one Index.
@@ -70,7 +81,9 @@ type entryInfo struct {
 // content; it refuses content resolution cannot trust: duplicate names, a
 // channel entry or bundle of an unknown package or bundle, a bundle without
 // exactly one olm.package property or with a version that is not semver, a
-// skipRange that does not parse or is over MaxSkipRangeLength.
+// version over MaxVersionLength characters or an image over MaxImageLength,
+// a skipRange that does not parse or is over MaxSkipRangeLength or
+// MaxSkipRangeComparisons.
 func NewIndex(c Content) (*Index, error) {
 	idx := &Index{packages: make(map[string]*pkgIndex, len(c.Packages))}
 	for _, p := range c.Packages {
@@ -128,6 +141,9 @@ func (idx *Index) addBundle(b *Bundle) error {
 	if _, dup := p.byName[b.Name]; dup {
 		return fmt.Errorf("package %q: %s declared twice", p.name, what)
 	}
+	if len(b.Image) > MaxImageLength {
+		return fmt.Errorf("package %q: %s: image is %d characters, over the limit of %d", p.name, what, len(b.Image), MaxImageLength)
+	}
 	info := bundleInfo{name: b.Name, image: b.Image}
 	found := false
 	for _, prop := range b.Properties {
@@ -143,6 +159,10 @@ func (idx *Index) addBundle(b *Bundle) error {
 			}
 			if err := json.Unmarshal(prop.Value, &v); err != nil {
 				return fmt.Errorf("package %q: %s: olm.package property: %w", p.name, what, err)
+			}
+			// Each identifier of a long version is kept parsed.
+			if len(v.Version) > MaxVersionLength {
+				return fmt.Errorf("package %q: %s: version is %d characters, over the limit of %d", p.name, what, len(v.Version), MaxVersionLength)
 			}
 			if v.PackageName != p.name {
 				return fmt.Errorf("package %q: %s: olm.package property names package %q", p.name, what, v.PackageName)
@@ -203,6 +223,10 @@ func (idx *Index) addChannel(ch *Channel) error {
 			if len(e.SkipRange) > MaxSkipRangeLength {
 				return fmt.Errorf("package %q: %s: entry %q: skipRange is %d characters, over the limit of %d",
 					p.name, what, e.Name, len(e.SkipRange), MaxSkipRangeLength)
+			}
+			if n := comparisons(e.SkipRange); n > MaxSkipRangeComparisons {
+				return fmt.Errorf("package %q: %s: entry %q: skipRange makes %d comparisons, over the limit of %d",
+					p.name, what, e.Name, n, MaxSkipRangeComparisons)
 			}
 			r, err := bsemver.ParseRange(e.SkipRange)
 			if err != nil {
@@ -273,4 +297,17 @@ func (idx *Index) BundleByImage(pkg, image string) (Installed, bool) {
 		}
 	}
 	return Installed{}, false
+}
+
+// comparisons is how many comparisons bsemver.ParseRange makes of r, or
+// more: one per term, two per wildcard term.
+func comparisons(r string) int {
+	n := 0
+	for _, term := range strings.Fields(strings.ReplaceAll(r, "||", " ")) {
+		n++
+		if strings.ContainsAny(term, "xX*") {
+			n++
+		}
+	}
+	return n
 }

@@ -59,6 +59,16 @@ func TestNewIndexRefusesInvalidCatalogs(t *testing.T) {
 			`package "p": channel "stable": entry "p.v1" appears twice`},
 		{"skipRange over the limit", func(c *Content) { c.Channels[0].Entries[1].SkipRange = "<2.0.0" + strings.Repeat(" <2.0.0", 36) },
 			`package "p": channel "stable": entry "p.v2": skipRange is 258 characters, over the limit of 256`},
+		// 126 comparisons kept from 255 characters (an outside review).
+		{"skipRange of many wildcards", func(c *Content) { c.Channels[0].Entries[1].SkipRange = strings.TrimSpace(strings.Repeat("1.x ", 63)) },
+			`package "p": channel "stable": entry "p.v2": skipRange makes 126 comparisons, over the limit of 8`},
+		{"skipRange of many terms", func(c *Content) {
+			c.Channels[0].Entries[1].SkipRange = ">=1.0.0 <2.0.0 || >=3.0.0 <4.0.0 || >=5.0.0 <6.0.0 || >=7.0.0 <8.0.0 || >=9.0.0"
+		}, `package "p": channel "stable": entry "p.v2": skipRange makes 9 comparisons, over the limit of 8`},
+		{"version over the limit", func(c *Content) { c.Bundles[1].Properties = []Property{pkgProp("p", "2.0.0-"+strings.TrimSuffix(strings.Repeat("a.", 62), "."))} },
+			`package "p": bundle "p.v2": version is 129 characters, over the limit of 128`},
+		{"image over the limit", func(c *Content) { c.Bundles[1].Image = "example.com/" + strings.Repeat("a", 4085) },
+			`package "p": bundle "p.v2": image is 4097 characters, over the limit of 4096`},
 		{"skipRange not a range", func(c *Content) { c.Channels[0].Entries[1].SkipRange = "two" },
 			`package "p": channel "stable": entry "p.v2": skipRange "two": Could not get version from string: "two"`},
 		{"deprecations of an unknown package", func(c *Content) { c.Deprecations = append(c.Deprecations, Deprecations{Package: "q"}) },

@@ -145,14 +145,21 @@ func installedFor(bd *rukpakv1alpha1.BundleDeployment, src *rukpakv1alpha1.Catal
 // catalogBundle is the status form of a resolution's result.
 func catalogBundle(pkg string, res *resolve.Result) rukpakv1alpha1.CatalogBundle {
 	return rukpakv1alpha1.CatalogBundle{
-		Package:  pkg,
-		Name:     res.Bundle,
-		Version:  res.Version,
-		Image:    res.Image,
-		Catalog:  res.Catalog,
-		Channels: slices.Clone(res.Channels),
+		Package: pkg,
+		Name:    res.Bundle,
+		Version: res.Version,
+		Image:   res.Image,
+		Catalog: res.Catalog,
+		// A catalog may put a bundle in any number of channels; the
+		// status lists at most maxStatusChannels (its schema's bound: a
+		// longer list made every status write of the BundleDeployment
+		// fail).
+		Channels: slices.Clone(res.Channels[:min(len(res.Channels), maxStatusChannels)]),
 	}
 }
+
+// maxStatusChannels is status.catalog's bound on a bundle's channels.
+const maxStatusChannels = 256
 
 // catalogConditionTypes are the conditions only a catalog source has.
 var catalogConditionTypes = []string{

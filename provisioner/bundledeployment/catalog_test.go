@@ -2,6 +2,7 @@ package bundledeployment
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -86,5 +87,23 @@ func TestInstalledCatalogBundle(t *testing.T) {
 				t.Errorf("resolution started from %+v, want %+v", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestCatalogBundleFitsItsStatus: a bundle in more channels than the
+// status holds is reported with the first of them, so the status write
+// succeeds (a catalog putting a bundle in 257 channels kept every status
+// write of its BundleDeployment failing, an outside review found).
+func TestCatalogBundleFitsItsStatus(t *testing.T) {
+	res := &resolve.Result{Bundle: "p.v1", Version: "1.0.0", Image: "example.com/p", Catalog: "c"}
+	for i := range 300 {
+		res.Channels = append(res.Channels, fmt.Sprintf("ch-%03d", i))
+	}
+	got := catalogBundle("p", res)
+	if len(got.Channels) != maxStatusChannels || got.Channels[0] != "ch-000" {
+		t.Fatalf("%d channels from %q, want the first %d", len(got.Channels), got.Channels[0], maxStatusChannels)
+	}
+	if len(res.Channels) != 300 {
+		t.Fatal("the result's channels were changed")
 	}
 }

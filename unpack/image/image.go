@@ -107,17 +107,30 @@ func (u *Unpacker) remoteOptions(ctx context.Context, src *rukpakv1alpha1.ImageS
 	return opts, nil
 }
 
-// resolve returns the digest ref names, asking the registry unless ref
-// already is a digest.
+// resolve returns the digest ref names, as the registry answers it with
+// opts' credentials.
 func resolve(ref name.Reference, opts []remote.Option) (v1.Hash, error) {
-	if d, ok := ref.(name.Digest); ok {
-		return v1.NewHash(d.DigestStr())
+	// Asked of the registry for a digest too, with this Bundle's own
+	// credentials: the tree cache is keyed by digest alone, so without it
+	// a Bundle naming any repository (or none that exists) at the digest
+	// of an image another Bundle pulled with a pull secret got that
+	// private image's content (an outside review).
+	var digest v1.Hash
+	if desc, err := remote.Head(ref, opts...); err == nil {
+		digest = desc.Digest
+	} else {
+		// A HEAD answer has no body: the registry's own words for the
+		// refusal (MANIFEST_UNKNOWN, DENIED: ...) come with a GET.
+		full, gerr := remote.Get(ref, opts...)
+		if gerr != nil {
+			return v1.Hash{}, gerr
+		}
+		digest = full.Digest
 	}
-	desc, err := remote.Head(ref, opts...)
-	if err != nil {
-		return v1.Hash{}, err
+	if d, ok := ref.(name.Digest); ok && digest.String() != d.DigestStr() {
+		return v1.Hash{}, fmt.Errorf("registry answered digest %s for %s", digest, d)
 	}
-	return desc.Digest, nil
+	return digest, nil
 }
 
 // pull opens the cached tree of digest, extracting it first if needed.

@@ -400,3 +400,37 @@ func TestHelmMediaTypes(t *testing.T) {
 		}
 	}
 }
+
+// TestCachedImageNeedsAccess: a private image pulled once with a pull
+// secret is not served from the tree cache (keyed by digest) to a Bundle
+// that names its digest without credentials, in its own repository or in
+// one that does not exist (an outside review: the digest is in the first
+// Bundle's status, which every viewer reads).
+func TestCachedImageNeedsAccess(t *testing.T) {
+	reg := testregistry.New(t, testregistry.WithBasicAuth("puller", "s3cret"))
+	ref := reg.Ref("private:v1")
+	digestRef := reg.MustPush(t, ref, testregistry.Image(t, testregistry.Layer(t, map[string]string{"manifests/secret.yaml": "top secret"})))
+	u := newUnpacker(t, unpack.Limits{}, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "tenant-a-pull", Namespace: namespace},
+		Type:       corev1.SecretTypeDockerConfigJson,
+		Data:       map[string][]byte{corev1.DockerConfigJsonKey: reg.DockerConfigJSON("puller", "s3cret")},
+	})
+	unpackOK(t, u, bundleFor(rukpakv1alpha1.ImageSource{Ref: ref, ImagePullSecretName: "tenant-a-pull", CertificateData: string(reg.CAPEM)}))
+
+	_, dgst, _ := strings.Cut(digestRef, "@")
+	for _, tc := range []struct{ name, ref, wantErr string }{
+		{"its repository, no secret", digestRef, "access denied"},
+		{"a repository that does not exist", "nonexistent.invalid/whatever@" + dgst, "nonexistent.invalid"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res, err := u.Unpack(t.Context(), bundleFor(rukpakv1alpha1.ImageSource{Ref: tc.ref, CertificateData: string(reg.CAPEM)}))
+			if err == nil {
+				_ = res.Close()
+				t.Fatalf("unpacked the private image's cached tree without credentials")
+			}
+			if !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("error %v, want it to mention %q", err, tc.wantErr)
+			}
+		})
+	}
+}

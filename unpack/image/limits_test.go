@@ -127,12 +127,17 @@ func TestUnpackLimits(t *testing.T) {
 	}
 }
 
-// fakeRegistry answers /v2/ and serves what manifest writes for every
-// manifest request.
+// fakeRegistry answers /v2/, refuses a manifest's HEAD (so the unpacker
+// GETs it, for the registry's own words) and serves what manifest writes
+// for every manifest GET.
 func fakeRegistry(t *testing.T, manifest http.HandlerFunc) string {
 	t.Helper()
 	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/v2/" {
+			return
+		}
+		if r.Method == http.MethodHead {
+			w.WriteHeader(http.StatusNotFound)
 			return
 		}
 		manifest(w, r)
@@ -170,7 +175,7 @@ func TestUnpackBoundsRegistryResponses(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			// By digest: no HEAD, whose answers have no body.
+			// By digest: its HEAD refused, the GET reads the answer.
 			ref := tc.host + "/bundle@" + zeroDigest
 			var err error
 			alloc := allocated(func() {

@@ -188,3 +188,66 @@ func TestResolveRenamedCopies(t *testing.T) {
 		}
 	}
 }
+
+// TestIndexSizeBoundsItsHeap: an index's Size is at least the heap it
+// holds (strings included), for plain packages and the shapes that parse
+// into more than their text (long pre-release versions, skipRanges of
+// many comparisons, many skips); content over MaxIndexBytes is refused
+// before it is held. A 34.7 MiB package of wildcard skipRanges held 2.4
+// GiB before (an outside review).
+func TestIndexSizeBoundsItsHeap(t *testing.T) {
+	shapes := map[string]func(i int) (version, skipRange string, skips []string){
+		"plain":       func(i int) (string, string, []string) { return fmt.Sprintf("1.0.%d", i), "", nil },
+		"skipRange":   func(i int) (string, string, []string) { return fmt.Sprintf("1.0.%d", i), fmt.Sprintf(">=1.0.0 <1.0.%d", i), nil },
+		"8 compared":  func(i int) (string, string, []string) { return fmt.Sprintf("1.0.%d", i), strings.Repeat(fmt.Sprintf(">=1.0.0 <1.0.%d ", i), 4), nil },
+		"wildcards":   func(i int) (string, string, []string) { return fmt.Sprintf("1.0.%d", i), "1.x 2.x 3.x 4.x", nil },
+		"pre-release": func(i int) (string, string, []string) { return fmt.Sprintf("1.0.%d-", i) + strings.Repeat("a.", 58) + "a", "", nil },
+		"skips":       func(i int) (string, string, []string) { return fmt.Sprintf("1.0.%d", i), "", strings.Fields("a b c d e f g h") },
+	}
+	const n = 10_000
+	for name, shape := range shapes {
+		t.Run(name, func(t *testing.T) {
+			// The strings as a decoder makes them: the index's own.
+			c := Content{Packages: []Package{{Name: "p"}}}
+			entries := make([]ChannelEntry, n)
+			for i := range n {
+				v, r, skips := shape(i)
+				bn := fmt.Sprintf("p.v%d", i)
+				c.Bundles = append(c.Bundles, bundle("p", bn, v))
+				entries[i] = ChannelEntry{Name: bn, SkipRange: r, Skips: skips}
+			}
+			c.Channels = []Channel{{Package: "p", Name: "a", Entries: entries}}
+			var strs int
+			for _, b := range c.Bundles {
+				strs += len(b.Name) + len(b.Image) + len(b.Properties[0].Value)
+			}
+			runtime.GC()
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			idx, err := NewIndex(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			runtime.GC()
+			runtime.ReadMemStats(&after)
+			held := int64(after.HeapAlloc) - int64(before.HeapAlloc) + int64(strs)
+			t.Logf("%s: %d bytes held per bundle, %d estimated", name, held/n, idx.Size()/n)
+			if idx.Size() < held {
+				t.Errorf("Size %d is below the %d bytes held", idx.Size(), held)
+			}
+			runtime.KeepAlive(idx)
+		})
+	}
+
+	t.Run("over the limit", func(t *testing.T) {
+		c := Content{Packages: []Package{{Name: "p"}}}
+		long := strings.Repeat("a.", 58) + "a" // 117 characters of pre-release
+		for i := range MaxIndexBytes/(versionCharCost*len(long)) + 1 {
+			c.Bundles = append(c.Bundles, bundle("p", fmt.Sprintf("p.v%d", i), fmt.Sprintf("1.0.%d-%s", i, long)))
+		}
+		_, err := NewIndex(c)
+		if want := fmt.Sprintf(`package "p": the index of this content would hold more than %d MiB (estimated), over the limit`, MaxIndexBytes>>20); err == nil || err.Error() != want {
+			t.Fatalf("error %v, want %q", err, want)
+		}
+	})
+}

@@ -26,11 +26,45 @@ const MaxSkipRangeComparisons = 8
 // that reports it does.
 const MaxImageLength = 4096
 
+// MaxIndexBytes bounds what one Index holds, as Size estimates it: the
+// text limits bound a catalog's document, not what parsing makes of it (a
+// version's identifiers, a skipRange's comparisons), and every resolution
+// that reads the package builds and may cache its index. The largest real
+// package of the test data is indexed in under 1 MiB; a package of 50,000
+// bundles, each entry with a skipRange, in 30 MiB.
+const MaxIndexBytes = 48 << 20
+
+// Estimated bytes an index holds (measured, rounded up): per bundle and
+// channel entry, per character of a version's pre-release and build
+// (kept parsed twice, one identifier per two characters at most), per
+// skipRange comparison, per skip.
+const (
+	bundleBytes     = 320
+	versionCharCost = 24
+	entryBytes      = 96
+	comparisonBytes = 128
+	skipBytes       = 48
+	channelBytes    = 128
+)
+
 // Index is one catalog's content prepared for resolution. It is immutable once
 // built and safe for concurrent use: every resolution against the same catalog
 // content shares one Index.
 type Index struct {
 	packages map[string]*pkgIndex
+	size     int64 // estimated bytes held (Size)
+}
+
+// Size estimates the bytes the index holds (its strings included), at or
+// above what it measured on the shapes of the tests.
+func (idx *Index) Size() int64 { return idx.size }
+
+// charge adds n bytes to the index's estimate, refusing past MaxIndexBytes.
+func (idx *Index) charge(n int) error {
+	if idx.size += int64(n); idx.size > MaxIndexBytes {
+		return fmt.Errorf("the index of this content would hold more than %d MiB (estimated), over the limit", MaxIndexBytes>>20)
+	}
+	return nil
 }
 
 type pkgIndex struct {
@@ -144,6 +178,9 @@ func (idx *Index) addBundle(b *Bundle) error {
 	if len(b.Image) > MaxImageLength {
 		return fmt.Errorf("package %q: %s: image is %d characters, over the limit of %d", p.name, what, len(b.Image), MaxImageLength)
 	}
+	if err := idx.charge(bundleBytes + len(b.Name) + len(b.Image)); err != nil {
+		return fmt.Errorf("package %q: %w", p.name, err)
+	}
 	info := bundleInfo{name: b.Name, image: b.Image}
 	found := false
 	for _, prop := range b.Properties {
@@ -166,6 +203,9 @@ func (idx *Index) addBundle(b *Bundle) error {
 			}
 			if v.PackageName != p.name {
 				return fmt.Errorf("package %q: %s: olm.package property names package %q", p.name, what, v.PackageName)
+			}
+			if err := idx.charge(versionCharCost * len(v.Version[strings.IndexAny(v.Version+"-", "-+"):])); err != nil {
+				return fmt.Errorf("package %q: %w", p.name, err)
 			}
 			vr, err := parseVersionRelease(v.Version)
 			if err != nil {
@@ -199,6 +239,9 @@ func (idx *Index) addChannel(ch *Channel) error {
 	if n := len(p.channels); n > 0 && p.channels[n-1].name == ch.Name {
 		return fmt.Errorf("package %q: %s declared twice", p.name, what)
 	}
+	if err := idx.charge(channelBytes + len(ch.Name)); err != nil {
+		return fmt.Errorf("package %q: %w", p.name, err)
+	}
 	ci := int32(len(p.channels))
 	info := channelInfo{name: ch.Name, entries: make([]entryInfo, 0, len(ch.Entries))}
 	for i := range ch.Entries {
@@ -210,6 +253,13 @@ func (idx *Index) addChannel(ch *Channel) error {
 		b := &p.bundles[bi]
 		if n := len(b.refs); n > 0 && b.refs[n-1].channel == ci {
 			return fmt.Errorf("package %q: %s: entry %q appears twice", p.name, what, e.Name)
+		}
+		cost := entryBytes + len(e.Replaces) + comparisonBytes*comparisons(e.SkipRange)
+		for _, s := range e.Skips {
+			cost += skipBytes + len(s)
+		}
+		if err := idx.charge(cost); err != nil {
+			return fmt.Errorf("package %q: %w", p.name, err)
 		}
 		ref := entryRef{channel: ci, entry: int32(len(info.entries))}
 		entry := entryInfo{bundle: bi, replaces: e.Replaces, skips: e.Skips}
@@ -251,6 +301,9 @@ func (idx *Index) addDeprecations(d *Deprecations) error {
 		return err
 	}
 	for _, e := range d.Entries {
+		if err := idx.charge(len(e.Message)); err != nil {
+			return fmt.Errorf("package %q: %w", p.name, err)
+		}
 		switch e.Schema {
 		case SchemaPackage:
 			if !p.deprecated {

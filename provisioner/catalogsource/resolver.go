@@ -15,6 +15,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sync/semaphore"
+	"golang.org/x/sync/singleflight"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -38,7 +40,14 @@ const DefaultTimeout = time.Minute
 // DefaultMaxPackageBytes bounds one package document read: a package's
 // lines carry its bundles' manifests (olm.bundle.object), the largest real
 // package of the shared test data (infinispan) is ~6 MB.
-const DefaultMaxPackageBytes = 64 << 20
+const DefaultMaxPackageBytes = 32 << 20
+
+// building lets one index be built at a time in the process: a build holds
+// its package document as parsed (up to MaxPackageBytes) and an index of up
+// to resolve.MaxIndexBytes, which four workers building hostile packages
+// at once would hold four times. A build of the largest real package takes
+// tens of milliseconds; one of the largest allowed, about a second.
+var building = semaphore.NewWeighted(1)
 
 // Resolver resolves catalog sources. Safe for concurrent use.
 type Resolver struct {
@@ -53,6 +62,10 @@ type Resolver struct {
 	Timeout         time.Duration
 	// Cache keeps built indexes; nil keeps none.
 	Cache *Cache
+
+	// builds shares one build among the resolutions that need the same
+	// index at once.
+	builds singleflight.Group
 }
 
 // TransientError is a failure that may pass on a retry: the content
@@ -154,6 +167,26 @@ func (r *Resolver) index(ctx context.Context, name, digest, pkg string) (*resolv
 	if idx, ok := r.Cache.Get(key); ok {
 		return idx, nil
 	}
+	v, err, _ := r.builds.Do(name+"\x00"+digest+"\x00"+pkg, func() (any, error) {
+		if err := building.Acquire(ctx, 1); err != nil {
+			return nil, &TransientError{fmt.Errorf("waiting to read package %q of catalog %q: %w", pkg, name, err)}
+		}
+		defer building.Release(1)
+		if idx, ok := r.Cache.Get(key); ok {
+			return idx, nil
+		}
+		return r.build(ctx, key)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return v.(*resolve.Index), nil
+}
+
+// build reads and indexes key's package, and keeps the index in the cache
+// charged at the larger of its document's size and its own estimate.
+func (r *Resolver) build(ctx context.Context, key Key) (*resolve.Index, error) {
+	name, pkg := key.Catalog, key.Package
 	timeout := r.Timeout
 	if timeout <= 0 {
 		timeout = DefaultTimeout
@@ -190,7 +223,7 @@ func (r *Resolver) index(ctx context.Context, name, digest, pkg string) (*resolv
 	if err != nil {
 		return nil, fmt.Errorf("package %q of catalog %q: %w", pkg, name, err)
 	}
-	r.Cache.Add(key, idx, cr.n)
+	r.Cache.Add(key, idx, max(cr.n, idx.Size()))
 	return idx, nil
 }
 

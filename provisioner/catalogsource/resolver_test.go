@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
+	"github.com/rukpak-dev/rukpak/catalog/fbc"
 	"github.com/rukpak-dev/rukpak/catalog/resolve"
 )
 
@@ -225,4 +226,45 @@ func BenchmarkResolveShared(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(op.reads), "package-reads")
+}
+
+// TestCacheChargesIndexSize: an index is charged at its estimated size
+// when that is above its document's (parsing makes more of some text
+// than the text: an outside review built 2.4 GiB of index from a 34.7 MiB
+// package charged at its 34.7): one over a quarter of the cache is not
+// kept, however small its document.
+func TestCacheChargesIndexSize(t *testing.T) {
+	r, op := sharedResolver(t, 1000)
+	doc := int64(len(op.docs["main/p"]))
+	p, err := fbc.ParsePackage(strings.NewReader(op.docs["main/p"]), "p", DefaultMaxPackageBytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	idx, err := resolve.NewIndex(resolve.FromPackages(p))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if idx.Size() <= doc {
+		t.Fatalf("the index's estimate %d is not above its document's %d bytes: no test", idx.Size(), doc)
+	}
+	// A quarter of the bound between the two.
+	r.Cache = NewCache(2 * (doc + idx.Size()))
+	ctx := context.Background()
+	for range 2 {
+		if _, err := r.Resolve(ctx, &rukpakv1alpha1.CatalogSource{PackageName: "p"}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if op.reads != 2 {
+		t.Fatalf("%d reads for two resolutions, want 2: an index over a quarter of the cache was kept (document %d bytes)", op.reads, doc)
+	}
+	r.Cache = NewCache(DefaultCacheBytes)
+	for range 2 {
+		if _, err := r.Resolve(ctx, &rukpakv1alpha1.CatalogSource{PackageName: "p"}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if op.reads != 3 {
+		t.Fatalf("%d reads, want 3: the index was not kept by a cache it fits", op.reads)
+	}
 }

@@ -197,12 +197,20 @@ func TestResolveRenamedCopies(t *testing.T) {
 // GiB before (an outside review).
 func TestIndexSizeBoundsItsHeap(t *testing.T) {
 	shapes := map[string]func(i int) (version, skipRange string, skips []string){
-		"plain":       func(i int) (string, string, []string) { return fmt.Sprintf("1.0.%d", i), "", nil },
-		"skipRange":   func(i int) (string, string, []string) { return fmt.Sprintf("1.0.%d", i), fmt.Sprintf(">=1.0.0 <1.0.%d", i), nil },
-		"8 compared":  func(i int) (string, string, []string) { return fmt.Sprintf("1.0.%d", i), strings.Repeat(fmt.Sprintf(">=1.0.0 <1.0.%d ", i), 4), nil },
-		"wildcards":   func(i int) (string, string, []string) { return fmt.Sprintf("1.0.%d", i), "1.x 2.x 3.x 4.x", nil },
-		"pre-release": func(i int) (string, string, []string) { return fmt.Sprintf("1.0.%d-", i) + strings.Repeat("a.", 58) + "a", "", nil },
-		"skips":       func(i int) (string, string, []string) { return fmt.Sprintf("1.0.%d", i), "", strings.Fields("a b c d e f g h") },
+		"plain": func(i int) (string, string, []string) { return fmt.Sprintf("1.0.%d", i), "", nil },
+		"skipRange": func(i int) (string, string, []string) {
+			return fmt.Sprintf("1.0.%d", i), fmt.Sprintf(">=1.0.0 <1.0.%d", i), nil
+		},
+		"8 compared": func(i int) (string, string, []string) {
+			return fmt.Sprintf("1.0.%d", i), strings.Repeat(fmt.Sprintf(">=1.0.0 <1.0.%d ", i), 4), nil
+		},
+		"wildcards": func(i int) (string, string, []string) { return fmt.Sprintf("1.0.%d", i), "1.x 2.x 3.x 4.x", nil },
+		"pre-release": func(i int) (string, string, []string) {
+			return fmt.Sprintf("1.0.%d-", i) + strings.Repeat("a.", 58) + "a", "", nil
+		},
+		"skips": func(i int) (string, string, []string) {
+			return fmt.Sprintf("1.0.%d", i), "", strings.Fields("a b c d e f g h")
+		},
 	}
 	const n = 10_000
 	for name, shape := range shapes {

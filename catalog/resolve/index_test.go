@@ -65,7 +65,9 @@ func TestNewIndexRefusesInvalidCatalogs(t *testing.T) {
 		{"skipRange of many terms", func(c *Content) {
 			c.Channels[0].Entries[1].SkipRange = ">=1.0.0 <2.0.0 || >=3.0.0 <4.0.0 || >=5.0.0 <6.0.0 || >=7.0.0 <8.0.0 || >=9.0.0"
 		}, `package "p": channel "stable": entry "p.v2": skipRange makes 9 comparisons, over the limit of 8`},
-		{"version over the limit", func(c *Content) { c.Bundles[1].Properties = []Property{pkgProp("p", "2.0.0-"+strings.TrimSuffix(strings.Repeat("a.", 62), "."))} },
+		{"version over the limit", func(c *Content) {
+			c.Bundles[1].Properties = []Property{pkgProp("p", "2.0.0-"+strings.TrimSuffix(strings.Repeat("a.", 62), "."))}
+		},
 			`package "p": bundle "p.v2": version is 129 characters, over the limit of 128`},
 		{"image over the limit", func(c *Content) { c.Bundles[1].Image = "example.com/" + strings.Repeat("a", 4085) },
 			`package "p": bundle "p.v2": image is 4097 characters, over the limit of 4096`},

@@ -232,3 +232,44 @@ func TestResolveBundleInNoChannel(t *testing.T) {
 		})
 	}
 }
+
+// TestInstalledIsTheInstalledBundle: the Installed edge is the installed
+// bundle itself, not any bundle of its version: another of that version
+// (another image), in the same catalog or in one of higher priority,
+// needs an upgrade edge like any other, and among equals the installed
+// one stays (an outside review saw a catalog swap the image under
+// "Installed").
+func TestInstalledIsTheInstalledBundle(t *testing.T) {
+	in := &Installed{Name: "p.v1", Version: "1.0.0"}
+	same := Content{
+		Packages: []Package{{Name: "p", DefaultChannel: "stable"}},
+		Channels: []Channel{{Package: "p", Name: "stable", Entries: []ChannelEntry{{Name: "p.v1"}, {Name: "p.other"}}}},
+		Bundles:  []Bundle{bundle("p", "p.other", "1.0.0"), bundle("p", "p.v1", "1.0.0")},
+	}
+	res, err := Resolve(Request{PackageName: "p", Installed: in}, []Catalog{{Name: "c", Index: mustIndex(t, same)}})
+	if err != nil || res.Bundle != "p.v1" || res.Edge != EdgeInstalled {
+		t.Fatalf("same catalog: %+v, %v; want p.v1 (Installed)", res, err)
+	}
+	// Even with an upgrade edge of the same version, the installed one stays.
+	same.Channels[0].Entries[1].Replaces = "p.v1"
+	res, err = Resolve(Request{PackageName: "p", Installed: in}, []Catalog{{Name: "c", Index: mustIndex(t, same)}})
+	if err != nil || res.Bundle != "p.v1" {
+		t.Fatalf("same version replacing it: %+v, %v; want p.v1", res, err)
+	}
+
+	mine := Content{
+		Packages: []Package{{Name: "p", DefaultChannel: "stable"}},
+		Channels: []Channel{{Package: "p", Name: "stable", Entries: []ChannelEntry{{Name: "p.v1"}}}},
+		Bundles:  []Bundle{bundle("p", "p.v1", "1.0.0")},
+	}
+	other := Content{
+		Packages: []Package{{Name: "p", DefaultChannel: "stable"}},
+		Channels: []Channel{{Package: "p", Name: "stable", Entries: []ChannelEntry{{Name: "evil"}}}},
+		Bundles:  []Bundle{bundle("p", "evil", "1.0.0")},
+	}
+	res, err = Resolve(Request{PackageName: "p", VersionRange: "1.0.0", Installed: in},
+		[]Catalog{{Name: "mine", Index: mustIndex(t, mine)}, {Name: "other", Priority: 1, Index: mustIndex(t, other)}})
+	if err != nil || res.Bundle != "p.v1" || res.Catalog != "mine" || res.Edge != EdgeInstalled {
+		t.Fatalf("a catalog of higher priority with another bundle of the version: %+v, %v; want p.v1 from mine (Installed)", res, err)
+	}
+}

@@ -305,7 +305,7 @@ func inChannels(b *bundleInfo, sel []bool) bool {
 // skip-ranges it (the strongest of them). It costs one range check per
 // selected entry of b with a skipRange.
 func (q *query) edge(p *pkgIndex, b *bundleInfo, sel []bool) Edge {
-	if b.vr.compare(*q.installed) == 0 {
+	if q.isInstalled(b) {
 		return EdgeInstalled
 	}
 	name := q.req.Installed.Name
@@ -326,6 +326,15 @@ func (q *query) edge(p *pkgIndex, b *bundleInfo, sel []bool) Edge {
 		}
 	}
 	return found
+}
+
+// isInstalled says whether b is the installed bundle: its version and, when
+// known, its name. Another bundle of the same version (another image,
+// perhaps in another catalog) is not: it needs an upgrade edge like any
+// other (an outside review saw a catalog swap the image under "Installed").
+func (q *query) isInstalled(b *bundleInfo) bool {
+	name := q.req.Installed.Name
+	return b.vr.compare(*q.installed) == 0 && (name == "" || b.name == name)
 }
 
 // better orders candidates as OLM v1 does: not deprecated first, then the
@@ -386,14 +395,15 @@ func Resolve(req Request, catalogs []Catalog) (*Result, error) {
 					continue
 				}
 				st.Successors++
-			case q.installed != nil && b.vr.compare(*q.installed) == 0:
+			case q.installed != nil && q.isInstalled(b):
 				e = EdgeInstalled
 			case q.installed != nil:
 				e = EdgeSelfCertified
 			default:
 				e = EdgeInitialInstall
 			}
-			if top < 0 || better(b, &p.bundles[top]) {
+			// Among equals, the installed bundle itself.
+			if top < 0 || better(b, &p.bundles[top]) || !better(&p.bundles[top], b) && e == EdgeInstalled {
 				top, topEdge = int32(bi), e
 			}
 		}

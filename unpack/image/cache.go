@@ -1,27 +1,45 @@
 package image
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 
+	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
 	"github.com/rukpak-dev/rukpak/unpack"
 )
 
 // The cache keeps one finished tree (see unpack.Tree: a spool file and its
-// index) per image digest:
+// index) per repository and image digest:
 //
-//	<BaseDir>/images/<algorithm>/<hex>/   complete, immutable trees
-//	<BaseDir>/images/tmp/                 trees being extracted
+//	<BaseDir>/images/<repository key>/<algorithm>/<hex>/   complete, immutable trees
+//	<BaseDir>/images/tmp/                                  trees being extracted
 //
 // A tree is extracted in tmp and renamed into place only once complete, so a
 // crash or failure mid-pull never leaves a partial tree that looks finished.
+// The repository is part of the key: a registry answers for its own
+// repositories only, so a Bundle naming a digest in another repository (a
+// registry of its own, which may claim any digest) never reaches a tree
+// pulled from a private one.
 
-func (u *Unpacker) cacheDir(d v1.Hash) string {
-	return filepath.Join(u.cfg.BaseDir, "images", d.Algorithm, d.Hex)
+// image names one cache entry: a repository and a digest in it.
+type image struct {
+	repo   string // name.Repository.Name(), e.g. "registry.example.com/team/app"
+	digest v1.Hash
+}
+
+func imageOf(ref name.Digest, d v1.Hash) image { return image{repo: ref.Context().Name(), digest: d} }
+
+func (i image) String() string { return i.repo + "@" + i.digest.String() }
+
+func (u *Unpacker) cacheDir(i image) string {
+	key := sha256.Sum256([]byte(i.repo))
+	return filepath.Join(u.cfg.BaseDir, "images", hex.EncodeToString(key[:16]), i.digest.Algorithm, i.digest.Hex)
 }
 
 func (u *Unpacker) tmpDir() string { return filepath.Join(u.cfg.BaseDir, "images", "tmp") }
@@ -30,7 +48,7 @@ func (u *Unpacker) tmpDir() string { return filepath.Join(u.cfg.BaseDir, "images
 // It only reads: a caller outside u.pulls that removed an unusable entry
 // could remove the tree another caller's flight had just committed (CI saw
 // eight concurrent unpacks pull twice).
-func (u *Unpacker) cached(d v1.Hash) (*unpack.Tree, error) {
+func (u *Unpacker) cached(d image) (*unpack.Tree, error) {
 	tree, err := unpack.OpenTree(u.cacheDir(d))
 	switch {
 	case err == nil:
@@ -44,7 +62,7 @@ func (u *Unpacker) cached(d v1.Hash) (*unpack.Tree, error) {
 // cachedOrClear is cached for the flight of d, the only writer of its
 // entry: a directory there that is not a sealed tree (left by a crash, or
 // by an older version's layout) is removed, to be extracted again.
-func (u *Unpacker) cachedOrClear(d v1.Hash) (*unpack.Tree, error) {
+func (u *Unpacker) cachedOrClear(d image) (*unpack.Tree, error) {
 	dir := u.cacheDir(d)
 	tree, err := unpack.OpenTree(dir)
 	switch {
@@ -74,12 +92,17 @@ func commit(tmp, dir string) error {
 	return nil
 }
 
-// Forget deletes the cached tree of digest (e.g. "sha256:…"), for garbage
-// collection once no Bundle uses it. It is idempotent.
-func (u *Unpacker) Forget(digest string) error {
-	d, err := v1.NewHash(digest)
+// Forget deletes the cached tree of ref, a pinned reference
+// ("repository@sha256:…"), for garbage collection once no Bundle uses it.
+// It is idempotent.
+func (u *Unpacker) Forget(ref string) error {
+	r, err := name.NewDigest(ref)
 	if err != nil {
 		return fmt.Errorf("forgetting image cache entry: %w", err)
 	}
-	return os.RemoveAll(u.cacheDir(d))
+	d, err := v1.NewHash(r.DigestStr())
+	if err != nil {
+		return fmt.Errorf("forgetting image cache entry: %w", err)
+	}
+	return os.RemoveAll(u.cacheDir(imageOf(r, d)))
 }

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"sync"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -135,24 +136,25 @@ func resolve(ref name.Reference, opts []remote.Option) (v1.Hash, error) {
 
 // pull opens the cached tree of digest, extracting it first if needed.
 func (u *Unpacker) pull(ctx context.Context, ref name.Digest, digest v1.Hash, opts []remote.Option) (*unpack.Tree, error) {
-	if tree, err := u.cached(digest); err != nil || tree != nil {
+	img := imageOf(ref, digest)
+	if tree, err := u.cached(img); err != nil || tree != nil {
 		return tree, err
 	}
-	_, err, _ := u.pulls.Do(digest.String(), func() (any, error) {
+	_, err, _ := u.pulls.Do(img.String(), func() (any, error) {
 		// Another caller may have finished while we waited.
-		tree, err := u.cachedOrClear(digest)
+		tree, err := u.cachedOrClear(img)
 		if err != nil || tree != nil {
 			if tree != nil {
 				_ = tree.Close()
 			}
 			return nil, err
 		}
-		return nil, u.extract(ctx, ref, digest, u.cacheDir(digest), opts)
+		return nil, u.extract(ctx, ref, digest, u.cacheDir(img), opts)
 	})
 	if err != nil {
 		return nil, err
 	}
-	tree, err := u.cached(digest)
+	tree, err := u.cached(img)
 	if err == nil && tree == nil {
 		// Forgotten (its last Bundle deleted) as it was extracted.
 		err = fmt.Errorf("image cache entry for %s was removed while in use; retrying", digest)
@@ -169,7 +171,11 @@ func (u *Unpacker) extract(ctx context.Context, ref name.Digest, digest v1.Hash,
 	if err != nil {
 		return err
 	}
-	u.sweep.Do(func() { _ = os.RemoveAll(u.tmpDir()) })
+	u.sweep.Do(func() {
+		_ = os.RemoveAll(u.tmpDir())
+		// Trees of the layout before repositories were part of the key.
+		_ = os.RemoveAll(filepath.Join(u.cfg.BaseDir, "images", "sha256"))
+	})
 	if err := os.MkdirAll(u.tmpDir(), 0o755); err != nil {
 		return fmt.Errorf("creating image cache: %w", err)
 	}

@@ -402,10 +402,12 @@ func TestHelmMediaTypes(t *testing.T) {
 }
 
 // TestCachedImageNeedsAccess: a private image pulled once with a pull
-// secret is not served from the tree cache (keyed by digest) to a Bundle
-// that names its digest without credentials, in its own repository or in
-// one that does not exist (an outside review: the digest is in the first
-// Bundle's status, which every viewer reads).
+// secret is not served from the tree cache to a Bundle that names its
+// digest without credentials: in its own repository (asked of the
+// registry with the Bundle's credentials), in one that does not exist, or
+// in a registry that claims every digest (the cache is keyed by
+// repository too). Outside reviews: the digest is in the first Bundle's
+// status, which every viewer reads.
 func TestCachedImageNeedsAccess(t *testing.T) {
 	reg := testregistry.New(t, testregistry.WithBasicAuth("puller", "s3cret"))
 	ref := reg.Ref("private:v1")
@@ -418,12 +420,31 @@ func TestCachedImageNeedsAccess(t *testing.T) {
 	unpackOK(t, u, bundleFor(rukpakv1alpha1.ImageSource{Ref: ref, ImagePullSecretName: "tenant-a-pull", CertificateData: string(reg.CAPEM)}))
 
 	_, dgst, _ := strings.Cut(digestRef, "@")
-	for _, tc := range []struct{ name, ref, wantErr string }{
-		{"its repository, no secret", digestRef, "access denied"},
-		{"a repository that does not exist", "nonexistent.invalid/whatever@" + dgst, "nonexistent.invalid"},
+	// A registry of the attacker's that claims every digest (a HEAD
+	// answer has no body to check it by).
+	liar := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodHead && strings.Contains(r.URL.Path, "/manifests/") {
+			w.Header().Set("Content-Type", "application/vnd.oci.image.manifest.v1+json")
+			w.Header().Set("Docker-Content-Digest", r.URL.Path[strings.LastIndex(r.URL.Path, "/")+1:])
+			w.Header().Set("Content-Length", "100")
+			return
+		}
+		if r.URL.Path == "/v2/" {
+			return
+		}
+		http.NotFound(w, r)
+	}))
+	t.Cleanup(liar.Close)
+	for _, tc := range []struct {
+		name, ref, wantErr string
+		insecure           bool
+	}{
+		{name: "its repository, no secret", ref: digestRef, wantErr: "access denied"},
+		{name: "a repository that does not exist", ref: "nonexistent.invalid/whatever@" + dgst, wantErr: "nonexistent.invalid"},
+		{name: "a registry claiming every digest", ref: strings.TrimPrefix(liar.URL, "https://") + "/anything@" + dgst, wantErr: "not found", insecure: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			res, err := u.Unpack(t.Context(), bundleFor(rukpakv1alpha1.ImageSource{Ref: tc.ref, CertificateData: string(reg.CAPEM)}))
+			res, err := u.Unpack(t.Context(), bundleFor(rukpakv1alpha1.ImageSource{Ref: tc.ref, CertificateData: string(reg.CAPEM), InsecureSkipTLSVerify: tc.insecure}))
 			if err == nil {
 				_ = res.Close()
 				t.Fatalf("unpacked the private image's cached tree without credentials")

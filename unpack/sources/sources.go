@@ -66,9 +66,8 @@ func (u *Unpacker) Forget(resolved *rukpakv1alpha1.BundleSource) error {
 	if resolved == nil || resolved.Type != rukpakv1alpha1.SourceTypeImage || resolved.Image == nil {
 		return nil
 	}
-	_, digest, ok := strings.Cut(resolved.Image.Ref, "@")
-	if !ok {
+	if !strings.Contains(resolved.Image.Ref, "@") {
 		return nil
 	}
-	return u.image.Forget(digest)
+	return u.image.Forget(resolved.Image.Ref)
 }

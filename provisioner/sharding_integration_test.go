@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/url"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -109,11 +108,12 @@ func (s *shardInstance) cachesImage(t *testing.T, b *rukpakv1alpha1.Bundle) bool
 	if !ok || !ok2 {
 		t.Fatalf("bundle %s: resolved image %q is not pinned by digest", b.Name, src.Image.Ref)
 	}
-	_, err := os.Stat(filepath.Join(s.unpackDir, "images", algorithm, hex))
-	if err != nil && !os.IsNotExist(err) {
+	// images/<repository key>/<algorithm>/<hex>
+	found, err := filepath.Glob(filepath.Join(s.unpackDir, "images", "*", algorithm, hex))
+	if err != nil {
 		t.Fatal(err)
 	}
-	return err == nil
+	return len(found) > 0
 }
 
 // writesAbout returns s's writes since the last call, failing the test for

@@ -2,7 +2,6 @@ package provisioner_test
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -121,7 +120,8 @@ func TestIntegrationSources(t *testing.T) {
 			h.waitBundle(name, rukpakv1alpha1.PhaseUnpacked, rukpakv1alpha1.ReasonUnpackSuccessful, "")
 		}
 		cached := func() int {
-			entries, _ := os.ReadDir(filepath.Join(h.unpackDir, "images", "sha256"))
+			// images/<repository key>/sha256/<hex>
+			entries, _ := filepath.Glob(filepath.Join(h.unpackDir, "images", "*", "sha256", "*"))
 			return len(entries)
 		}
 		before := cached()

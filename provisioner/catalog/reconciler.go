@@ -57,8 +57,25 @@ type Reconciler struct {
 	mu      sync.Mutex
 	jobs    map[string]*job
 	refresh map[string]bool
-	done    chan event.GenericEvent
+	// failures holds each Catalog's fetches that failed in a row: the next
+	// is not started before retryAt (a source failing at once was fetched
+	// again some 127 times a second, an outside review found).
+	failures map[string]*failure
+	done     chan event.GenericEvent
 }
+
+// failure is a Catalog's fetches that failed in a row, of one generation.
+type failure struct {
+	generation int64
+	n          int
+	retryAt    time.Time
+}
+
+// Backoff between failed fetches of one Catalog.
+const (
+	retryBackoff    = 2 * time.Second
+	maxRetryBackoff = 5 * time.Minute
+)
 
 // job is one Catalog's fetch and build, run outside the reconcile workers
 // under a deadline: a source that never answers costs a goroutine until the
@@ -84,6 +101,7 @@ func (r *Reconciler) init() {
 	r.once.Do(func() {
 		r.jobs = map[string]*job{}
 		r.refresh = map[string]bool{}
+		r.failures = map[string]*failure{}
 		r.done = make(chan event.GenericEvent, 1024)
 	})
 }
@@ -137,6 +155,10 @@ func (r *Reconciler) reconcile(ctx context.Context, c *rukpakv1alpha1.Catalog) (
 	if stored {
 		c.Status.ContentURL = r.Store.URLFor(c.Name)
 	}
+	if wait := r.retryIn(c); wait > 0 {
+		// The failure stays on display until the retry's outcome.
+		return ctrl.Result{RequeueAfter: wait}, nil
+	}
 	if !r.due(c, stored) {
 		return ctrl.Result{RequeueAfter: r.nextPoll(c)}, nil
 	}
@@ -148,13 +170,13 @@ func (r *Reconciler) reconcile(ctx context.Context, c *rukpakv1alpha1.Catalog) (
 	if err != nil {
 		r.failed(c, stored, err)
 		if !unpack.IsTerminal(err) {
-			r.retry(c.Name) // with the controller's backoff
+			r.retry(c)
 		}
 		return ctrl.Result{}, fmt.Errorf("unpacking catalog %q: %w", c.Name, err)
 	}
 	if out.pending != "" {
 		r.failed(c, stored, errors.New(out.pending))
-		r.retry(c.Name)
+		r.retry(c)
 		return ctrl.Result{RequeueAfter: pendingRequeue}, nil
 	}
 	if err := r.Store.Commit(c.Name, out.staged, out.index.Digest); err != nil {
@@ -162,6 +184,7 @@ func (r *Reconciler) reconcile(ctx context.Context, c *rukpakv1alpha1.Catalog) (
 		r.failed(c, stored, fmt.Errorf("storing the catalog: %w", err))
 		return ctrl.Result{}, err
 	}
+	r.succeeded(c.Name)
 	x := out.index
 	now := metav1.Now()
 	c.Status.ResolvedSource = out.resolved
@@ -355,10 +378,42 @@ func (r *Reconciler) fetch(ctx context.Context, c *rukpakv1alpha1.Catalog) (out 
 }
 
 // retry makes the next reconcile of name fetch again.
-func (r *Reconciler) retry(name string) {
+// retry marks c for another fetch once its backoff has passed: 2 s after
+// a first failure, doubled after each failure in a row of its generation,
+// up to 5 minutes.
+func (r *Reconciler) retry(c *rukpakv1alpha1.Catalog) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.refresh[name] = true
+	r.refresh[c.Name] = true
+	f := r.failures[c.Name]
+	if f == nil || f.generation != c.Generation {
+		f = &failure{generation: c.Generation}
+		r.failures[c.Name] = f
+	}
+	f.n++
+	wait := maxRetryBackoff
+	if f.n < 20 {
+		wait = min(retryBackoff<<(f.n-1), maxRetryBackoff)
+	}
+	f.retryAt = time.Now().Add(wait)
+}
+
+// retryIn is how long c's next fetch waits for the backoff of its last
+// failure: zero when none is due, a fetch runs, or c has a new generation.
+func (r *Reconciler) retryIn(c *rukpakv1alpha1.Catalog) time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	f := r.failures[c.Name]
+	if f == nil || f.generation != c.Generation || r.jobs[c.Name] != nil {
+		return 0
+	}
+	return max(time.Until(f.retryAt), 0)
+}
+
+func (r *Reconciler) succeeded(name string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.failures, name)
 }
 
 func (r *Reconciler) drop(name string) {
@@ -367,6 +422,7 @@ func (r *Reconciler) drop(name string) {
 	defer r.mu.Unlock()
 	r.dropLocked(name)
 	delete(r.refresh, name)
+	delete(r.failures, name)
 }
 
 func (r *Reconciler) dropLocked(name string) {
@@ -424,8 +480,10 @@ func (r *Reconciler) catalogsUsingConfigMap(ctx context.Context, o client.Object
 	for _, c := range list.Items {
 		for _, cm := range c.Spec.Source.ConfigMaps {
 			if cm.ConfigMap.Name == o.GetName() {
+				// A changed input: fetched again at once.
 				r.mu.Lock()
 				r.refresh[c.Name] = true
+				delete(r.failures, c.Name)
 				r.mu.Unlock()
 				reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKey{Name: c.Name}})
 				break

@@ -22,11 +22,14 @@ import (
 // stderr line) is cut to a short, printable excerpt.
 func classify(ctx context.Context, err error, repository string) error {
 	var limit *limitError
+	var slot *slotError
 	switch {
 	case err == nil:
 		return nil
 	case unpack.IsTerminal(err):
 		return err
+	case errors.As(err, &slot):
+		return fmt.Errorf("fetching repository %q: %w", repository, slot)
 	case ctx.Err() != nil:
 		// Whatever the transport made of its closed connection, the
 		// cause is the deadline or the cancellation.

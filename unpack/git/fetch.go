@@ -185,7 +185,8 @@ func (f *fetcher) lookup(prefix string) (*object.Commit, error) {
 // read counts against MaxFetchBytes, and ctx (with the fetch deadline)
 // interrupts the connection on every transport.
 func (f *fetcher) fetch(ctx context.Context, wants func(*packp.AdvRefs) ([]plumbing.Hash, error), depth int) error {
-	w := newWire(f.limits.MaxFetchBytes)
+	w := newWire(ctx, f.limits.MaxFetchBytes)
+	defer w.release()
 	s, err := openSession(ctx, f.ep, f.access, w)
 	if err != nil {
 		return classify(ctx, w.failure(err), f.url)

@@ -17,8 +17,9 @@
 //     connection, the ssh session's output) counts against MaxFetchBytes,
 //     the ref advertisement against 16 MiB, and error bodies are not read
 //     (an error reports the status code, unpack.StatusText);
-//   - concurrency: at most maxGitFetches run at once in the process, the
-//     others wait (within their FetchTimeout);
+//   - concurrency: at most maxGitFetches with a ref advertisement over
+//     largeAdvertisementBytes run at once in the process, the others
+//     wait (within their FetchTimeout);
 //   - memory: the pack is spooled to a temporary directory under
 //     Config.BaseDir, its headers checked against MaxFileBytes before
 //     anything is inflated, and indexed by this package while streaming
@@ -63,13 +64,18 @@ func New(cfg unpack.Config) unpack.Unpacker {
 // Unpack fetches the bundle's commit and copies its directory into a new
 // tree. It uses bundle.Status.ResolvedSource when set, so a Bundle keeps the
 // commit of its first unpack even if its branch or tag moves.
-// maxGitFetches bounds the git fetches that run at once in the process:
-// each may hold tens of MiB while its server decides how fast it goes (a
-// ref advertisement of up to maxAdvertisementBytes decoded to about three
-// times that, the pack's object cache and metadata), so ten servers that
-// send that much and stall ran a 512 MiB provisioner out of memory. Other
-// sources stream, and do not wait for these.
-const maxGitFetches = 4
+// maxGitFetches bounds the git fetches with a large ref advertisement
+// (over largeAdvertisementBytes) that run at once in the process: the
+// advertisement is held decoded, about three times its size, for as long
+// as its server takes, so ten servers that sent 16 MiB and stalled ran a
+// 512 MiB provisioner out of memory. A fetch takes its slot once its
+// advertisement passes the threshold and keeps it to its end; fetches of
+// ordinary repositories (advertisements of a few KiB to a few hundred)
+// never wait for one, so stalled servers delay only other large ones.
+const (
+	maxGitFetches           = 4
+	largeAdvertisementBytes = 256 << 10
+)
 
 var fetching = semaphore.NewWeighted(maxGitFetches)
 
@@ -91,10 +97,6 @@ func (u *Unpacker) Unpack(ctx context.Context, bundle *rukpakv1alpha1.Bundle) (*
 		return nil, err
 	}
 
-	if err := fetching.Acquire(ctx, 1); err != nil {
-		return nil, fmt.Errorf("waiting for one of the %d git fetches that run at once to finish: %w", maxGitFetches, err)
-	}
-	defer fetching.Release(1)
 	if err := os.MkdirAll(u.cfg.BaseDir, 0o755); err != nil {
 		return nil, fmt.Errorf("creating unpack directory: %w", err)
 	}

@@ -52,12 +52,49 @@ type wire struct {
 	// pack is set once the pack itself streams, for the message.
 	pack     atomic.Bool
 	maxFetch int64
+	// ctx is the fetch's, for waiting on a slot (fetching); held says the
+	// fetch has one, taken once the advertisement is large.
+	ctx  context.Context
+	held atomic.Bool
+	// waited is why taking a slot failed, kept: the transport reports
+	// only its closed connection.
+	waited atomic.Pointer[slotError]
 }
 
-func newWire(maxFetch int64) *wire {
-	w := &wire{maxFetch: maxFetch}
+// slotError is a fetch whose deadline came while it waited for a slot.
+type slotError struct{ err error }
+
+func (e *slotError) Error() string {
+	return fmt.Sprintf("waiting for one of the %d git fetches with a ref advertisement over %d KiB that run at once to finish: %v", maxGitFetches, largeAdvertisementBytes>>10, e.err)
+}
+func (e *slotError) Unwrap() error { return e.err }
+
+func newWire(ctx context.Context, maxFetch int64) *wire {
+	w := &wire{maxFetch: maxFetch, ctx: ctx}
 	w.limit.Store(min(maxAdvertisementBytes, maxFetch))
 	return w
+}
+
+// release gives back the fetch's slot, if it took one.
+func (w *wire) release() {
+	if w.held.CompareAndSwap(true, false) {
+		fetching.Release(1)
+	}
+}
+
+// slot takes one of the process's slots for fetches with a large
+// advertisement, waiting for it within the fetch's deadline.
+func (w *wire) slot() error {
+	if !w.held.CompareAndSwap(false, true) {
+		return nil
+	}
+	if err := fetching.Acquire(w.ctx, 1); err != nil {
+		w.held.Store(false)
+		serr := &slotError{err: err}
+		w.waited.CompareAndSwap(nil, serr)
+		return serr
+	}
+	return nil
 }
 
 // startPack gives the pack its own budget of MaxFetchBytes.
@@ -67,7 +104,13 @@ func (w *wire) startPack() {
 }
 
 func (w *wire) count(n int) error {
-	if w.read.Add(int64(n)) <= w.limit.Load() {
+	read := w.read.Add(int64(n))
+	if read > largeAdvertisementBytes && !w.pack.Load() && !w.held.Load() {
+		if err := w.slot(); err != nil {
+			return err
+		}
+	}
+	if read <= w.limit.Load() {
 		return nil
 	}
 	err := &limitError{msg: fmt.Sprintf("the server's ref advertisement exceeds the limit of %d bytes", w.limit.Load())}
@@ -83,6 +126,9 @@ func (w *wire) count(n int) error {
 func (w *wire) failure(err error) error {
 	if f := w.failed.Load(); f != nil && err != nil {
 		return f
+	}
+	if s := w.waited.Load(); s != nil && err != nil {
+		return s
 	}
 	return err
 }

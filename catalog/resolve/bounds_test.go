@@ -211,6 +211,13 @@ func TestIndexSizeBoundsItsHeap(t *testing.T) {
 		"skips": func(i int) (string, string, []string) {
 			return fmt.Sprintf("1.0.%d", i), "", strings.Fields("a b c d e f g h")
 		},
+		"distinct skips": func(i int) (string, string, []string) {
+			var skips []string
+			for j := range 8 {
+				skips = append(skips, fmt.Sprintf("s%d.%d", i, j))
+			}
+			return fmt.Sprintf("1.0.%d", i), "", skips
+		},
 	}
 	const n = 10_000
 	for name, shape := range shapes {
@@ -238,6 +245,9 @@ func TestIndexSizeBoundsItsHeap(t *testing.T) {
 			}
 			runtime.GC()
 			runtime.ReadMemStats(&after)
+			// The content stays alive to here: the growth is the index's
+			// own, and the strings it shares with the content count too.
+			runtime.KeepAlive(c)
 			held := int64(after.HeapAlloc) - int64(before.HeapAlloc) + int64(strs)
 			t.Logf("%s: %d bytes held per bundle, %d estimated", name, held/n, idx.Size()/n)
 			if idx.Size() < held {

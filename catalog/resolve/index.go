@@ -31,19 +31,19 @@ const MaxImageLength = 4096
 // version's identifiers, a skipRange's comparisons), and every resolution
 // that reads the package builds and may cache its index. The largest real
 // package of the test data is indexed in under 1 MiB; a package of 50,000
-// bundles, each entry with a skipRange, in 30 MiB.
-const MaxIndexBytes = 48 << 20
+// bundles, each entry with a skipRange, in about 40 MiB.
+const MaxIndexBytes = 64 << 20
 
 // Estimated bytes an index holds (measured, rounded up): per bundle and
 // channel entry, per character of a version's pre-release and build
 // (kept parsed twice, one identifier per two characters at most), per
 // skipRange comparison, per skip.
 const (
-	bundleBytes     = 320
+	bundleBytes     = 640
 	versionCharCost = 24
-	entryBytes      = 96
+	entryBytes      = 192
 	comparisonBytes = 128
-	skipBytes       = 48
+	skipBytes       = 128
 	channelBytes    = 128
 )
 

@@ -272,4 +272,12 @@ func TestInstalledIsTheInstalledBundle(t *testing.T) {
 	if err != nil || res.Bundle != "p.v1" || res.Catalog != "mine" || res.Edge != EdgeInstalled {
 		t.Fatalf("a catalog of higher priority with another bundle of the version: %+v, %v; want p.v1 from mine (Installed)", res, err)
 	}
+	// The same name and version with another image (a re-review).
+	other.Bundles[0].Name, other.Channels[0].Entries[0].Name = "p.v1", "p.v1"
+	other.Bundles[0].Image = "evil.example.com/p"
+	res, err = Resolve(Request{PackageName: "p", VersionRange: "1.0.0", Installed: &Installed{Name: "p.v1", Version: "1.0.0", Image: "example.com/p.v1"}},
+		[]Catalog{{Name: "mine", Index: mustIndex(t, mine)}, {Name: "other", Priority: 1, Index: mustIndex(t, other)}})
+	if err != nil || res.Image != "example.com/p.v1" || res.Catalog != "mine" || res.Edge != EdgeInstalled {
+		t.Fatalf("a catalog of higher priority with the installed name and version at another image: %+v, %v; want example.com/p.v1 from mine (Installed)", res, err)
+	}
 }

@@ -49,6 +49,9 @@ const (
 type Installed struct {
 	Name    string
 	Version string
+	// Image, when known, is the installed bundle's image: a bundle of the
+	// same name and version with another image is not the installed one.
+	Image string
 }
 
 // Request is what a catalog source asks for.
@@ -329,12 +332,12 @@ func (q *query) edge(p *pkgIndex, b *bundleInfo, sel []bool) Edge {
 }
 
 // isInstalled says whether b is the installed bundle: its version and, when
-// known, its name. Another bundle of the same version (another image,
+// known, its name and image. Another bundle of the same version (another image,
 // perhaps in another catalog) is not: it needs an upgrade edge like any
 // other (an outside review saw a catalog swap the image under "Installed").
 func (q *query) isInstalled(b *bundleInfo) bool {
-	name := q.req.Installed.Name
-	return b.vr.compare(*q.installed) == 0 && (name == "" || b.name == name)
+	in := q.req.Installed
+	return b.vr.compare(*q.installed) == 0 && (in.Name == "" || b.name == in.Name) && (in.Image == "" || b.image == in.Image)
 }
 
 // better orders candidates as OLM v1 does: not deprecated first, then the

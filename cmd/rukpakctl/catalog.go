@@ -353,6 +353,9 @@ type resolveFlags struct {
 	policy           string
 	installedVersion string
 	installedBundle  string
+	// installedImage, from a BundleDeployment's status only: the installed
+	// bundle is that image too, as the provisioner resolves.
+	installedImage string
 	// fromBD names a BundleDeployment whose catalog source and installed
 	// bundle stand for the flags above.
 	fromBD string
@@ -510,7 +513,7 @@ func (o *catalogOptions) resolve(ctx context.Context, out io.Writer, sources []s
 // version of --installed-bundle, or the bundle of --installed-version.
 func findInstalled(f resolveFlags, pkgs []*fbc.Package) (*resolve.Installed, error) {
 	if f.installedBundle != "" && f.installedVersion != "" {
-		return &resolve.Installed{Name: f.installedBundle, Version: f.installedVersion}, nil
+		return &resolve.Installed{Name: f.installedBundle, Version: f.installedVersion, Image: f.installedImage}, nil
 	}
 	var names []string
 	version := ""

@@ -59,7 +59,7 @@ func (o *catalogOptions) fromBundleDeployment(ctx context.Context, name string, 
 		f.policy = string(rukpakv1alpha1.UpgradeConstraintPolicyCatalogProvided)
 	}
 	if st := bd.Status.Catalog; st != nil && st.Installed != nil && st.Installed.Package == src.PackageName && bd.Status.ActiveBundle != "" {
-		f.installedBundle, f.installedVersion = st.Installed.Name, st.Installed.Version
+		f.installedBundle, f.installedVersion, f.installedImage = st.Installed.Name, st.Installed.Version, st.Installed.Image
 	}
 	if len(sources) > 0 {
 		return f, sources, nil

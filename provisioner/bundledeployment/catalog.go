@@ -139,7 +139,7 @@ func installedFor(bd *rukpakv1alpha1.BundleDeployment, src *rukpakv1alpha1.Catal
 	if st == nil || st.Installed == nil || st.Installed.Package != src.PackageName || bd.Status.ActiveBundle == "" {
 		return nil
 	}
-	return &resolve.Installed{Name: st.Installed.Name, Version: st.Installed.Version}
+	return &resolve.Installed{Name: st.Installed.Name, Version: st.Installed.Version, Image: st.Installed.Image}
 }
 
 // catalogBundle is the status form of a resolution's result.

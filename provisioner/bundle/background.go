@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
+	"github.com/rukpak-dev/rukpak/internal/backoff"
 	"github.com/rukpak-dev/rukpak/unpack"
 )
 
@@ -37,15 +38,7 @@ type fetches struct {
 
 	mu       sync.Mutex
 	running  map[string]*fetch
-	failures map[string]*failure
-}
-
-// failure is a Bundle's fetches that failed in a row.
-type failure struct {
-	uid        types.UID
-	generation int64
-	n          int
-	retryAt    time.Time
+	failures backoff.Failures
 }
 
 // Backoff between failed fetches of one Bundle.
@@ -69,7 +62,7 @@ func newFetches(timeout time.Duration) *fetches {
 	if timeout <= 0 {
 		timeout = unpack.DefaultLimits.FetchTimeout
 	}
-	return &fetches{timeout: timeout, events: make(chan event.GenericEvent, 1024), running: map[string]*fetch{}, failures: map[string]*failure{}}
+	return &fetches{timeout: timeout, events: make(chan event.GenericEvent, 1024), running: map[string]*fetch{}, failures: backoff.Failures{Base: retryBackoff, Max: maxRetryBackoff}}
 }
 
 // source queues Bundles whose fetch finished, for a controller's
@@ -117,30 +110,16 @@ func (f *fetches) retryIn(b *rukpakv1alpha1.Bundle) time.Duration {
 }
 
 func (f *fetches) retryInLocked(b *rukpakv1alpha1.Bundle) time.Duration {
-	fl := f.failures[b.Name]
-	if fl == nil || fl.uid != b.UID || fl.generation != b.Generation {
-		return 0
-	}
-	return max(time.Until(fl.retryAt), 0)
+	return f.failures.Wait(b.Name, backoff.Of{UID: b.UID, Generation: b.Generation})
 }
 
 // noteLocked records the outcome of b's fetch for the backoff.
 func (f *fetches) noteLocked(b *rukpakv1alpha1.Bundle, err error) {
 	if err == nil {
-		delete(f.failures, b.Name)
+		f.failures.Forget(b.Name)
 		return
 	}
-	fl := f.failures[b.Name]
-	if fl == nil || fl.uid != b.UID || fl.generation != b.Generation {
-		fl = &failure{uid: b.UID, generation: b.Generation}
-		f.failures[b.Name] = fl
-	}
-	fl.n++
-	wait := maxRetryBackoff
-	if fl.n < 20 {
-		wait = min(retryBackoff<<(fl.n-1), maxRetryBackoff)
-	}
-	fl.retryAt = time.Now().Add(wait)
+	f.failures.Failed(b.Name, backoff.Of{UID: b.UID, Generation: b.Generation})
 }
 
 // startLocked runs the unpack of a copy of b in the background. The fetch
@@ -205,7 +184,7 @@ func (f *fetches) cancel(name string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.dropLocked(name)
-	delete(f.failures, name)
+	f.failures.Forget(name)
 }
 
 func (f *fetches) dropLocked(name string) {

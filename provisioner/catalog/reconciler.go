@@ -32,6 +32,7 @@ import (
 
 	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
 	"github.com/rukpak-dev/rukpak/catalog/fbc"
+	"github.com/rukpak-dev/rukpak/internal/backoff"
 	"github.com/rukpak-dev/rukpak/provisioner/conditions"
 	"github.com/rukpak-dev/rukpak/provisioner/finalizer"
 	"github.com/rukpak-dev/rukpak/storage"
@@ -60,15 +61,8 @@ type Reconciler struct {
 	// failures holds each Catalog's fetches that failed in a row: the next
 	// is not started before retryAt (a source failing at once was fetched
 	// again some 127 times a second, an outside review found).
-	failures map[string]*failure
+	failures backoff.Failures
 	done     chan event.GenericEvent
-}
-
-// failure is a Catalog's fetches that failed in a row, of one generation.
-type failure struct {
-	generation int64
-	n          int
-	retryAt    time.Time
 }
 
 // Backoff between failed fetches of one Catalog.
@@ -101,7 +95,7 @@ func (r *Reconciler) init() {
 	r.once.Do(func() {
 		r.jobs = map[string]*job{}
 		r.refresh = map[string]bool{}
-		r.failures = map[string]*failure{}
+		r.failures = backoff.Failures{Base: retryBackoff, Max: maxRetryBackoff}
 		r.done = make(chan event.GenericEvent, 1024)
 	})
 }
@@ -385,17 +379,7 @@ func (r *Reconciler) retry(c *rukpakv1alpha1.Catalog) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.refresh[c.Name] = true
-	f := r.failures[c.Name]
-	if f == nil || f.generation != c.Generation {
-		f = &failure{generation: c.Generation}
-		r.failures[c.Name] = f
-	}
-	f.n++
-	wait := maxRetryBackoff
-	if f.n < 20 {
-		wait = min(retryBackoff<<(f.n-1), maxRetryBackoff)
-	}
-	f.retryAt = time.Now().Add(wait)
+	r.failures.Failed(c.Name, backoff.Of{UID: c.UID, Generation: c.Generation})
 }
 
 // retryIn is how long c's next fetch waits for the backoff of its last
@@ -403,17 +387,16 @@ func (r *Reconciler) retry(c *rukpakv1alpha1.Catalog) {
 func (r *Reconciler) retryIn(c *rukpakv1alpha1.Catalog) time.Duration {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	f := r.failures[c.Name]
-	if f == nil || f.generation != c.Generation || r.jobs[c.Name] != nil {
+	if r.jobs[c.Name] != nil {
 		return 0
 	}
-	return max(time.Until(f.retryAt), 0)
+	return r.failures.Wait(c.Name, backoff.Of{UID: c.UID, Generation: c.Generation})
 }
 
 func (r *Reconciler) succeeded(name string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	delete(r.failures, name)
+	r.failures.Forget(name)
 }
 
 func (r *Reconciler) drop(name string) {
@@ -422,7 +405,7 @@ func (r *Reconciler) drop(name string) {
 	defer r.mu.Unlock()
 	r.dropLocked(name)
 	delete(r.refresh, name)
-	delete(r.failures, name)
+	r.failures.Forget(name)
 }
 
 func (r *Reconciler) dropLocked(name string) {
@@ -483,7 +466,7 @@ func (r *Reconciler) catalogsUsingConfigMap(ctx context.Context, o client.Object
 				// A changed input: fetched again at once.
 				r.mu.Lock()
 				r.refresh[c.Name] = true
-				delete(r.failures, c.Name)
+				r.failures.Forget(c.Name)
 				r.mu.Unlock()
 				reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKey{Name: c.Name}})
 				break

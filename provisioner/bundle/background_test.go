@@ -185,3 +185,27 @@ func TestFetchesBackOff(t *testing.T) {
 	}
 	fail(4)
 }
+
+// TestSameCached: Bundles of one pinned image share its cached tree
+// whatever else their sources say, so deleting one keeps it for the other.
+func TestSameCached(t *testing.T) {
+	img := func(ref, secret string) *rukpakv1alpha1.BundleSource {
+		return &rukpakv1alpha1.BundleSource{Type: rukpakv1alpha1.SourceTypeImage, Image: &rukpakv1alpha1.ImageSource{Ref: ref, ImagePullSecretName: secret}}
+	}
+	const pinned = "registry.example.com/app@sha256:" + "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	for _, tc := range []struct {
+		name string
+		a, b *rukpakv1alpha1.BundleSource
+		want bool
+	}{
+		{"same image, other pull secret", img(pinned, "a"), img(pinned, "b"), true},
+		{"other repository", img(pinned, ""), img("registry.example.com/other@sha256:"+pinned[len(pinned)-64:], ""), false},
+		{"git sources compared whole", &rukpakv1alpha1.BundleSource{Type: rukpakv1alpha1.SourceTypeGit, Git: &rukpakv1alpha1.GitSource{Repository: "r"}},
+			&rukpakv1alpha1.BundleSource{Type: rukpakv1alpha1.SourceTypeGit, Git: &rukpakv1alpha1.GitSource{Repository: "r", Directory: "d"}}, false},
+		{"nil", nil, img(pinned, ""), false},
+	} {
+		if got := sameCached(tc.a, tc.b); got != tc.want {
+			t.Errorf("%s: sameCached = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

@@ -391,7 +391,7 @@ func (r *Reconciler) forget(ctx context.Context, b *rukpakv1alpha1.Bundle) error
 	}
 	for i := range list.Items {
 		other := &list.Items[i]
-		if other.Name != b.Name && other.DeletionTimestamp.IsZero() && equality.Semantic.DeepEqual(other.Status.ResolvedSource, b.Status.ResolvedSource) {
+		if other.Name != b.Name && other.DeletionTimestamp.IsZero() && sameCached(other.Status.ResolvedSource, b.Status.ResolvedSource) {
 			return nil
 		}
 	}
@@ -399,6 +399,17 @@ func (r *Reconciler) forget(ctx context.Context, b *rukpakv1alpha1.Bundle) error
 		return fmt.Errorf("dropping cached source of bundle %q: %w", b.Name, err)
 	}
 	return nil
+}
+
+// sameCached says whether two resolved sources share what the unpacker
+// caches of them: an image's tree, by its pinned reference (repository and
+// digest) whatever else the sources say (a pull secret, a CA); any other
+// source, by all of it.
+func sameCached(a, b *rukpakv1alpha1.BundleSource) bool {
+	if a != nil && b != nil && a.Type == rukpakv1alpha1.SourceTypeImage && b.Type == rukpakv1alpha1.SourceTypeImage && a.Image != nil && b.Image != nil {
+		return a.Image.Ref == b.Image.Ref
+	}
+	return equality.Semantic.DeepEqual(a, b)
 }
 
 // SetupWithManager registers the reconciler for Bundles of r.Class.

@@ -204,7 +204,12 @@ func (idx *Index) addBundle(b *Bundle) error {
 			if v.PackageName != p.name {
 				return fmt.Errorf("package %q: %s: olm.package property names package %q", p.name, what, v.PackageName)
 			}
-			if err := idx.charge(versionCharCost * len(v.Version[strings.IndexAny(v.Version+"-", "-+"):])); err != nil {
+			// Its pre-release and build, which are kept as identifiers.
+			extra := 0
+			if i := strings.IndexAny(v.Version, "-+"); i >= 0 {
+				extra = len(v.Version) - i
+			}
+			if err := idx.charge(versionCharCost * extra); err != nil {
 				return fmt.Errorf("package %q: %w", p.name, err)
 			}
 			vr, err := parseVersionRelease(v.Version)

@@ -33,14 +33,7 @@ func TestConcurrentFetchesBounded(t *testing.T) {
 	const n = maxGitFetches + 3
 	release := make(chan struct{})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/x-git-upload-pack-advertisement")
-		e := pktline.NewEncoder(w)
-		_ = e.EncodeString("# service=git-upload-pack\n")
-		_ = e.Flush()
-		_ = e.EncodeString(strings.Repeat("1", 40) + " HEAD\x00ofs-delta\n")
-		for i := 0; i*60 < 2*largeAdvertisementBytes; i++ {
-			_ = e.EncodeString(fmt.Sprintf("%040x refs/heads/b-%d\n", i, i))
-		}
+		advertise(w, 2*largeAdvertisementBytes/60)
 		w.(http.Flusher).Flush()
 		<-release // stall: no flush-pkt, the connection stays open
 	}))
@@ -96,4 +89,20 @@ func TestStalledFetchesDoNotBlockOthers(t *testing.T) {
 		t.Fatalf("a healthy repository beside %d stalled fetches: %v", 2*maxGitFetches, err)
 	}
 	_ = res.Close()
+}
+
+// advertise writes the head of a ref advertisement and refs branches
+// (without end when refs < 0, until a write fails), not its closing
+// flush-pkt.
+func advertise(w http.ResponseWriter, refs int) {
+	w.Header().Set("Content-Type", "application/x-git-upload-pack-advertisement")
+	e := pktline.NewEncoder(w)
+	_ = e.EncodeString("# service=git-upload-pack\n")
+	_ = e.Flush()
+	_ = e.EncodeString(strings.Repeat("1", 40) + " HEAD\x00ofs-delta\n")
+	for i := 0; refs < 0 || i < refs; i++ {
+		if e.EncodeString(fmt.Sprintf("%040x refs/heads/branch-%d\n", i, i)) != nil {
+			return
+		}
+	}
 }

@@ -206,16 +206,7 @@ func TestFetchBytesLimit(t *testing.T) {
 
 	// A ref advertisement without end.
 	refs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/x-git-upload-pack-advertisement")
-		e := pktline.NewEncoder(w)
-		_ = e.EncodeString("# service=git-upload-pack\n")
-		_ = e.Flush()
-		_ = e.EncodeString(strings.Repeat("1", 40) + " HEAD\x00ofs-delta\n")
-		for i := 0; ; i++ {
-			if e.EncodeString(fmt.Sprintf("%040x refs/heads/branch-%d\n", i, i)) != nil {
-				return
-			}
-		}
+		advertise(w, -1)
 	}))
 	t.Cleanup(refs.Close)
 	src = rukpakv1alpha1.GitSource{Repository: refs.URL + "/org/refs", Ref: rukpakv1alpha1.GitRef{Branch: "main"}}

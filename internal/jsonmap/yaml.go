@@ -21,6 +21,9 @@ import (
 // "error converting YAML to JSON: ", as sigs.k8s.io/yaml.Unmarshal gives
 // them); one the YAML parser refuses is not parsed again.
 func FromYAML(text []byte) (map[string]any, error) {
+	if m, ok := fromBlock(text); ok {
+		return m, nil
+	}
 	var doc any
 	if err := yamlv2.Unmarshal(text, &doc); err != nil {
 		return nil, &yamlError{err} // the long way parses the same, and fails the same

@@ -101,7 +101,8 @@ func TestFromYAML(t *testing.T) {
 // test data (bundles, charts' values, catalogs, the fleet) both ways.
 func TestFromYAMLRealDocuments(t *testing.T) {
 	root := testenv.SharedTestdata()
-	docs, valid, direct := 0, 0, 0
+	docs, valid, direct, block := 0, 0, 0, 0
+	var bytesValid, bytesBlock int
 	err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
 		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".yaml") && !strings.HasSuffix(path, ".yml") {
 			return err
@@ -115,6 +116,13 @@ func TestFromYAMLRealDocuments(t *testing.T) {
 			d, ok := sameYAML(t, []byte(part))
 			if ok {
 				valid++
+				bytesValid += len(part)
+				if _, ok := fromBlock([]byte(part)); ok {
+					block++
+					bytesBlock += len(part)
+				} else if testing.Verbose() {
+					t.Logf("not block: %s", path)
+				}
 			}
 			if d {
 				direct++
@@ -129,7 +137,91 @@ func TestFromYAMLRealDocuments(t *testing.T) {
 	if valid < 800 || direct != valid {
 		t.Errorf("%d documents, %d valid, %d converted directly", docs, valid, direct)
 	}
-	t.Logf("%d documents, %d valid, %d converted directly", docs, valid, direct)
+	// Nearly all of them (all but those with anchors, flow sequences or
+	// more-indented folded text) are read by the block decoder.
+	if bytesBlock < bytesValid*9/10 {
+		t.Errorf("the block decoder read %d of %d bytes", bytesBlock, bytesValid)
+	}
+	t.Logf("%d documents, %d valid, %d converted directly, %d (%d of %d bytes) by the block decoder", docs, valid, direct, block, bytesBlock, bytesValid)
+}
+
+// blockCases are documents in the block style, and whether the block
+// decoder reads them (the rest go to yaml.v2).
+var blockCases = []struct {
+	name, text string
+	block      bool
+}{
+	{"empty", "", true},
+	{"comments", "# a\n\n  # b\n", true},
+	{"explicit start", "---\na: 1\n", true},
+	{"scalars", "s: x\ni: 42\nneg: -7\nplus: +3\nt: true\nnl: null\ntilde: ~\nempty:\nlast: 1", true},
+	{"yaml 1.1 words", "a: yes\nb: Off\nc: y\nd: NO\ne: on\n", true},
+	{"numbers", "a: 0x1F\nb: 0o17\nc: 0755\nd: 1_000\ne: 0b101\nf: -0b11\ng: 1.5\nh: 2.0\ni: 1e3\nj: .5\nk: 99999999999999999999\nl: 18446744073709551615\n", true},
+	{"not finite", "a: .inf\n", false},
+	{"number-like strings", "a: 0.1.0\nb: 1.2.3-rc.1\nc: 10Gi\nd: 1e\ne: +\nf: -\\x\ng: 0x\nh: 08\n", true},
+	{"timestamps", "a: 2001-12-14\nb: 2001-12-14t21:59:43.10-05:00\nc: 2001-12-14 21:59:43.10\nd: 2001-13-14\n", true},
+	{"comments after values", "a: x # c\nb: 'y' # c\nc: \"z\"   # c\nd: x#y\ne: [] # c\n", true},
+	{"nested", "a:\n  b:\n    c: d\n  e: f\ng: h\n", true},
+	{"sequences", "a:\n- x\n- y\nb:\n  - 1\n  -\n  - # c\n  - z\nc: d\n", true},
+	{"compact mappings", "a:\n- name: x\n  value: y\n- name: z\n  nested:\n    k: v\n  list:\n  - 1\n", true},
+	{"nested sequences", "a:\n- - 1\n  - 2\n- - - 3\n", true},
+	{"entry on its own line", "a:\n-\n  b: c\n  d: e\n-\n  - f\n", true},
+	{"empty flow collections", "a: []\nb: {}\nc:\n- []\n- {}\n", true},
+	{"quoted keys", "\"a b\": 1\n'c''d': 2\n\"e\\tf\": 3\n\"\": 4\n", true},
+	{"spaces before colon", "a   : 1\n", true},
+	{"repeated keys", "a: 1\nb: 2\na: 3\n", true},
+	{"plain folded", "a: one\n  two\n\n  three\n\n\n   four\nb: x\n", true},
+	{"plain on its own line", "a:\n  one\n  two\nb:\n- x\n  y\n", true},
+	{"plain continued with indicators", "a: x\n  - y\n  [z] {w} `v` 'u' \"t\" *s &r !q |p >o %n @m\n", true},
+	{"plain ended by a comment", "a: x\n  # c\nb: y\n", true},
+	{"plain continued after a comment", "a: x\n  # c\n  y\n", false},
+	{"plain with a comment, continued", "a: x # c\n  y\n", false},
+	{"single quoted", "a: 'it''s'\nb: 'one\n  two\n\n  three  '\nc: ''\n", true},
+	{"double quoted", "a: \"\\u00e9\\x41\\U0001F600\\n\\t\\\"\\\\\\0\\a\\b\\v\\f\\r\\e\\ \\N\\_\\L\\P\"\nb: \"one\n  two  \n\n\n  three\"\nc: \"x\\\n  y\"\nd: \"x \\\n\n  y\"\n", true},
+	{"quoted bad escape", "a: \"\\q\"\n", false},
+	{"quoted surrogate", "a: \"\\ud800\"\n", false},
+	{"literal", "a: |\n  one\n    two\n\n  three  \n\n\nb: |-\n  x\n\n  y\n\nc: |\n\n  lead\n", true},
+	{"folded", "a: >\n  one\n  two\n\n  three\n\n\n  four\nb: >-\n  x\n  y\nc: >\n\n  lead\n", true},
+	{"block scalar in a sequence", "a:\n- |\n  x\n- >-\n  y\n  z\n", true},
+	{"block scalar with a comment line", "a: |\n  x\n  # not a comment\n# a comment\nb: y\n", true},
+	{"folded more indented", "a: >\n  one\n    two\n  three\n", false},
+	{"keep chomping", "a: |+\n  x\n\n", false},
+	{"indentation indicator", "a: |2\n   x\n", false},
+	{"literal spaces past indentation", "a: |\n  x\n     \n  y\n", false},
+	{"non-ascii", "a: café ✓ 😀\n", true},
+	{"anchors", "a: &x 1\nb: *x\n", false},
+	{"tags", "a: !!str 1\n", false},
+	{"flow content", "a: [1, 2]\n", false},
+	{"tab", "a:\tb\n", false},
+	{"carriage return", "a: b\r\n", false},
+	{"bool key", "yes: a\n", false},
+	{"null key", "~: a\n", false},
+	{"int key", "1: a\n", false},
+	{"merge key", "<<: {a: b}\n", false},
+	{"top-level sequence", "- a\n", false},
+	{"indented top level", "  a: b\n", false},
+	{"entry after a value", "a: b\n- c\n", false},
+	{"entry as a value", "a: - b\n", false},
+	{"mapping in a value", "a: b: c\n", false},
+	{"value ending in a colon", "a: b:\n", false},
+	{"bad indentation", "a:\n  b: 1\n c: 2\n", false},
+	{"more indented key", "a: 1\n  b: 2\n", false},
+	{"document end", "a: 1\n...\n", false},
+	{"second document", "a: 1\n---\nb: 2\n", false},
+	{"directive", "%YAML 1.1\n---\na: 1\n", false},
+	{"unterminated quote", "a: 'x\n", false},
+	{"long key", strings.Repeat("k", 1001) + ": v\n", false},
+}
+
+func TestBlockDecoder(t *testing.T) {
+	for _, tc := range blockCases {
+		t.Run(tc.name, func(t *testing.T) {
+			sameYAML(t, []byte(tc.text))
+			if _, ok := fromBlock([]byte(tc.text)); ok != tc.block {
+				t.Errorf("read by the block decoder: %v, want %v", ok, tc.block)
+			}
+		})
+	}
 }
 
 // TestFromYAMLCollidingKeys: keys that are one in JSON (1 and "1") are
@@ -152,6 +244,9 @@ func FuzzFromYAML(f *testing.F) {
 		"a: !!binary /w==", "- 1", "a: \"\\xff\"", "? [a]\n: b",
 	} {
 		f.Add([]byte(s))
+	}
+	for _, tc := range blockCases {
+		f.Add([]byte(tc.text))
 	}
 	f.Fuzz(func(t *testing.T, text []byte) {
 		if len(text) > 4096 {

@@ -422,6 +422,9 @@ type localCluster struct {
 func newLocalCluster(t *testing.T, reg *testregistry.Registry) (*cluster, *localCluster) {
 	t.Helper()
 	assets := testenv.MustTestbin(t, "all")
+	// Built before the cluster's deadline starts: a first build on a cold
+	// cache takes minutes.
+	provBin := provisionerBinary(t)
 	workdir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), testenv.WaitTimeout)
 	defer cancel()
@@ -454,7 +457,7 @@ func newLocalCluster(t *testing.T, reg *testregistry.Registry) (*cluster, *local
 	}
 	cfg = rest.CopyConfig(cfg)
 	cfg.QPS, cfg.Burst = -1, 0
-	c := &cluster{cfg: cfg, reg: reg, dir: t.TempDir(), kubeconfig: lc.Kubeconfig, assets: assets, provBin: provisionerBinary(t)}
+	c := &cluster{cfg: cfg, reg: reg, dir: t.TempDir(), kubeconfig: lc.Kubeconfig, assets: assets, provBin: provBin}
 	if c.c, err = client.New(cfg, client.Options{Scheme: testenv.Scheme()}); err != nil {
 		t.Fatal(err)
 	}

@@ -35,6 +35,11 @@ type block struct {
 	*decoder
 	text []byte
 	pos  int
+
+	// The last line nextLine found, and where it looked from: the
+	// collections that end at one line all look for it from there.
+	seenFrom, seenStart, seenIndent int
+	seenOK                          bool
 }
 
 // fromBlock decodes text, a document whose top level is a block mapping
@@ -45,7 +50,7 @@ func fromBlock(text []byte) (map[string]any, bool) {
 	if !plainText(text) {
 		return nil, false
 	}
-	b := block{decoder: getDecoder(), text: text}
+	b := block{decoder: getDecoder(), text: text, seenFrom: -1}
 	b.depth = 0
 	defer b.release()
 	ls, ind, ok := b.nextLine(0)
@@ -109,6 +114,15 @@ func (b *block) lineEnd(i int) int {
 // node (not blank, not a comment): its start past its indentation, and
 // the indentation.
 func (b *block) nextLine(i int) (start, indent int, ok bool) {
+	if i == b.seenFrom {
+		return b.seenStart, b.seenIndent, b.seenOK
+	}
+	b.seenFrom = i
+	b.seenStart, b.seenIndent, b.seenOK = b.findLine(i)
+	return b.seenStart, b.seenIndent, b.seenOK
+}
+
+func (b *block) findLine(i int) (start, indent int, ok bool) {
 	for i < len(b.text) {
 		j := i
 		for j < len(b.text) && b.text[j] == ' ' {

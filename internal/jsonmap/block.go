@@ -740,8 +740,9 @@ func (b *block) blockScalar(parent, i int) (any, bool) {
 		return nil, false // empty, or more-indented blank lines first
 	}
 	out := b.scratch[:0]
-	blanks := 0      // blank lines not yet written
-	content := false // a non-blank line has been written
+	blanks := 0         // blank lines not yet written
+	content := false    // a non-blank line has been written
+	moreBefore := false // the last one was more indented
 	j := next
 	for j < len(b.text) {
 		k := j
@@ -759,20 +760,18 @@ func (b *block) blockScalar(parent, i int) (any, bool) {
 		if k-j < indent {
 			break // the first line less indented ends the scalar
 		}
-		if b.text[k] == ' ' {
-			if !literal {
-				return nil, false // more-indented lines keep their breaks
-			}
-			if b.lineBlank(k) {
-				return nil, false // spaces past the indentation: content, then a break
-			}
+		// A more-indented line keeps the line breaks around it, even
+		// in a folded scalar.
+		more := b.text[k] == ' '
+		if more && b.lineBlank(k) {
+			return nil, false // spaces past the indentation: content, then a break
 		}
 		e := b.lineEnd(k)
 		if e == len(b.text) {
 			return nil, false
 		}
 		switch {
-		case !content || literal:
+		case !content || literal || more || moreBefore:
 			if content {
 				out = append(out, '\n')
 			}
@@ -787,7 +786,7 @@ func (b *block) blockScalar(parent, i int) (any, bool) {
 			}
 		}
 		out = append(out, b.text[k:e]...)
-		content, blanks = true, 0
+		content, blanks, moreBefore = true, 0, more
 		j = e + 1
 	}
 	if !strip {

@@ -184,7 +184,7 @@ var blockCases = []struct {
 	{"folded", "a: >\n  one\n  two\n\n  three\n\n\n  four\nb: >-\n  x\n  y\nc: >\n\n  lead\n", true},
 	{"block scalar in a sequence", "a:\n- |\n  x\n- >-\n  y\n  z\n", true},
 	{"block scalar with a comment line", "a: |\n  x\n  # not a comment\n# a comment\nb: y\n", true},
-	{"folded more indented", "a: >\n  one\n    two\n  three\n", false},
+	{"folded more indented", "a: >\n  one\n    two\n  three\n\n    four\n\n  five\n  six\nb: >-\n  first\n    more\n", true},
 	{"keep chomping", "a: |+\n  x\n\n", false},
 	{"indentation indicator", "a: |2\n   x\n", false},
 	{"literal spaces past indentation", "a: |\n  x\n     \n  y\n", false},

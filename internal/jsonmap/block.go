@@ -453,7 +453,8 @@ func (b *block) plain(parent, i int) (any, bool) {
 			return nil, false
 		}
 		if folded == nil {
-			folded = append(b.scratch[:0], first...)
+			folded = b.scratch[:0]
+			folded = append(folded, first...)
 		}
 		if blanks == 0 {
 			folded = append(folded, ' ')

@@ -275,15 +275,8 @@ func (b *block) mapping(indent int) (map[string]any, bool) {
 		}
 		b.pos = ls
 	}
-	members := b.members[start:]
-	m := make(map[string]any, len(members))
-	for _, e := range members {
-		m[e.key] = e.value // a repeated key: the last one wins, as in yaml.v2
-	}
-	clear(members)
-	b.members = b.members[:start]
 	b.depth--
-	return m, true
+	return b.popMembers(start), true
 }
 
 // keep keeps buf, grown, for the next scalar, unless one huge scalar grew
@@ -386,13 +379,8 @@ func (b *block) sequence(indent int) ([]any, bool) {
 		}
 		b.pos = ls
 	}
-	elements := b.elements[start:]
-	out := make([]any, len(elements))
-	copy(out, elements)
-	clear(elements)
-	b.elements = b.elements[:start]
 	b.depth--
-	return out, true
+	return b.popElements(start), true
 }
 
 // inline decodes the scalar (or empty flow collection) that starts at i,

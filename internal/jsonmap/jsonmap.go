@@ -307,15 +307,22 @@ func (d *decoder) object(top, metadata bool) (map[string]any, bool) {
 			return nil, false
 		}
 	}
+	d.depth--
+	return d.popMembers(start), true
+}
+
+// popMembers makes the map of the members pushed since start, a repeated
+// key's last value winning (as util/json and yaml.v2 keep it), and pops
+// them.
+func (d *decoder) popMembers(start int) map[string]any {
 	members := d.members[start:]
 	m := make(map[string]any, len(members))
 	for _, e := range members {
-		m[e.key] = e.value // a repeated key: the last one wins, as in util/json
+		m[e.key] = e.value
 	}
 	clear(members)
 	d.members = d.members[:start]
-	d.depth--
-	return m, true
+	return m
 }
 
 func (d *decoder) array() ([]any, bool) {
@@ -350,13 +357,19 @@ func (d *decoder) array() ([]any, bool) {
 			return nil, false
 		}
 	}
+	d.depth--
+	return d.popElements(start), true
+}
+
+// popElements makes the slice of the elements pushed since start and pops
+// them.
+func (d *decoder) popElements(start int) []any {
 	elements := d.elements[start:]
 	out := make([]any, len(elements))
 	copy(out, elements)
 	clear(elements)
 	d.elements = d.elements[:start]
-	d.depth--
-	return out, true
+	return out
 }
 
 // scan reads the string at d.pos (its opening quote), returning its bytes

@@ -820,37 +820,6 @@ func (b *block) resolveString(s string) (any, bool) {
 	return fromYAMLValue(v, 0)
 }
 
-// internKey and internValue are the strings of raw, shared with earlier
-// decodes while the tables hold them.
-func (d *decoder) internKey(raw []byte) string {
-	if s, ok := d.keys[string(raw)]; ok {
-		return s
-	}
-	s := string(raw)
-	if len(s) <= maxKeyLen {
-		if len(d.keys) >= maxKeys {
-			clear(d.keys) // input of unique keys costs only while it lasts
-		}
-		d.keys[s] = s
-	}
-	return s
-}
-
-func (d *decoder) internValue(raw []byte) any {
-	if len(raw) > maxValueLen {
-		return string(raw)
-	}
-	if v, ok := d.values[string(raw)]; ok {
-		return v
-	}
-	var v any = string(raw)
-	if len(d.values) >= maxValues {
-		clear(d.values)
-	}
-	d.values[v.(string)] = v
-	return v
-}
-
 // resolvePlain marks the first characters of plain scalars yaml.v2 may
 // resolve to something other than a string.
 var resolvePlain = func() (t [256]bool) {

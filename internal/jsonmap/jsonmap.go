@@ -420,17 +420,7 @@ func (d *decoder) key() (string, bool) {
 	if !verbatim {
 		return d.unquote(raw), true
 	}
-	if s, ok := d.keys[string(raw)]; ok {
-		return s, true
-	}
-	s := string(raw)
-	if len(s) <= maxKeyLen {
-		if len(d.keys) >= maxKeys {
-			clear(d.keys) // input of unique keys costs only while it lasts
-		}
-		d.keys[s] = s
-	}
-	return s, true
+	return d.internKey(raw), true
 }
 
 func (d *decoder) stringValue() (any, bool) {
@@ -441,18 +431,38 @@ func (d *decoder) stringValue() (any, bool) {
 	if !verbatim {
 		return d.unquote(raw), true
 	}
+	return d.internValue(raw), true
+}
+
+// internKey and internValue are the strings of raw, shared with earlier
+// decodes while the tables hold them.
+func (d *decoder) internKey(raw []byte) string {
+	if s, ok := d.keys[string(raw)]; ok {
+		return s
+	}
+	s := string(raw)
+	if len(s) <= maxKeyLen {
+		if len(d.keys) >= maxKeys {
+			clear(d.keys) // input of unique keys costs only while it lasts
+		}
+		d.keys[s] = s
+	}
+	return s
+}
+
+func (d *decoder) internValue(raw []byte) any {
 	if len(raw) > maxValueLen {
-		return string(raw), true
+		return string(raw)
 	}
 	if v, ok := d.values[string(raw)]; ok {
-		return v, true
+		return v
 	}
 	var v any = string(raw)
 	if len(d.values) >= maxValues {
 		clear(d.values)
 	}
 	d.values[v.(string)] = v
-	return v, true
+	return v
 }
 
 // unquote is the value of a string scan accepted, with escapes and bytes

@@ -219,3 +219,34 @@ func (h *harness) installedRole(owner, ns string) *rbacv1.Role {
 	}
 	return &roles.Items[0]
 }
+
+// TestIntegrationFirstInstallTakesConvertedObjects proves that the first
+// install of a registry+v1 Bundle without spec.config neither loads nor
+// decodes its stored content: the objects the conversion rendered when it
+// was unpacked are handed to it (counted by rukpak_reconcile_steps_total).
+// A reconcile after that takes them from the cache as any other.
+func TestIntegrationFirstInstallTakesConvertedObjects(t *testing.T) {
+	// Not parallel: it counts the steps of every reconcile in the process.
+	h := newHarness(t)
+	ctx := context.Background()
+	bd := newBD("handed", h.pushEtcd())
+	bd.Spec.Template.Spec.ProvisionerClassName = rukpakv1alpha1.ProvisionerClassRegistry
+	before := metrics.Steps()
+	if err := h.c.Create(ctx, bd); err != nil {
+		t.Fatal(err)
+	}
+	h.waitBD(bd.Name, rukpakv1alpha1.TypeInstalled, metav1.ConditionTrue, rukpakv1alpha1.ReasonInstallationSucceeded, "")
+	got := stepsSince(before)
+	if got[metrics.StepLoad] != 0 || got[metrics.StepDecode] != 0 || got[metrics.StepCached] == 0 {
+		t.Errorf("from create to Installed: want the converted objects taken (cached) and nothing loaded or decoded, got %v", got)
+	}
+	roles := &rbacv1.RoleList{}
+	if err := h.c.List(ctx, roles, client.MatchingLabels{rukpakv1alpha1.LabelOwnerName: bd.Name}); err != nil || len(roles.Items) == 0 || len(roles.Items[0].Rules) == 0 {
+		t.Errorf("the bundle's roles, installed: %d, %v", len(roles.Items), err)
+	}
+	before = metrics.Steps()
+	h.requestReconcile(bd.Name, "again")
+	if got := stepsSince(before); got[metrics.StepLoad] != 0 || got[metrics.StepDecode] != 0 {
+		t.Errorf("a reconcile after the install loaded or decoded: %v", got)
+	}
+}

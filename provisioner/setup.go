@@ -177,6 +177,9 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 			Workers:        opts.BundleWorkers,
 			UnpackingGrace: opts.UnpackingGrace,
 		}
+		if class != rukpakv1alpha1.ProvisionerClassHelm {
+			br.Stored = primeObjects(objectCache)
+		}
 		if err := br.SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("setting up bundle controller for %s: %w", class, err)
 		}
@@ -199,6 +202,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 			Class:       class,
 			Loader:      opts.Loader,
 			Objects:     objs,
+			ObjectsName: decodeObjectsName,
 			Settle:      settle,
 			ObjectCache: objectCache,
 			Releases:    releases,
@@ -275,6 +279,35 @@ func HandlerFor(class string) (bundle.Handler, error) {
 	return nil, fmt.Errorf("unknown provisioner class %q (known: %s, %s, %s)", class, rukpakv1alpha1.ProvisionerClassPlain, rukpakv1alpha1.ProvisionerClassRegistry, rukpakv1alpha1.ProvisionerClassHelm)
 }
 
+// primeObjects returns a bundle.Reconciler's Stored that hands the
+// objects registry+v1 conversion rendered to the first install of the
+// content just stored: an install without spec.config decodes exactly
+// them from the stored files (plain.Decoded), so under the key its
+// reconcile looks for (this class, no config, the archive's hash) it finds
+// them and neither loads nor decodes anything. Under this process's
+// classes but Helm's, BundleDeployments decode with decodeObjects
+// whichever class made the Bundle (a plain BundleDeployment of a
+// registry+v1 Bundle is the usual pair).
+func primeObjects(cache *memo.Cache) func(context.Context, *rukpakv1alpha1.Bundle, fs.FS, [32]byte) {
+	return func(_ context.Context, _ *rukpakv1alpha1.Bundle, content fs.FS, sum [32]byte) {
+		d, ok := content.(plain.Decoded)
+		if !ok {
+			return
+		}
+		files := d.TakeDecoded()
+		if files == nil {
+			return
+		}
+		data := make([][]byte, len(files))
+		objs := make([]*unstructured.Unstructured, len(files))
+		for i, f := range files {
+			data[i] = f.Data
+			objs[i] = &unstructured.Unstructured{Object: f.Object}
+		}
+		cache.Prime(memo.Key{Content: sum, Decoder: decodeObjectsName, Config: memo.ConfigKey(nil)}, data, objs)
+	}
+}
+
 // objects decides what a BundleDeployment installs, looking at the cluster
 // where the content alone cannot tell.
 type objects struct {
@@ -289,6 +322,9 @@ func (o *objects) forDeployment(ctx context.Context, fsys fs.FS, bd *rukpakv1alp
 	}
 	return o.settle(ctx, bd, objs)
 }
+
+// decodeObjectsName names decodeObjects in the object cache's keys.
+const decodeObjectsName = "decodeObjects"
 
 // decodeObjects is Objects as a bundledeployment.ObjectsFunc: a function of
 // the content and spec.config only, so its results may be cached.

@@ -33,6 +33,13 @@ type HashingLoader interface {
 	StoredHash(ctx context.Context, bundle *rukpakv1alpha1.Bundle) (sum [sha256.Size]byte, ok bool)
 }
 
+// HashingStorer is a Storage whose Store also says which bytes it wrote:
+// the SHA-256 of the archive, which a HashingLoader's StoredHash answers
+// while the archive is that file.
+type HashingStorer interface {
+	StoreHashed(ctx context.Context, bundle *rukpakv1alpha1.Bundle, fsys fs.FS) (sum [sha256.Size]byte, err error)
+}
+
 // fileID identifies one archive file: a stamp and its inode.
 type fileID struct {
 	stamp

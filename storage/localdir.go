@@ -106,27 +106,36 @@ func (s *LocalDirectory) Load(_ context.Context, bundle *rukpakv1alpha1.Bundle) 
 
 // Store writes fsys as the Bundle's content, atomically.
 func (s *LocalDirectory) Store(ctx context.Context, bundle *rukpakv1alpha1.Bundle, fsys fs.FS) error {
+	_, err := s.StoreHashed(ctx, bundle, fsys)
+	return err
+}
+
+var _ HashingStorer = (*LocalDirectory)(nil)
+
+// StoreHashed is Store, also returning the archive's SHA-256.
+func (s *LocalDirectory) StoreHashed(ctx context.Context, bundle *rukpakv1alpha1.Bundle, fsys fs.FS) ([sha256.Size]byte, error) {
 	name, err := archiveName(bundle)
 	if err != nil {
-		return err
+		return [sha256.Size]byte{}, err
 	}
-	if err := s.store(ctx, name, fsys); err != nil {
-		return fmt.Errorf("storing content of bundle %q: %w", bundle.Name, err)
+	sum, err := s.store(ctx, name, fsys)
+	if err != nil {
+		return sum, fmt.Errorf("storing content of bundle %q: %w", bundle.Name, err)
 	}
-	return nil
+	return sum, nil
 }
 
 // archiveWriters are store's write buffers: one per Bundle stored was an
 // eighth of what 10,000 installs of small bundles allocated.
 var archiveWriters = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 256<<10) }}
 
-func (s *LocalDirectory) store(ctx context.Context, name string, fsys fs.FS) (err error) {
+func (s *LocalDirectory) store(ctx context.Context, name string, fsys fs.FS) (sum [sha256.Size]byte, err error) {
 	if err := os.MkdirAll(s.RootDirectory, 0o755); err != nil {
-		return fmt.Errorf("creating storage directory: %w", err)
+		return sum, fmt.Errorf("creating storage directory: %w", err)
 	}
 	tmp, err := os.CreateTemp(s.RootDirectory, tempPrefix+name+tempInfix+"*")
 	if err != nil {
-		return fmt.Errorf("creating temporary file: %w", err)
+		return sum, fmt.Errorf("creating temporary file: %w", err)
 	}
 	defer func() {
 		if err != nil {
@@ -146,32 +155,31 @@ func (s *LocalDirectory) store(ctx context.Context, name string, fsys fs.FS) (er
 		archiveWriters.Put(bw)
 	}()
 	if err := WriteArchive(ctx, bw, fsys); err != nil {
-		return err
+		return sum, err
 	}
 	if err := bw.Flush(); err != nil {
-		return fmt.Errorf("writing %s: %w", tmp.Name(), err)
+		return sum, fmt.Errorf("writing %s: %w", tmp.Name(), err)
 	}
 	fi, err := tmp.Stat()
 	if err != nil {
-		return fmt.Errorf("reading %s: %w", tmp.Name(), err)
+		return sum, fmt.Errorf("reading %s: %w", tmp.Name(), err)
 	}
 	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("closing %s: %w", tmp.Name(), err)
+		return sum, fmt.Errorf("closing %s: %w", tmp.Name(), err)
 	}
 	// CreateTemp makes 0600 files; the archive is world-readable content.
 	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
-		return fmt.Errorf("setting mode of %s: %w", tmp.Name(), err)
+		return sum, fmt.Errorf("setting mode of %s: %w", tmp.Name(), err)
 	}
 	if err := os.Rename(tmp.Name(), filepath.Join(s.RootDirectory, name)); err != nil {
-		return fmt.Errorf("renaming %s to %s: %w", tmp.Name(), name, err)
+		return sum, fmt.Errorf("renaming %s to %s: %w", tmp.Name(), name, err)
 	}
 	// Rename keeps inode, size and modification time: this is the file
 	// just written, and needs no reading back.
 	s.checked.Store(name, stampOf(fi))
-	var sum [sha256.Size]byte
 	h.Sum(sum[:0])
 	s.hashes.Store(name, hashedFile{id: idOf(fi), sum: sum})
-	return nil
+	return sum, nil
 }
 
 // Exists reports whether the Bundle's content is stored and whole. An

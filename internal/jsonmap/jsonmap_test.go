@@ -480,3 +480,50 @@ func TestNesting(t *testing.T) {
 		}
 	}
 }
+
+func TestDisjoint(t *testing.T) {
+	labels := map[string]any{"a": "b"}
+	list := []any{"x", "y", "z"}
+	decoded := func() map[string]any {
+		m, err := Unmarshal([]byte(`{"metadata":{"labels":{"a":"b"}},"spec":{"items":[1,{"x":[]},[2,3]]}}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	deep := map[string]any{}
+	for range 10 {
+		deep = map[string]any{"d": deep}
+	}
+	for _, tc := range []struct {
+		name   string
+		values []any
+		want   bool
+	}{
+		{"nothing", nil, true},
+		{"scalars", []any{"a", int64(1), nil, true}, true},
+		{"decoded apart", []any{decoded(), decoded()}, true},
+		{"a map in two objects", []any{map[string]any{"labels": labels}, map[string]any{"labels": labels}}, false},
+		{"a map twice in one object", []any{map[string]any{"a": labels, "b": []any{labels}}}, false},
+		{"the same object twice", []any{labels, labels}, false},
+		{"a slice in two objects", []any{map[string]any{"l": list}, map[string]any{"l": list}}, false},
+		{"overlapping slices", []any{map[string]any{"l": list[:2]}, map[string]any{"l": list[1:]}}, false},
+		{"a slice's spare capacity used by another", []any{map[string]any{"l": list[:1]}, map[string]any{"l": list[2:]}}, false},
+		{"nil and empty parts", []any{map[string]any{"a": []any{}, "b": map[string]any(nil), "c": []any(nil)}, map[string]any{"a": []any{}}}, true},
+		{"nested within the limit", []any{deep}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Disjoint(maxDepth, tc.values...); got != tc.want {
+				t.Errorf("Disjoint = %v, want %v", got, tc.want)
+			}
+		})
+	}
+	if Disjoint(5, deep) {
+		t.Error("Disjoint looked past its depth limit")
+	}
+	cycle := map[string]any{}
+	cycle["self"] = cycle
+	if Disjoint(maxDepth, cycle) {
+		t.Error("Disjoint of a cycle")
+	}
+}

@@ -6,6 +6,7 @@ package bundle
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -75,6 +76,12 @@ type Reconciler struct {
 	// UnpackingGrace is how long a fetch runs before its Bundle is shown
 	// Unpacking (default defaultUnpackingGrace).
 	UnpackingGrace time.Duration
+	// Stored, if set, is given the content just stored for b and the
+	// SHA-256 of its archive (with a Storage that says it,
+	// storage.HashingStorer), before b's status says it is unpacked: what
+	// the handler made of the content may spare its installs the work of
+	// reading it back.
+	Stored func(ctx context.Context, b *rukpakv1alpha1.Bundle, content fs.FS, sum [sha256.Size]byte)
 
 	bgOnce sync.Once
 	bg     *fetches
@@ -247,7 +254,7 @@ func (r *Reconciler) unpack(ctx context.Context, b *rukpakv1alpha1.Bundle) (ctrl
 		r.setFailing(b, err)
 		return ctrl.Result{}, err
 	}
-	if err := r.Storage.Store(ctx, b, content); err != nil {
+	if err := r.store(ctx, b, content); err != nil {
 		r.setFailing(b, fmt.Errorf("storing content: %w", err))
 		return ctrl.Result{}, fmt.Errorf("storing content of bundle %q: %w", b.Name, err)
 	}
@@ -272,6 +279,20 @@ func (r *Reconciler) unpack(ctx context.Context, b *rukpakv1alpha1.Bundle) (ctrl
 	setPhase(b, rukpakv1alpha1.PhaseUnpacked, metav1.ConditionTrue, rukpakv1alpha1.ReasonUnpackSuccessful,
 		fmt.Sprintf("Successfully unpacked the %s Bundle", b.Spec.Source.Type))
 	return ctrl.Result{}, nil
+}
+
+// store stores content as b's, telling Stored.
+func (r *Reconciler) store(ctx context.Context, b *rukpakv1alpha1.Bundle, content fs.FS) error {
+	hs, ok := r.Storage.(storage.HashingStorer)
+	if !ok || r.Stored == nil {
+		return r.Storage.Store(ctx, b, content)
+	}
+	sum, err := hs.StoreHashed(ctx, b, content)
+	if err != nil {
+		return err
+	}
+	r.Stored(ctx, b, content, sum)
+	return nil
 }
 
 // sourceFailed begins the Unpacked message of a source that could not be

@@ -16,14 +16,17 @@ import (
 // decode returns b's content and the objects Objects finds in it for bd.
 // With an ObjectCache and a Loader that hashes what it loads, objects
 // decoded before from the same archive bytes (as this process stores
-// them), class and spec.config come from the cache: nothing is loaded or
+// them), ObjectsName and spec.config come from the cache: nothing is loaded or
 // decoded, and fsys loads the content only if something opens it.
 // loadErr says the content could not be loaded (a retry may succeed);
 // objErr that the content or config is invalid (nothing to retry).
 func (r *Reconciler) decode(ctx context.Context, bd *rukpakv1alpha1.BundleDeployment, b *rukpakv1alpha1.Bundle) (fsys fs.FS, objs []*unstructured.Unstructured, loadErr, objErr error) {
 	hl, hashing := r.Loader.(storage.HashingLoader)
 	cached := hashing && r.ObjectCache != nil && r.Objects != nil
-	key := memo.Key{Class: r.Class}
+	key := memo.Key{Decoder: r.ObjectsName}
+	if key.Decoder == "" {
+		key.Decoder = r.Class
+	}
 	if cached {
 		var raw []byte
 		if bd.Spec.Config != nil {

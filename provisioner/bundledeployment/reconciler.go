@@ -100,12 +100,15 @@ type Reconciler struct {
 	// they are installed (the CRD preflight checks them): a function of
 	// the content and spec.config only, whose results ObjectCache keeps.
 	Objects ObjectsFunc
+	// ObjectsName names Objects in ObjectCache's keys: reconcilers whose
+	// Objects are the same function share its entries (default: Class).
+	ObjectsName string
 	// Settle, when set, adjusts what Objects found to the cluster (it may
 	// read it) before the objects are placed and installed; never cached.
 	Settle func(ctx context.Context, bd *rukpakv1alpha1.BundleDeployment, objs []*unstructured.Unstructured) ([]*unstructured.Unstructured, error)
 	// ObjectCache, when set, keeps what Objects found, keyed by the SHA-256
 	// of the content's archive as Loader (a storage.HashingLoader) read it,
-	// the class and spec.config's bytes: a reconcile of unchanged inputs
+	// ObjectsName and spec.config's bytes: a reconcile of unchanged inputs
 	// neither loads nor decodes the content again.
 	ObjectCache *memo.Cache
 	// Releases reads installed objects' ownership; it is also the

@@ -66,16 +66,16 @@ func encode(objs []*unstructured.Unstructured, maxBytes int64) (*entry, error) {
 	defer enc.release()
 	enc.buf = make([]byte, 0, size)
 	enc.max = size
-	e := &entry{ends: make([]int, 0, len(objs))}
+	e := &entry{objects: make([][]byte, 0, len(objs))}
 	for _, o := range objs {
+		start := len(enc.buf)
 		if o == nil {
 			enc.buf = append(enc.buf, "null"...)
 		} else if err := enc.value(o.Object); err != nil {
 			return nil, err
 		}
-		e.ends = append(e.ends, len(enc.buf))
+		e.objects = append(e.objects, enc.buf[start:])
 	}
-	e.data = enc.buf
 	return e, nil
 }
 

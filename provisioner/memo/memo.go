@@ -9,10 +9,18 @@
 // the caller may change anyway, which decoding the JSON is. The YAML a
 // bundle is written in, its conversion and its templates are what a hit
 // spares; decoding JSON is a small part of that.
+//
+// Prime is the one way in for objects not decoded: registry+v1 conversion
+// renders a bundle's objects when it is unpacked, and hands them over with
+// their JSON, so that the first install of that content takes them as they
+// are and even the JSON is never decoded. They wait for it under a bound of
+// their own.
 package memo
 
 import (
+	"container/list"
 	"crypto/sha256"
+	"sync"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -27,32 +35,59 @@ const DefaultMaxBytes = 24 << 20
 // Key names what a Bundle's objects were decoded from. Content is the
 // SHA-256 of the archive as this process stores it and read it (never a
 // digest a status reports: whoever writes a status could point it at other
-// content); Config is the SHA-256 of spec.config's exact bytes.
+// content); Decoder names the function that decoded them (equal names
+// decode equal content and config to equal objects); Config is the SHA-256
+// of spec.config's exact bytes.
 type Key struct {
 	Content [sha256.Size]byte
-	Class   string
+	Decoder string
 	Config  [sha256.Size]byte
 }
 
 // ConfigKey is the Config part of a Key for raw, spec.config's bytes.
 func ConfigKey(raw []byte) [sha256.Size]byte { return sha256.Sum256(raw) }
 
-// entry is a list of objects as JSON: object i is data[ends[i-1]:ends[i]].
+// entry is a list of objects as JSON, one slice each, and perhaps the
+// objects themselves, handed over by Prime for the first Get to take.
 type entry struct {
-	data []byte
-	ends []int
+	objects [][]byte
+
+	// Guarded by the Cache's mu.
+	owned      []*unstructured.Unstructured
+	ownedBytes int64
+	queued     *list.Element
 }
 
 // entryOverhead is what an entry holds besides its JSON: the entry, its
 // slice headers and the cache's bookkeeping.
 const entryOverhead = 256
 
-func (e *entry) size() int64 { return int64(len(e.data)+8*len(e.ends)) + entryOverhead }
+// decodedFactor is how much more heap decoded objects take than their JSON
+// (a map header and slots per object, a boxed header per string): what
+// handed-over objects are counted as.
+const decodedFactor = 4
+
+func (e *entry) size() int64 {
+	n := int64(entryOverhead + 24*len(e.objects))
+	for _, o := range e.objects {
+		n += int64(len(o))
+	}
+	return n
+}
 
 // Cache is a least-recently-used cache of decoded objects bounded by the
 // bytes it holds. Safe for concurrent use; the zero value keeps nothing.
+//
+// Objects handed over by Prime wait for their first Get apart from that
+// bound, under one of their own as large: the oldest are let go (their
+// JSON stays) when newer ones need the room, whether their entry is still
+// kept or not.
 type Cache struct {
 	lru *sizedlru.Cache[Key, *entry]
+
+	mu         sync.Mutex
+	owned      list.List // of *entry holding objects, oldest first
+	ownedBytes int64
 }
 
 // New returns a cache holding at most maxBytes of objects' JSON; 0 or less
@@ -70,17 +105,22 @@ func (c *Cache) MaxBytes() int64 {
 	return c.lru.MaxBytes()
 }
 
-// Get returns the objects kept for k, newly decoded (the caller may change
-// them freely), and marks them recently used. A kept entry that no longer
-// decodes (it cannot happen: it was encoded here) is dropped as a miss.
+// Get returns the objects kept for k, newly decoded or handed over by
+// Prime (the caller may change them freely), and marks them recently used.
+// A kept entry that no longer decodes (it cannot happen: it was encoded
+// here) is dropped as a miss.
 func (c *Cache) Get(k Key) ([]*unstructured.Unstructured, bool) {
 	if c == nil {
 		return nil, false
 	}
-	// Kept entries are never changed once added: decoded outside the lock.
+	// Kept entries' JSON is never changed once added: decoded outside the
+	// lock.
 	e, ok := c.lru.Get(k)
 	if !ok {
 		return nil, false
+	}
+	if objs := c.take(e); objs != nil {
+		return objs, true
 	}
 	objs, err := e.decode()
 	if err != nil {
@@ -88,6 +128,57 @@ func (c *Cache) Get(k Key) ([]*unstructured.Unstructured, bool) {
 		return nil, false
 	}
 	return objs, true
+}
+
+// Prime keeps for k objects made elsewhere than by decoding: objs[i] is
+// what decoding data[i], a JSON object, gives, and shares no map or slice
+// with another object or within itself. objs are handed over: the first
+// Get takes them as they are, later ones decode data. It reports whether it
+// kept them (their JSON within the bound as Add's; the objects themselves
+// only while the room for handed-over objects holds them). Data is kept,
+// not copied: the caller must not change it. Nothing is replaced: the same
+// key names the same objects.
+func (c *Cache) Prime(k Key, data [][]byte, objs []*unstructured.Unstructured) bool {
+	if c == nil || c.lru.MaxBytes() <= 0 || len(data) != len(objs) || c.lru.Contains(k) {
+		return false
+	}
+	e := &entry{objects: data}
+	size := e.size()
+	if !c.lru.Add(k, e, size) {
+		return false
+	}
+	maxOwned := c.lru.MaxBytes()
+	ownedBytes := decodedFactor * (size - entryOverhead)
+	if ownedBytes > maxOwned/4 {
+		return true
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e.owned, e.ownedBytes = objs, ownedBytes
+	e.queued = c.owned.PushBack(e)
+	c.ownedBytes += ownedBytes
+	for c.ownedBytes > maxOwned {
+		c.release(c.owned.Front().Value.(*entry))
+	}
+	return true
+}
+
+// take returns the objects handed over with e, once.
+func (c *Cache) take(e *entry) []*unstructured.Unstructured {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	objs := e.owned
+	if objs != nil {
+		c.release(e)
+	}
+	return objs
+}
+
+// release lets go of e's handed-over objects; c.mu is held.
+func (c *Cache) release(e *entry) {
+	c.owned.Remove(e.queued)
+	c.ownedBytes -= e.ownedBytes
+	e.owned, e.ownedBytes, e.queued = nil, 0, nil
 }
 
 // Add keeps objs for k and reports whether it did (not when their JSON is
@@ -109,17 +200,15 @@ func (c *Cache) Add(k Key, objs []*unstructured.Unstructured) bool {
 
 // decode decodes as the plain format decodes JSON: integers stay int64.
 func (e *entry) decode() ([]*unstructured.Unstructured, error) {
-	objs := make([]*unstructured.Unstructured, len(e.ends))
-	start := 0
-	for i, end := range e.ends {
-		m, err := jsonmap.Unmarshal(e.data[start:end])
+	objs := make([]*unstructured.Unstructured, len(e.objects))
+	for i, data := range e.objects {
+		m, err := jsonmap.Unmarshal(data)
 		if err != nil {
 			return nil, err
 		}
 		if m != nil {
 			objs[i] = &unstructured.Unstructured{Object: m}
 		}
-		start = end
 	}
 	return objs, nil
 }

@@ -29,7 +29,7 @@ func configMaps(prefix string, n, valueBytes int) []*unstructured.Unstructured {
 }
 
 func key(name string) Key {
-	return Key{Content: ConfigKey([]byte("content " + name)), Class: "plain", Config: ConfigKey(nil)}
+	return Key{Content: ConfigKey([]byte("content " + name)), Decoder: "plain", Config: ConfigKey(nil)}
 }
 
 func TestCacheBound(t *testing.T) {
@@ -115,11 +115,11 @@ func TestCacheGetRefreshes(t *testing.T) {
 			t.Errorf("kept object of %s changed to %q", k, n)
 		}
 	}
-	// Other keys of the same content: another class or config is a miss.
+	// Other keys of the same content: another decoder or config is a miss.
 	other := key("a")
-	other.Class = "registry"
+	other.Decoder = "registry"
 	if _, ok := c.Get(other); ok {
-		t.Error("a key of another class found the plain class's objects")
+		t.Error("a key of another decoder found the plain decoder's objects")
 	}
 	other = key("a")
 	other.Config = ConfigKey([]byte(`{"watchNamespaces":["x"]}`))
@@ -203,9 +203,14 @@ func sizeOf(t *testing.T, objs []*unstructured.Unstructured) int64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The entry was measured before it was written, exactly.
-	if len(e.data) != cap(e.data) {
-		t.Errorf("measured %d bytes of JSON, wrote %d", cap(e.data), len(e.data))
+	// The entry was measured before it was written, exactly: its objects
+	// fill one buffer, the first's capacity.
+	written := 0
+	for _, o := range e.objects {
+		written += len(o)
+	}
+	if len(e.objects) > 0 && written != cap(e.objects[0]) {
+		t.Errorf("measured %d bytes of JSON, wrote %d", cap(e.objects[0]), written)
 	}
 	return e.size()
 }
@@ -323,5 +328,104 @@ func TestSizeIsTheJSON(t *testing.T) {
 	got, ok := c.Get(key("fleet"))
 	if !ok || len(got) != len(objs) || Digest(got) != Digest(objs) {
 		t.Errorf("the fleet's objects did not come back as they were (%d of %d)", len(got), len(objs))
+	}
+}
+
+// TestPrime: objects handed over are what the first Get returns, as they
+// are; later Gets decode their JSON to equal objects the caller owns; the
+// entry counts their decoded form against the bound until taken, and the
+// JSON alone if that is all that fits.
+func TestPrime(t *testing.T) {
+	primed := func(prefix string, n, valueBytes int) ([][]byte, []*unstructured.Unstructured) {
+		objs := configMaps(prefix, n, valueBytes)
+		data := make([][]byte, len(objs))
+		for i, o := range objs {
+			b, err := json.Marshal(o.Object)
+			if err != nil {
+				t.Fatal(err)
+			}
+			data[i] = append(b, '\n')
+		}
+		return data, objs
+	}
+	c := New(1 << 20)
+	data, objs := primed("p", 3, 100)
+	if !c.Prime(key("p"), data, objs) {
+		t.Fatal("not primed")
+	}
+	_, used := c.Stats()
+	got, ok := c.Get(key("p"))
+	if !ok || len(got) != 3 || got[0] != objs[0] || reflect.ValueOf(got[1].Object).UnsafePointer() != reflect.ValueOf(objs[1].Object).UnsafePointer() {
+		t.Fatalf("the first Get did not return the handed-over objects (%v)", ok)
+	}
+	// Their JSON (and its newlines), not the objects, counts.
+	if _, after := c.Stats(); after != used || used != sizeOf(t, objs)+int64(len(objs)) {
+		t.Errorf("kept %d bytes, %d once the objects were taken: want their JSON, %d, both times", used, after, sizeOf(t, objs)+int64(len(objs)))
+	}
+	got[0].SetName("changed")
+	again, ok := c.Get(key("p"))
+	if !ok {
+		t.Fatal("the entry is gone after its objects were taken")
+	}
+	for i := range again {
+		if again[i] == objs[i] {
+			t.Fatalf("object %d handed out twice", i)
+		}
+		want := configMaps("p", 3, 100)[i].Object
+		if !reflect.DeepEqual(again[i].Object, want) {
+			t.Errorf("object %d decoded again as %v, want %v", i, again[i].Object, want)
+		}
+	}
+	// Primed again, or added, under a kept key: nothing replaced.
+	data2, objs2 := primed("q", 3, 100)
+	if c.Prime(key("p"), data2, objs2) {
+		t.Error("a kept key primed again")
+	}
+	if again, _ := c.Get(key("p")); again[0].GetName() != "p-0" {
+		t.Errorf("a kept entry replaced: %s", again[0].GetName())
+	}
+	// Objects whose decoded form is over a quarter of the bound but whose
+	// JSON is not: kept as JSON alone.
+	small := New(4 * (sizeOf(t, configMaps("b", 4, 1000)) + 512))
+	data, objs = primed("b", 4, 1000)
+	if !small.Prime(key("b"), data, objs) {
+		t.Fatal("objects whose JSON fits were not kept")
+	}
+	if got, _ := small.Get(key("b")); got[0] == objs[0] {
+		t.Error("objects over the bound kept as they are")
+	}
+	// Handed-over objects beyond the bound: the oldest let go, their JSON
+	// kept.
+	one := sizeOf(t, configMaps("o", 4, 1000))
+	bounded := New(20 * one)
+	handed := map[string][]*unstructured.Unstructured{}
+	for i := range 8 {
+		k := fmt.Sprint("o", i)
+		data, objs := primed(k, 4, 1000)
+		if !bounded.Prime(key(k), data, objs) {
+			t.Fatalf("%s not primed", k)
+		}
+		handed[k] = objs
+	}
+	var taken []int
+	for i := range 8 {
+		k := fmt.Sprint("o", i)
+		got, ok := bounded.Get(key(k))
+		if !ok {
+			t.Fatalf("%s not kept", k)
+		}
+		if got[0] == handed[k][0] {
+			taken = append(taken, i)
+		} else if !reflect.DeepEqual(got[0].Object, handed[k][0].Object) {
+			t.Errorf("%s decoded as %v", k, got[0].Object)
+		}
+	}
+	// Each counts about 4 × its JSON: 20 × one holds the last five.
+	if fmt.Sprint(taken) != "[3 4 5 6 7]" {
+		t.Errorf("primed entries that handed their objects over: %v, want the last five", taken)
+	}
+	// Mismatched lengths and a zero bound: nothing kept.
+	if c.Prime(key("x"), data[:1], objs) || New(0).Prime(key("x"), data, objs) {
+		t.Error("primed with mismatched data or no room")
 	}
 }

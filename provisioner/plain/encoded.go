@@ -25,6 +25,17 @@ type Encoded struct {
 	Object map[string]any
 }
 
+// Decoded is content that can hand over its manifests as Encoded files
+// whose objects are what Objects decodes from them: the converted content
+// registry+v1 conversion produces. An install of the same stored content
+// may take them rather than load and decode the files again.
+type Decoded interface {
+	// TakeDecoded returns the manifests, every one, in name order, once
+	// (nil afterwards, or if they cannot be handed over); the caller owns
+	// their objects.
+	TakeDecoded() []Encoded
+}
+
 // CheckEncoded tells whether Objects, within l, reads a bundle whose
 // manifests directory holds exactly files back as exactly their objects,
 // one per file in name order, without decoding them: the same limits on

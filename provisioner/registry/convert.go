@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"path"
 	"strings"
+	"sync"
 	"testing/fstest"
 	"time"
 
@@ -66,7 +67,7 @@ func Convert(fsys fs.FS, opts Options) (fs.FS, error) {
 		return nil, fmt.Errorf("the converted manifests cannot be installed: %w", err)
 	}
 	out[SourceDir] = &fstest.MapFile{Mode: fs.ModeDir | 0o755}
-	return &converted{generated: out, source: fsys}, nil
+	return &converted{generated: out, source: fsys, decoded: files}, nil
 }
 
 // Render validates the registry+v1 bundle at the root of fsys and returns
@@ -100,6 +101,31 @@ func IsRegistryContent(fsys fs.FS) bool {
 type converted struct {
 	generated fstest.MapFS // holds SourceDir as an empty directory
 	source    fs.FS
+
+	mu      sync.Mutex
+	decoded []plain.Encoded // until taken
+}
+
+var _ plain.Decoded = (*converted)(nil)
+
+// TakeDecoded hands over the generated manifests with their objects, once:
+// the objects were made by rendering, not by decoding, and are given only
+// if no part of one is shared with another or within it (rendering may
+// set one map in two places), so their new owner may change them as freely
+// as objects decoded from the files.
+func (c *converted) TakeDecoded() []plain.Encoded {
+	c.mu.Lock()
+	files := c.decoded
+	c.decoded = nil
+	c.mu.Unlock()
+	values := make([]any, len(files))
+	for i, f := range files {
+		values[i] = f.Object
+	}
+	if !jsonmap.Disjoint(plain.DefaultLimits.MaxDepth, values...) {
+		return nil
+	}
+	return files
 }
 
 func (c *converted) Open(name string) (fs.File, error) {

@@ -1,7 +1,10 @@
 package registry
 
 import (
+	"bytes"
+	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"reflect"
 	"testing"
@@ -32,7 +35,7 @@ func TestRenderEqualsDecodedConversion(t *testing.T) {
 			}
 		}
 	}
-	compared := map[string]int{}
+	compared, handedOver := map[string]int{}, map[string]int{}
 	for _, dir := range dirs {
 		for mode, opts := range modes {
 			t.Run(filepath.Base(dir)+"/"+mode, func(t *testing.T) {
@@ -47,6 +50,8 @@ func TestRenderEqualsDecodedConversion(t *testing.T) {
 					for _, o := range objs {
 						want = append(want, o.Object)
 					}
+					checkHandedOver(t, converted, want)
+					handedOver[mode]++
 				}
 				objs, gerr := Objects(fsys, opts)
 				if (werr == nil) != (gerr == nil) || (werr != nil && werr.Error() != gerr.Error()) {
@@ -71,9 +76,38 @@ func TestRenderEqualsDecodedConversion(t *testing.T) {
 			})
 		}
 	}
-	t.Logf("bundles compared: %v of %d", compared, len(dirs))
+	t.Logf("bundles compared: %v of %d; their objects handed over: %v", compared, len(dirs), handedOver)
 	if compared["all"] == 0 || compared["own"] == 0 {
 		t.Errorf("no bundle installable in some mode was compared: %v", compared)
+	}
+}
+
+// checkHandedOver asserts that converted hands over, once, its manifests
+// with exactly the objects decoding them gives (want), sharing no part.
+func checkHandedOver(t *testing.T, converted fs.FS, want []any) {
+	t.Helper()
+	d, ok := converted.(plain.Decoded)
+	if !ok {
+		t.Fatal("the conversion does not hand over its objects")
+	}
+	files := d.TakeDecoded()
+	if files == nil {
+		t.Fatal("the conversion's objects were not handed over (a part shared)")
+	}
+	if len(files) != len(want) {
+		t.Fatalf("%d objects handed over, %d decoded", len(files), len(want))
+	}
+	for i, f := range files {
+		if !reflect.DeepEqual(f.Object, want[i]) {
+			t.Errorf("handed-over object %d (%s) differs from the decoded one", i, f.Name)
+		}
+		got, err := fs.ReadFile(converted, path.Join(plain.ManifestsDir, f.Name))
+		if err != nil || !bytes.Equal(got, f.Data) {
+			t.Errorf("handed-over file %s is not the manifest's bytes (%v)", f.Name, err)
+		}
+	}
+	if again := d.TakeDecoded(); again != nil {
+		t.Error("the objects were handed over twice")
 	}
 }
 

@@ -15,7 +15,14 @@ import (
 // deeper than past maxDepth nesting (a cycle included) and says false
 // there.
 func Disjoint(maxDepth int, values ...any) bool {
-	var parts []span
+	// Counted first, so the spans are allocated once at their number.
+	n := 0
+	for _, v := range values {
+		if n += countParts(v, maxDepth); n < 0 {
+			return false
+		}
+	}
+	parts := make([]span, 0, n)
 	for _, v := range values {
 		if !collectSpans(v, maxDepth, &parts) {
 			return false
@@ -61,4 +68,36 @@ func collectSpans(v any, depth int, parts *[]span) bool {
 		}
 	}
 	return true
+}
+
+// countParts is how many maps and non-empty slices v holds, -1 past
+// maxDepth.
+func countParts(v any, depth int) int {
+	if depth < 0 {
+		return -1
+	}
+	n := 0
+	switch v := v.(type) {
+	case map[string]any:
+		n = 1
+		for _, e := range v {
+			c := countParts(e, depth-1)
+			if c < 0 {
+				return -1
+			}
+			n += c
+		}
+	case []any:
+		if cap(v) > 0 {
+			n = 1
+		}
+		for _, e := range v {
+			c := countParts(e, depth-1)
+			if c < 0 {
+				return -1
+			}
+			n += c
+		}
+	}
+	return n
 }

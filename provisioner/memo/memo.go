@@ -21,6 +21,7 @@ import (
 	"container/list"
 	"crypto/sha256"
 	"sync"
+	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -55,6 +56,7 @@ type entry struct {
 	// Guarded by the Cache's mu.
 	owned      []*unstructured.Unstructured
 	ownedBytes int64
+	primed     time.Time
 	queued     *list.Element
 }
 
@@ -79,15 +81,16 @@ func (e *entry) size() int64 {
 // bytes it holds. Safe for concurrent use; the zero value keeps nothing.
 //
 // Objects handed over by Prime wait for their first Get apart from that
-// bound, under one of their own as large: the oldest are let go (their
-// JSON stays) when newer ones need the room, whether their entry is still
-// kept or not.
+// bound, under one of their own as large: when it is full, newer objects
+// are not kept (their JSON is), unless the oldest waited over ownedWait,
+// which are let go to make room, whether their entry is still kept or not.
 type Cache struct {
 	lru *sizedlru.Cache[Key, *entry]
 
 	mu         sync.Mutex
 	owned      list.List // of *entry holding objects, oldest first
 	ownedBytes int64
+	now        func() time.Time // for tests; nil: time.Now
 }
 
 // New returns a cache holding at most maxBytes of objects' JSON; 0 or less
@@ -152,15 +155,34 @@ func (c *Cache) Prime(k Key, data [][]byte, objs []*unstructured.Unstructured) b
 	if ownedBytes > maxOwned/4 {
 		return true
 	}
+	now := c.clock()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	e.owned, e.ownedBytes = objs, ownedBytes
+	// Room is made by letting go of objects nobody took for a while (their
+	// install is elsewhere, or gone); objects waiting less are taken
+	// first, as installs run in about the order their Bundles unpack.
+	for c.ownedBytes+ownedBytes > maxOwned {
+		oldest := c.owned.Front()
+		if oldest == nil || now.Sub(oldest.Value.(*entry).primed) < ownedWait {
+			return true
+		}
+		c.release(oldest.Value.(*entry))
+	}
+	e.owned, e.ownedBytes, e.primed = objs, ownedBytes, now
 	e.queued = c.owned.PushBack(e)
 	c.ownedBytes += ownedBytes
-	for c.ownedBytes > maxOwned {
-		c.release(c.owned.Front().Value.(*entry))
-	}
 	return true
+}
+
+// ownedWait is how long handed-over objects wait for their install before
+// newer ones may take their room.
+const ownedWait = time.Minute
+
+func (c *Cache) clock() time.Time {
+	if c.now != nil {
+		return c.now()
+	}
+	return time.Now()
 }
 
 // take returns the objects handed over with e, once.

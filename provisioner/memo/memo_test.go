@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
@@ -394,12 +395,15 @@ func TestPrime(t *testing.T) {
 	if got, _ := small.Get(key("b")); got[0] == objs[0] {
 		t.Error("objects over the bound kept as they are")
 	}
-	// Handed-over objects beyond the bound: the oldest let go, their JSON
-	// kept.
+	// Handed-over objects beyond their bound: newer ones are kept as JSON
+	// alone while the older ones wait less than ownedWait, and take the
+	// room of those that waited longer.
 	one := sizeOf(t, configMaps("o", 4, 1000))
 	bounded := New(20 * one)
+	now := time.Unix(1000, 0)
+	bounded.now = func() time.Time { return now }
 	handed := map[string][]*unstructured.Unstructured{}
-	for i := range 8 {
+	prime := func(i int) {
 		k := fmt.Sprint("o", i)
 		data, objs := primed(k, 4, 1000)
 		if !bounded.Prime(key(k), data, objs) {
@@ -407,22 +411,34 @@ func TestPrime(t *testing.T) {
 		}
 		handed[k] = objs
 	}
-	var taken []int
-	for i := range 8 {
-		k := fmt.Sprint("o", i)
-		got, ok := bounded.Get(key(k))
-		if !ok {
-			t.Fatalf("%s not kept", k)
+	takenOf := func(from, to int) []int {
+		var taken []int
+		for i := from; i < to; i++ {
+			k := fmt.Sprint("o", i)
+			got, ok := bounded.Get(key(k))
+			if !ok {
+				t.Fatalf("%s not kept", k)
+			}
+			if got[0] == handed[k][0] {
+				taken = append(taken, i)
+			} else if !reflect.DeepEqual(got[0].Object, handed[k][0].Object) {
+				t.Errorf("%s decoded as %v", k, got[0].Object)
+			}
 		}
-		if got[0] == handed[k][0] {
-			taken = append(taken, i)
-		} else if !reflect.DeepEqual(got[0].Object, handed[k][0].Object) {
-			t.Errorf("%s decoded as %v", k, got[0].Object)
-		}
+		return taken
 	}
-	// Each counts about 4 × its JSON: 20 × one holds the last five.
-	if fmt.Sprint(taken) != "[3 4 5 6 7]" {
-		t.Errorf("primed entries that handed their objects over: %v, want the last five", taken)
+	for i := range 7 {
+		prime(i)
+	}
+	// Each counts about 4 × its JSON: 20 × one holds five.
+	if got := takenOf(5, 7); got != nil {
+		t.Errorf("primed beyond the bound, handed over anyway: %v", got)
+	}
+	now = now.Add(ownedWait + time.Second)
+	prime(7) // lets go of 0, the oldest
+	prime(8) // and 1
+	if got := fmt.Sprint(takenOf(0, 9)); got != "[2 3 4 7 8]" {
+		t.Errorf("primed entries that handed their objects over: %s, want [2 3 4 7 8]", got)
 	}
 	// Mismatched lengths and a zero bound: nothing kept.
 	if c.Prime(key("x"), data[:1], objs) || New(0).Prime(key("x"), data, objs) {

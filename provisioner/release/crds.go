@@ -1,9 +1,10 @@
 package release
 
 import (
-	"bytes"
+	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -19,7 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/rukpak-dev/rukpak/internal/jsonmap"
+	"github.com/rukpak-dev/rukpak/internal/jsonskim"
 )
 
 // Helm's ownership metadata: an existing object carrying it for this release
@@ -44,11 +45,6 @@ const crdEstablishTimeout = time.Minute
 func (m *Manager) waitEstablished(ctx context.Context, crds []*unstructured.Unstructured, used map[schema.GroupKind]bool, applied *droppedSet) error {
 	for _, crd := range crds {
 		name := crd.GetName()
-		// What the API server answers is the CRD as applied, its managed
-		// fields and status: its buffer is made about that size at once
-		// rather than doubled up to it on every poll.
-		size := jsonmap.Size(crd.Object)
-		size += size/2 + 4<<10
 		// Established takes milliseconds on an idle API server and seconds
 		// beside hundreds of other CRDs: polled often at first, then less.
 		delay := wait.Backoff{Duration: 50 * time.Millisecond, Factor: 2, Cap: time.Second, Steps: math.MaxInt32}.DelayFunc()
@@ -56,7 +52,7 @@ func (m *Manager) waitEstablished(ctx context.Context, crds []*unstructured.Unst
 		var seen *crdSeen
 		err := delay.Until(waitCtx, true, false, func(ctx context.Context) (bool, error) {
 			var err error
-			seen, err = m.crdEstablished(ctx, name, size)
+			seen, err = m.crdEstablished(ctx, name)
 			return seen != nil, err
 		})
 		cancel()
@@ -132,17 +128,43 @@ func crdKind(crd *unstructured.Unstructured) schema.GroupKind {
 // of at most 1.5 MiB, which JSON makes at most a few times larger.
 const maxCRDBody = 16 << 20
 
-// crdBodies holds buffers for CRD bodies; one that grew past keepCRDBody
-// is dropped, not kept.
-var crdBodies = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+// maxCRDDepth bounds the nesting of a CRD read while waiting for it, as the
+// API server bounds what it decodes.
+const maxCRDDepth = 10000
 
-const keepCRDBody = 4 << 20
+// crdReaders read CRD bodies, which are skimmed (jsonskim): none is held
+// whole.
+var crdReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 32<<10) }}
 
-func putCRDBody(b *bytes.Buffer) {
-	if b.Cap() <= keepCRDBody {
-		crdBodies.Put(b)
-	}
+// crdSkims hold what is kept of a CRD body: its metadata without managed
+// fields, and its status. One grown past keepCRDSkim (annotations of
+// hundreds of kilobytes) is dropped, not kept.
+var crdSkims = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
+
+const keepCRDSkim = 64 << 10
+
+// bodyLimit reads at most n bytes of r, and errBodyTooLarge past them.
+type bodyLimit struct {
+	r io.Reader
+	n int64
 }
+
+var errBodyTooLarge = errors.New("body too large")
+
+func (l *bodyLimit) Read(p []byte) (int, error) {
+	if l.n <= 0 {
+		return 0, errBodyTooLarge
+	}
+	if int64(len(p)) > l.n {
+		p = p[:l.n]
+	}
+	n, err := l.r.Read(p)
+	l.n -= int64(n)
+	return n, err
+}
+
+// crdKept is what crdEstablished reads of a CRD.
+var crdKept = jsonskim.Members{"metadata": {"managedFields"}, "status": nil}
 
 // crdSeen is the metadata of a CRD read Established.
 type crdSeen struct {
@@ -162,24 +184,36 @@ type crdSeen struct {
 // conditions and metadata alone: a CRD's schema can be megabytes, which
 // decoding whole on every poll made the largest cost of installing CRDs
 // after rendering.
-func (m *Manager) crdEstablished(ctx context.Context, name string, size int) (*crdSeen, error) {
+func (m *Manager) crdEstablished(ctx context.Context, name string) (*crdSeen, error) {
 	rc, err := m.crdReader.Get().SetHeader("Accept", "application/json").AbsPath("/apis", apiextensionsv1.SchemeGroupVersion.Group, apiextensionsv1.SchemeGroupVersion.Version, "customresourcedefinitions", name).Stream(ctx)
 	if err != nil {
 		return nil, client.IgnoreNotFound(err)
 	}
-	defer rc.Close() //nolint:errcheck // read to the end or failed
-	// The body is read into a pooled buffer: polls of megabyte CRDs
-	// otherwise allocate their size (and its growth) every time.
-	buf := crdBodies.Get().(*bytes.Buffer)
-	defer putCRDBody(buf)
-	buf.Reset()
-	buf.Grow(min(size, maxCRDBody+1))
-	if n, err := buf.ReadFrom(io.LimitReader(rc, maxCRDBody+1)); err != nil {
-		return nil, fmt.Errorf("reading CRD %s: %w", name, err)
-	} else if n > maxCRDBody {
+	defer rc.Close() //nolint:errcheck // read to its object's end or failed
+	// Skimmed as it streams in: a poll holds the CRD's metadata and status,
+	// not its schema (megabytes, on every poll).
+	br := crdReaders.Get().(*bufio.Reader)
+	br.Reset(&bodyLimit{r: rc, n: maxCRDBody})
+	defer func() {
+		br.Reset(nil)
+		crdReaders.Put(br)
+	}()
+	kept := crdSkims.Get().(*[]byte)
+	defer func() {
+		if cap(*kept) <= keepCRDSkim {
+			crdSkims.Put(kept)
+		}
+	}()
+	*kept, err = jsonskim.Object((*kept)[:0], br, crdKept, maxCRDDepth)
+	if errors.Is(err, errBodyTooLarge) {
 		return nil, fmt.Errorf("reading CRD %s: larger than %d MiB", name, maxCRDBody>>20)
 	}
-	body := buf.Bytes()
+	if err != nil {
+		return nil, fmt.Errorf("reading CRD %s: %w", name, err)
+	}
+	// The rest (a newline) read too, so that the connection is reused.
+	_, _ = br.WriteTo(io.Discard)
+	body := *kept
 	var crd struct {
 		Metadata crdSeen `json:"metadata"`
 		Status   struct {

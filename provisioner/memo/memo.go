@@ -81,7 +81,8 @@ func (e *entry) size() int64 {
 // bytes it holds. Safe for concurrent use; the zero value keeps nothing.
 //
 // Objects handed over by Prime wait for their first Get apart from that
-// bound, under one of their own as large: when it is full, newer objects
+// bound, under one of their own twice as large (ownedShare): when it is
+// full, newer objects
 // are not kept (their JSON is), unless the oldest waited over ownedWait,
 // which are let go to make room, whether their entry is still kept or not.
 type Cache struct {
@@ -150,7 +151,7 @@ func (c *Cache) Prime(k Key, data [][]byte, objs []*unstructured.Unstructured) b
 	if !c.lru.Add(k, e, size) {
 		return false
 	}
-	maxOwned := c.lru.MaxBytes()
+	maxOwned := ownedShare * c.lru.MaxBytes()
 	ownedBytes := decodedFactor * (size - entryOverhead)
 	if ownedBytes > maxOwned/4 {
 		return true
@@ -173,6 +174,12 @@ func (c *Cache) Prime(k Key, data [][]byte, objs []*unstructured.Unstructured) b
 	c.ownedBytes += ownedBytes
 	return true
 }
+
+// ownedShare is the bound of handed-over objects waiting, as a multiple of
+// the cache's: objects take about four times the bytes of their JSON, and
+// at twice the default bound sixty real operators applied at once (the
+// benchmark fleet) all wait as they were rendered.
+const ownedShare = 2
 
 // ownedWait is how long handed-over objects wait for their install before
 // newer ones may take their room.

@@ -399,7 +399,7 @@ func TestPrime(t *testing.T) {
 	// alone while the older ones wait less than ownedWait, and take the
 	// room of those that waited longer.
 	one := sizeOf(t, configMaps("o", 4, 1000))
-	bounded := New(20 * one)
+	bounded := New(20 * one / ownedShare)
 	now := time.Unix(1000, 0)
 	bounded.now = func() time.Time { return now }
 	handed := map[string][]*unstructured.Unstructured{}

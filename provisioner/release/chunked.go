@@ -80,6 +80,8 @@ import (
 // checked before anything is written and while reading.
 type chunkedSecrets struct {
 	secrets corev1client.SecretInterface
+	// writes creates and updates records (leanSecrets, or secrets).
+	writes recordWriter
 	// meta reads Secrets' metadata only: sweeps must not download chunks.
 	meta           metadata.ResourceInterface
 	maxRecordBytes int64
@@ -142,6 +144,7 @@ func newChunkedSecrets(secrets corev1client.SecretInterface, meta metadata.Resou
 	}
 	return &chunkedSecrets{
 		secrets:        secrets,
+		writes:         typedWrites{secrets},
 		meta:           meta,
 		maxRecordBytes: maxRecordBytes,
 		chunkBytes:     secretDataLimit,
@@ -175,7 +178,7 @@ func (d *chunkedSecrets) Create(key string, rls *helmrelease.Release) error {
 	}
 	lbs := recordLabels(rls, "createdAt")
 	if fitsOneSecret(gz) {
-		s, err := d.secrets.Create(ctx, helmSecret(key, gz, lbs), metav1.CreateOptions{})
+		s, err := d.writes.Create(ctx, helmSecret(key, gz, lbs), metav1.CreateOptions{})
 		if err != nil {
 			d.unsure(rls.Name)
 			if apierrors.IsAlreadyExists(err) {
@@ -196,7 +199,7 @@ func (d *chunkedSecrets) Create(key string, rls *helmrelease.Release) error {
 	if err != nil {
 		return err
 	}
-	s, err := d.secrets.Create(ctx, index, metav1.CreateOptions{})
+	s, err := d.writes.Create(ctx, index, metav1.CreateOptions{})
 	if err != nil {
 		d.unsure(rls.Name)
 		if apierrors.IsAlreadyExists(err) {
@@ -212,7 +215,7 @@ func (d *chunkedSecrets) Create(key string, rls *helmrelease.Release) error {
 
 // wrote tells the index about a record this process created, s as the
 // create answered.
-func (d *chunkedSecrets) wrote(name, key string, s *corev1.Secret) {
+func (d *chunkedSecrets) wrote(name, key string, s *metav1.ObjectMeta) {
 	if d.index != nil {
 		d.index.wrote(name, key)
 		d.index.wroteAt(name, key, s.UID, s.ResourceVersion)
@@ -271,7 +274,7 @@ func (d *chunkedSecrets) Update(key string, rls *helmrelease.Release) error {
 	// Conditional on what was read: the switch to the new chunks is one
 	// compare-and-swap.
 	obj.ResourceVersion = old.ResourceVersion
-	updated, err := d.secrets.Update(ctx, obj, metav1.UpdateOptions{})
+	updated, err := d.writes.Update(ctx, obj, metav1.UpdateOptions{})
 	if err != nil {
 		d.unsure(rls.Name)
 		err = fmt.Errorf("updating release record %s: %w", key, err)
@@ -516,10 +519,12 @@ func writeReleaseJSON(w io.Writer, rls *helmrelease.Release) error {
 	if _, err := w.Write(append(open, field...)); err != nil {
 		return err
 	}
-	// One Encoder and buffer for every piece: json.Marshal would allocate
+	// One Encoder and buffer for every piece, reused by the next release
+	// written (fits writes each once more): json.Marshal would allocate
 	// each piece's encoding anew.
-	var piece bytes.Buffer
-	enc := json.NewEncoder(&piece)
+	pe := pieceEncoders.Get().(*pieceEncoder)
+	defer pieceEncoders.Put(pe)
+	piece, enc := &pe.buf, pe.enc
 	for m := rls.Manifest; m != ""; {
 		n := min(len(m), manifestPiece)
 		// Cut between characters: encoding/json turns half a character
@@ -543,6 +548,19 @@ func writeReleaseJSON(w io.Writer, rls *helmrelease.Release) error {
 	_, err = io.WriteString(w, "\"}\n")
 	return err
 }
+
+// pieceEncoder escapes a manifest's pieces; its buffer holds one piece's
+// escaping at most (six bytes per byte of manifestPiece).
+type pieceEncoder struct {
+	buf bytes.Buffer
+	enc *json.Encoder
+}
+
+var pieceEncoders = sync.Pool{New: func() any {
+	pe := &pieceEncoder{}
+	pe.enc = json.NewEncoder(&pe.buf)
+	return pe
+}}
 
 type countingWriter struct {
 	w io.Writer

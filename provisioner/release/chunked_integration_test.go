@@ -1,6 +1,7 @@
 package release
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"errors"
@@ -44,6 +45,7 @@ func newChunkEnv(t *testing.T) *chunkEnv {
 	cs := kubernetes.NewForConfigOrDie(env.Config)
 	mc := metadata.NewForConfigOrDie(env.Config)
 	d := newChunkedSecrets(cs.CoreV1().Secrets(ns), mc.Resource(corev1.SchemeGroupVersion.WithResource("secrets")).Namespace(ns), 0)
+	d.writes = leanSecrets{client: cs.CoreV1().RESTClient(), namespace: ns}
 	return &chunkEnv{t: t, env: env, ns: ns, d: d, helm: driver.NewSecrets(cs.CoreV1().Secrets(ns))}
 }
 
@@ -528,4 +530,43 @@ func TestIntegrationChunkedHistoryPruning(t *testing.T) {
 			t.Errorf("the ConfigMap was applied: %v", err)
 		}
 	})
+}
+
+// TestLeanSecretsAnswerMetadata: a record written through leanSecrets is
+// answered with its metadata alone (UID and resourceVersion as the API
+// server holds them), and refusals keep their API errors (a create of an
+// existing name is AlreadyExists, a stale update a Conflict).
+func TestLeanSecretsAnswerMetadata(t *testing.T) {
+	e := newChunkEnv(t)
+	ctx := context.Background()
+	cs := kubernetes.NewForConfigOrDie(e.env.Config)
+	lean := e.d.writes
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "lean"}, Data: map[string][]byte{"release": bytes.Repeat([]byte("x"), 64<<10)}}
+	created, err := lean.Create(ctx, s.DeepCopy(), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := cs.CoreV1().Secrets(e.ns).Get(ctx, "lean", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if created.UID != got.UID || created.ResourceVersion != got.ResourceVersion || created.Name != "lean" {
+		t.Errorf("create answered %s %s %s, the Secret is %s %s", created.Name, created.UID, created.ResourceVersion, got.UID, got.ResourceVersion)
+	}
+	if _, err := lean.Create(ctx, s.DeepCopy(), metav1.CreateOptions{}); !apierrors.IsAlreadyExists(err) {
+		t.Errorf("a second create: %v, want AlreadyExists", err)
+	}
+	update := s.DeepCopy()
+	update.ResourceVersion = created.ResourceVersion
+	update.Data["release"] = []byte("y")
+	updated, err := lean.Update(ctx, update, metav1.UpdateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if updated.UID != created.UID || updated.ResourceVersion == created.ResourceVersion {
+		t.Errorf("update answered %s %s after %s %s", updated.UID, updated.ResourceVersion, created.UID, created.ResourceVersion)
+	}
+	if _, err := lean.Update(ctx, update, metav1.UpdateOptions{}); !apierrors.IsConflict(err) {
+		t.Errorf("an update at a stale resourceVersion: %v, want Conflict", err)
+	}
 }

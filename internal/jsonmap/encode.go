@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"io"
 	"math"
 	"slices"
 	"strconv"
@@ -53,21 +52,10 @@ func Size(v any) int {
 	return n
 }
 
-// Write writes Encode's JSON of v, without its newline, to w through a
-// reused buffer: a caller that sized w (Size) allocates nothing more.
-func Write(w io.Writer, v any) error {
-	e := getEncoder()
-	defer e.release()
-	b, err := e.value(e.scratch[:0], v, false)
-	if err != nil {
-		if b, err = standard(nil, v, false); err != nil {
-			return err
-		}
-	} else {
-		e.scratch = b
-	}
-	_, err = w.Write(b)
-	return err
+// Append appends Encode's JSON of v, without its newline, to dst: a
+// caller that sized dst (Size) allocates nothing more.
+func Append(dst []byte, v any) ([]byte, error) {
+	return appendJSON(dst, v, false)
 }
 
 func appendJSON(dst []byte, v any, escapeHTML bool) ([]byte, error) {

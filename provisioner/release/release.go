@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"unsafe"
 
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/kube"
@@ -698,16 +699,18 @@ func Manifest(objs []*unstructured.Unstructured, mutate func(*unstructured.Unstr
 	for _, o := range sorted {
 		size += len(docSeparator) + jsonmap.Size(o.Object) + 1
 	}
-	var out strings.Builder
-	out.Grow(size)
+	out := make([]byte, 0, size)
 	for _, o := range sorted {
-		out.WriteString(docSeparator)
-		if err := jsonmap.Write(&out, o.Object); err != nil {
+		out = append(out, docSeparator...)
+		var err error
+		if out, err = jsonmap.Append(out, o.Object); err != nil {
 			return "", fmt.Errorf("rendering %s %s: %w", o.GetKind(), o.GetName(), err)
 		}
-		out.WriteByte('\n')
+		out = append(out, '\n')
 	}
-	return out.String(), nil
+	// The manifest is written once, at its size, and never changed after:
+	// made a string without a copy (as strings.Builder does).
+	return unsafe.String(unsafe.SliceData(out), len(out)), nil
 }
 
 // jsonManifest reports whether manifest is in Manifest's format. Releases

@@ -294,7 +294,7 @@ func primeObjects(cache *memo.Cache) func(context.Context, *rukpakv1alpha1.Bundl
 		if !ok {
 			return
 		}
-		files := d.TakeDecoded()
+		files, heap := d.TakeDecoded()
 		if files == nil {
 			return
 		}
@@ -304,7 +304,7 @@ func primeObjects(cache *memo.Cache) func(context.Context, *rukpakv1alpha1.Bundl
 			data[i] = f.Data
 			objs[i] = &unstructured.Unstructured{Object: f.Object}
 		}
-		cache.Prime(memo.Key{Content: sum, Decoder: decodeObjectsName, Config: memo.ConfigKey(nil)}, data, objs)
+		cache.Prime(memo.Key{Content: sum, Decoder: decodeObjectsName, Config: memo.ConfigKey(nil)}, data, objs, heap)
 	}
 }
 

@@ -4,100 +4,121 @@ import (
 	"cmp"
 	"reflect"
 	"slices"
+	"unicode/utf8"
 	"unsafe"
 )
 
-// Disjoint reports whether no map and no slice's backing array is reached
-// twice from values, within one value or across them: values whose every
-// part is their own, so that changing one never changes another (as values
-// decoded apart are). Values built in code may share a part, for instance
-// one labels map set on two objects; a decoder never does. It looks no
-// deeper than past maxDepth nesting (a cycle included) and says false
-// there.
-func Disjoint(maxDepth int, values ...any) bool {
-	// Counted first, so the spans are allocated once at their number.
-	n := 0
+// Owned reports whether values are as decoding JSON gives them and share
+// nothing: every value a map[string]any (not nil), []any (not nil),
+// string and key of valid UTF-8, int64, float64, bool or nil, and no map
+// and no slice's backing array reached twice, within one value or across
+// them, so that changing one never changes another (as values decoded
+// apart are). Values built in code may hold other types, invalid UTF-8
+// (which encoding replaces) or one part in two places, for instance one
+// labels map set on two objects; a decoder never does. It also estimates
+// the heap the values hold. It looks no deeper than past maxDepth nesting
+// (a cycle included) and at no more than maxParts maps, slices and
+// strings, and says false past either.
+func Owned(maxDepth, maxParts int, values ...any) (heap int64, ok bool) {
+	// Counted first, so that the spans are allocated once at their number.
+	count := ownedWalk{left: maxParts, counting: true}
 	for _, v := range values {
-		if n += countParts(v, maxDepth); n < 0 {
-			return false
+		if !count.value(v, maxDepth) {
+			return 0, false
 		}
 	}
-	parts := make([]span, 0, n)
+	w := ownedWalk{left: maxParts, parts: make([]span, 0, count.spans)}
 	for _, v := range values {
-		if !collectSpans(v, maxDepth, &parts) {
-			return false
+		if !w.value(v, maxDepth) {
+			return 0, false
 		}
 	}
-	slices.SortFunc(parts, func(a, b span) int { return cmp.Compare(a.start, b.start) })
-	for i := 1; i < len(parts); i++ {
-		if parts[i].start < parts[i-1].end {
-			return false
+	slices.SortFunc(w.parts, func(a, b span) int { return cmp.Compare(a.start, b.start) })
+	for i := 1; i < len(w.parts); i++ {
+		if w.parts[i].start < w.parts[i-1].end {
+			return 0, false
 		}
 	}
-	return true
+	return w.heap, true
 }
 
 // span is the memory a map header or a slice's capacity occupies.
 type span struct{ start, end uintptr }
 
-func collectSpans(v any, depth int, parts *[]span) bool {
+type ownedWalk struct {
+	parts []span
+	heap  int64
+	left  int
+	// counting: spans are only counted.
+	counting bool
+	spans    int
+}
+
+func (w *ownedWalk) add(p span) {
+	if w.counting {
+		w.spans++
+		return
+	}
+	w.parts = append(w.parts, p)
+}
+
+// The estimate: a map's header and its groups of eight slots of a key
+// and a value; a slice's header and elements; a string's header and bytes
+// (shared ones counted each time); an interface's boxed number.
+const (
+	mapHeader   = 48
+	mapGroup    = 8 + 8*(16+16)
+	sliceHeader = 24
+	anyBytes    = 16
+	strHeader   = 16
+	boxed       = 8
+)
+
+func (w *ownedWalk) value(v any, depth int) bool {
 	if depth < 0 {
 		return false
 	}
+	if w.left--; w.left < 0 {
+		return false
+	}
 	switch v := v.(type) {
+	case nil, bool:
+		return true
+	case int64, float64:
+		w.heap += boxed
+		return true
+	case string:
+		w.heap += strHeader + int64(len(v))
+		return utf8.ValidString(v)
 	case map[string]any:
 		if v == nil {
-			return true
+			return false
 		}
 		p := uintptr(reflect.ValueOf(v).UnsafePointer())
-		*parts = append(*parts, span{p, p + 1})
-		for _, e := range v {
-			if !collectSpans(e, depth-1, parts) {
+		w.add(span{p, p + 1})
+		w.heap += mapHeader + mapGroup*int64((len(v)+7)/8)
+		for k, e := range v {
+			w.heap += int64(len(k))
+			if !utf8.ValidString(k) || !w.value(e, depth-1) {
 				return false
 			}
 		}
+		return true
 	case []any:
+		if v == nil {
+			return false
+		}
 		if cap(v) > 0 {
 			p := uintptr(unsafe.Pointer(unsafe.SliceData(v)))
-			*parts = append(*parts, span{p, p + uintptr(cap(v))*unsafe.Sizeof(any(nil))})
+			w.add(span{p, p + uintptr(cap(v))*unsafe.Sizeof(any(nil))})
 		}
+		w.heap += sliceHeader + anyBytes*int64(cap(v))
 		for _, e := range v {
-			if !collectSpans(e, depth-1, parts) {
+			if !w.value(e, depth-1) {
 				return false
 			}
 		}
+		return true
 	}
-	return true
-}
-
-// countParts is how many maps and non-empty slices v holds, -1 past
-// maxDepth.
-func countParts(v any, depth int) int {
-	if depth < 0 {
-		return -1
-	}
-	n := 0
-	switch v := v.(type) {
-	case map[string]any:
-		n = 1
-		for _, e := range v {
-			c := countParts(e, depth-1)
-			if c < 0 {
-				return -1
-			}
-			n += c
-		}
-	case []any:
-		if cap(v) > 0 {
-			n = 1
-		}
-		for _, e := range v {
-			c := countParts(e, depth-1)
-			if c < 0 {
-				return -1
-			}
-			n += c
-		}
-	}
-	return n
+	return false
 }

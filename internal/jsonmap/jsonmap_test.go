@@ -480,11 +480,11 @@ func TestNesting(t *testing.T) {
 	}
 }
 
-func TestDisjoint(t *testing.T) {
+func TestOwned(t *testing.T) {
 	labels := map[string]any{"a": "b"}
 	list := []any{"x", "y", "z"}
 	decoded := func() map[string]any {
-		m, err := Unmarshal([]byte(`{"metadata":{"labels":{"a":"b"}},"spec":{"items":[1,{"x":[]},[2,3]]}}`))
+		m, err := Unmarshal([]byte(`{"metadata":{"labels":{"a":"b"}},"spec":{"items":[1,{"x":[]},[2,3.5,true,null]]}}`))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -500,7 +500,7 @@ func TestDisjoint(t *testing.T) {
 		want   bool
 	}{
 		{"nothing", nil, true},
-		{"scalars", []any{"a", int64(1), nil, true}, true},
+		{"scalars", []any{"a", int64(1), 1.5, nil, true}, true},
 		{"decoded apart", []any{decoded(), decoded()}, true},
 		{"a map in two objects", []any{map[string]any{"labels": labels}, map[string]any{"labels": labels}}, false},
 		{"a map twice in one object", []any{map[string]any{"a": labels, "b": []any{labels}}}, false},
@@ -508,21 +508,53 @@ func TestDisjoint(t *testing.T) {
 		{"a slice in two objects", []any{map[string]any{"l": list}, map[string]any{"l": list}}, false},
 		{"overlapping slices", []any{map[string]any{"l": list[:2]}, map[string]any{"l": list[1:]}}, false},
 		{"a slice's spare capacity used by another", []any{map[string]any{"l": list[:1]}, map[string]any{"l": list[2:]}}, false},
-		{"nil and empty parts", []any{map[string]any{"a": []any{}, "b": map[string]any(nil), "c": []any(nil)}, map[string]any{"a": []any{}}}, true},
+		{"empty parts", []any{map[string]any{"a": []any{}, "b": map[string]any{}}, map[string]any{"a": []any{}}}, true},
+		{"a nil map", []any{map[string]any{"b": map[string]any(nil)}}, false},
+		{"a nil slice", []any{map[string]any{"c": []any(nil)}}, false},
+		{"a string that is not UTF-8", []any{map[string]any{"n": "a\xc3"}}, false},
+		{"a key that is not UTF-8", []any{map[string]any{"a\xc3": "n"}}, false},
+		{"an int", []any{map[string]any{"n": 1}}, false},
+		{"a typed slice", []any{map[string]any{"n": []string{"a"}}}, false},
 		{"nested within the limit", []any{deep}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := Disjoint(maxDepth, tc.values...); got != tc.want {
-				t.Errorf("Disjoint = %v, want %v", got, tc.want)
+			heap, ok := Owned(maxDepth, 1000, tc.values...)
+			if ok != tc.want {
+				t.Errorf("Owned = %v, want %v", ok, tc.want)
+			}
+			if ok && len(tc.values) > 0 && tc.name != "scalars" && heap <= 0 {
+				t.Errorf("no heap estimated for %v", tc.values)
 			}
 		})
 	}
-	if Disjoint(5, deep) {
-		t.Error("Disjoint looked past its depth limit")
+	if _, ok := Owned(5, 1000, deep); ok {
+		t.Error("Owned looked past its depth limit")
+	}
+	if _, ok := Owned(maxDepth, 5, decoded()); ok {
+		t.Error("Owned looked past its parts limit")
 	}
 	cycle := map[string]any{}
 	cycle["self"] = cycle
-	if Disjoint(maxDepth, cycle) {
-		t.Error("Disjoint of a cycle")
+	if _, ok := Owned(maxDepth, 1000, cycle); ok {
+		t.Error("Owned of a cycle")
+	}
+	// A map reached twice at each of 40 levels: 2^40 paths, refused within
+	// the parts limit rather than walked.
+	shared := map[string]any{}
+	for range 40 {
+		shared = map[string]any{"a": shared, "b": shared}
+	}
+	if _, ok := Owned(maxDepth, 100000, shared); ok {
+		t.Error("Owned of a shared map")
+	}
+	// The estimate follows the values' real heap: a list of small maps
+	// takes far more than four times its JSON.
+	small := make([]any, 10000)
+	for i := range small {
+		small[i] = map[string]any{"a": int64(1)}
+	}
+	heap, ok := Owned(maxDepth, 1<<20, small)
+	if !ok || heap < 40*int64(len(`{"a":1},`)*len(small)) {
+		t.Errorf("10,000 maps of one number estimated at %d bytes (%v), want over forty times their JSON", heap, ok)
 	}
 }

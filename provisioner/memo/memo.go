@@ -64,11 +64,6 @@ type entry struct {
 // slice headers and the cache's bookkeeping.
 const entryOverhead = 256
 
-// decodedFactor is how much more heap decoded objects take than their JSON
-// (a map header and slots per object, a boxed header per string): what
-// handed-over objects are counted as.
-const decodedFactor = 4
-
 func (e *entry) size() int64 {
 	n := int64(entryOverhead + 24*len(e.objects))
 	for _, o := range e.objects {
@@ -136,54 +131,67 @@ func (c *Cache) Get(k Key) ([]*unstructured.Unstructured, bool) {
 
 // Prime keeps for k objects made elsewhere than by decoding: objs[i] is
 // what decoding data[i], a JSON object, gives, and shares no map or slice
-// with another object or within itself. objs are handed over: the first
-// Get takes them as they are, later ones decode data. It reports whether it
-// kept them (their JSON within the bound as Add's; the objects themselves
-// only while the room for handed-over objects holds them). Data is kept,
-// not copied: the caller must not change it. Nothing is replaced: the same
-// key names the same objects.
-func (c *Cache) Prime(k Key, data [][]byte, objs []*unstructured.Unstructured) bool {
+// with another object or within itself; heap estimates the bytes they
+// hold. objs are handed over: the first Get takes them as they are, later
+// ones decode data. It reports whether it kept them (their JSON within the
+// bound as Add's; the objects themselves only while the room for
+// handed-over objects holds them). Data is kept, not copied: the caller
+// must not change it. Nothing is replaced: the same key names the same
+// objects.
+func (c *Cache) Prime(k Key, data [][]byte, objs []*unstructured.Unstructured, heap int64) bool {
 	if c == nil || c.lru.MaxBytes() <= 0 || len(data) != len(objs) || c.lru.Contains(k) {
 		return false
 	}
 	e := &entry{objects: data}
-	size := e.size()
-	if !c.lru.Add(k, e, size) {
+	if !c.lru.Add(k, e, e.size()) {
 		return false
 	}
 	maxOwned := ownedShare * c.lru.MaxBytes()
-	ownedBytes := decodedFactor * (size - entryOverhead)
-	if ownedBytes > maxOwned/4 {
+	if heap <= 0 || heap > maxOwned/4 {
 		return true
 	}
 	now := c.clock()
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.expire(now)
 	// Room is made by letting go of objects nobody took for a while (their
 	// install is elsewhere, or gone); objects waiting less are taken
 	// first, as installs run in about the order their Bundles unpack.
-	for c.ownedBytes+ownedBytes > maxOwned {
+	for c.ownedBytes+heap > maxOwned {
 		oldest := c.owned.Front()
 		if oldest == nil || now.Sub(oldest.Value.(*entry).primed) < ownedWait {
 			return true
 		}
 		c.release(oldest.Value.(*entry))
 	}
-	e.owned, e.ownedBytes, e.primed = objs, ownedBytes, now
+	e.owned, e.ownedBytes, e.primed = objs, heap, now
 	e.queued = c.owned.PushBack(e)
-	c.ownedBytes += ownedBytes
+	c.ownedBytes += heap
 	return true
 }
 
-// ownedShare is the bound of handed-over objects waiting, as a multiple of
-// the cache's: objects take about four times the bytes of their JSON, and
-// at twice the default bound sixty real operators applied at once (the
-// benchmark fleet) all wait as they were rendered.
+// ownedShare is the bound of handed-over objects waiting (their estimated
+// heap), as a multiple of the cache's: real objects take about four times
+// the bytes of their JSON, and at twice the default bound sixty real
+// operators applied at once (the benchmark fleet) all wait as they were
+// rendered.
 const ownedShare = 2
 
 // ownedWait is how long handed-over objects wait for their install before
-// newer ones may take their room.
-const ownedWait = time.Minute
+// newer ones may take their room; after ownedExpiry they are let go
+// whatever the room (a Bundle nothing installs holds nothing for long).
+const (
+	ownedWait   = time.Minute
+	ownedExpiry = 5 * time.Minute
+)
+
+// expire lets go of objects waiting longer than ownedExpiry; c.mu is
+// held.
+func (c *Cache) expire(now time.Time) {
+	for oldest := c.owned.Front(); oldest != nil && now.Sub(oldest.Value.(*entry).primed) >= ownedExpiry; oldest = c.owned.Front() {
+		c.release(oldest.Value.(*entry))
+	}
+}
 
 func (c *Cache) clock() time.Time {
 	if c.now != nil {
@@ -194,8 +202,10 @@ func (c *Cache) clock() time.Time {
 
 // take returns the objects handed over with e, once.
 func (c *Cache) take(e *entry) []*unstructured.Unstructured {
+	now := c.clock()
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.expire(now)
 	objs := e.owned
 	if objs != nil {
 		c.release(e)

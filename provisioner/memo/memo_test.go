@@ -332,6 +332,16 @@ func TestSizeIsTheJSON(t *testing.T) {
 	}
 }
 
+// heapOf is what the tests say handed-over objects hold: four times their
+// JSON, about what small real objects take.
+func heapOf(data [][]byte) int64 {
+	n := 0
+	for _, d := range data {
+		n += len(d)
+	}
+	return int64(4 * n)
+}
+
 // TestPrime: objects handed over are what the first Get returns, as they
 // are; later Gets decode their JSON to equal objects the caller owns; the
 // entry counts their decoded form against the bound until taken, and the
@@ -351,7 +361,7 @@ func TestPrime(t *testing.T) {
 	}
 	c := New(1 << 20)
 	data, objs := primed("p", 3, 100)
-	if !c.Prime(key("p"), data, objs) {
+	if !c.Prime(key("p"), data, objs, heapOf(data)) {
 		t.Fatal("not primed")
 	}
 	_, used := c.Stats()
@@ -379,7 +389,7 @@ func TestPrime(t *testing.T) {
 	}
 	// Primed again, or added, under a kept key: nothing replaced.
 	data2, objs2 := primed("q", 3, 100)
-	if c.Prime(key("p"), data2, objs2) {
+	if c.Prime(key("p"), data2, objs2, heapOf(data2)) {
 		t.Error("a kept key primed again")
 	}
 	if again, _ := c.Get(key("p")); again[0].GetName() != "p-0" {
@@ -389,7 +399,7 @@ func TestPrime(t *testing.T) {
 	// JSON is not: kept as JSON alone.
 	small := New(4 * (sizeOf(t, configMaps("b", 4, 1000)) + 512))
 	data, objs = primed("b", 4, 1000)
-	if !small.Prime(key("b"), data, objs) {
+	if !small.Prime(key("b"), data, objs, heapOf(data)) {
 		t.Fatal("objects whose JSON fits were not kept")
 	}
 	if got, _ := small.Get(key("b")); got[0] == objs[0] {
@@ -406,7 +416,7 @@ func TestPrime(t *testing.T) {
 	prime := func(i int) {
 		k := fmt.Sprint("o", i)
 		data, objs := primed(k, 4, 1000)
-		if !bounded.Prime(key(k), data, objs) {
+		if !bounded.Prime(key(k), data, objs, heapOf(data)) {
 			t.Fatalf("%s not primed", k)
 		}
 		handed[k] = objs
@@ -440,8 +450,18 @@ func TestPrime(t *testing.T) {
 	if got := fmt.Sprint(takenOf(0, 9)); got != "[2 3 4 7 8]" {
 		t.Errorf("primed entries that handed their objects over: %s, want [2 3 4 7 8]", got)
 	}
+	// Objects nobody takes are let go after ownedExpiry, room or not.
+	data, objs = primed("e", 1, 10)
+	if !bounded.Prime(key("e"), data, objs, heapOf(data)) {
+		t.Fatal("e not primed")
+	}
+	now = now.Add(ownedExpiry)
+	bounded.Get(key("o8")) // any Get lets go of what expired
+	if got, _ := bounded.Get(key("e")); got[0] == objs[0] {
+		t.Error("objects waiting past ownedExpiry still handed over")
+	}
 	// Mismatched lengths and a zero bound: nothing kept.
-	if c.Prime(key("x"), data[:1], objs) || New(0).Prime(key("x"), data, objs) {
+	if c.Prime(key("x"), data2[:1], objs2, heapOf(data2)) || New(0).Prime(key("x"), data, objs, heapOf(data)) {
 		t.Error("primed with mismatched data or no room")
 	}
 }

@@ -31,9 +31,9 @@ type Encoded struct {
 // may take them rather than load and decode the files again.
 type Decoded interface {
 	// TakeDecoded returns the manifests, every one, in name order, once
-	// (nil afterwards, or if they cannot be handed over); the caller owns
-	// their objects.
-	TakeDecoded() []Encoded
+	// (nil afterwards, or if they cannot be handed over), and an estimate
+	// of the heap their objects hold; the caller owns the objects.
+	TakeDecoded() (files []Encoded, heap int64)
 }
 
 // CheckEncoded tells whether Objects, within l, reads a bundle whose

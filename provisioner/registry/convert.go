@@ -108,12 +108,14 @@ type converted struct {
 
 var _ plain.Decoded = (*converted)(nil)
 
-// TakeDecoded hands over the generated manifests with their objects, once:
-// the objects were made by rendering, not by decoding, and are given only
-// if no part of one is shared with another or within it (rendering may
-// set one map in two places), so their new owner may change them as freely
-// as objects decoded from the files.
-func (c *converted) TakeDecoded() []plain.Encoded {
+// TakeDecoded hands over the generated manifests with their objects, once,
+// with an estimate of the heap the objects hold: the objects were made by
+// rendering, not by decoding, and are given only if each is exactly what
+// decoding its file gives (strings of valid UTF-8, no typed nil) and no
+// part of one is shared with another or within it (rendering may set one
+// map in two places), so their new owner may change them as freely as
+// objects decoded from the files.
+func (c *converted) TakeDecoded() ([]plain.Encoded, int64) {
 	c.mu.Lock()
 	files := c.decoded
 	c.decoded = nil
@@ -122,10 +124,11 @@ func (c *converted) TakeDecoded() []plain.Encoded {
 	for i, f := range files {
 		values[i] = f.Object
 	}
-	if !jsonmap.Disjoint(plain.DefaultLimits.MaxDepth, values...) {
-		return nil
+	heap, ok := jsonmap.Owned(plain.DefaultLimits.MaxDepth, plain.DefaultLimits.MaxTotalNodes, values...)
+	if !ok {
+		return nil, 0
 	}
-	return files
+	return files, heap
 }
 
 func (c *converted) Open(name string) (fs.File, error) {

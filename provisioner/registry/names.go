@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 )
 
 // maxNameLength keeps generated names valid for every kind we emit (the
@@ -19,7 +20,13 @@ func truncateName(name string) string {
 	}
 	sum := sha256.Sum256([]byte(name))
 	suffix := hex.EncodeToString(sum[:])[:8]
-	prefix := strings.TrimRight(name[:maxNameLength-len(suffix)-1], "-.")
+	// Cut between characters, or the half of one left would be replaced
+	// as the name is encoded.
+	cut := maxNameLength - len(suffix) - 1
+	for cut > 0 && !utf8.RuneStart(name[cut]) {
+		cut--
+	}
+	prefix := strings.TrimRight(name[:cut], "-.")
 	return prefix + "-" + suffix
 }
 

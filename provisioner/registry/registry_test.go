@@ -555,10 +555,13 @@ func TestOptionsFromConfig(t *testing.T) {
 
 func TestTruncateName(t *testing.T) {
 	long := strings.Repeat("a", 60) + "-bbbbbbbbbb"
+	multi := strings.Repeat("a", 53) + "é" + strings.Repeat("b", 20)
 	tests := []struct{ in, want string }{
 		{"short", "short"},
 		{strings.Repeat("x", 63), strings.Repeat("x", 63)},
 		{long, strings.Repeat("a", 54) + "-" + fmt.Sprintf("%x", sha256.Sum256([]byte(long)))[:8]},
+		// Cut before a character the limit would halve.
+		{multi, strings.Repeat("a", 53) + "-" + fmt.Sprintf("%x", sha256.Sum256([]byte(multi)))[:8]},
 	}
 	for _, tc := range tests {
 		got := truncateName(tc.in)

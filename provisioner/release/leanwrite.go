@@ -51,9 +51,10 @@ type leanSecrets struct {
 // metadataOnly asks the API server to answer with the object's metadata.
 const metadataOnly = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
 
-// maxMetadataAnswer bounds the answer read: a Secret's metadata (its
-// labels, annotations and managed fields) is kilobytes.
-const maxMetadataAnswer = 1 << 20
+// maxMetadataAnswer bounds the answer decoded: a Secret's metadata (its
+// labels, annotations and managed fields) is kilobytes, and a whole
+// Secret at most 1 MiB of data (base64 in JSON).
+const maxMetadataAnswer = 4 << 20
 
 func (l leanSecrets) Create(ctx context.Context, s *corev1.Secret, opts metav1.CreateOptions) (*metav1.ObjectMeta, error) {
 	return l.answer(l.client.Post().Namespace(l.namespace).Resource("secrets").
@@ -77,8 +78,11 @@ func (l leanSecrets) answer(res rest.Result) (*metav1.ObjectMeta, error) {
 	if err := json.Unmarshal(body, &m); err != nil {
 		return nil, fmt.Errorf("decoding the API server's answer: %w", err)
 	}
-	if m.Kind != "PartialObjectMetadata" || m.UID == "" || m.ResourceVersion == "" {
-		return nil, fmt.Errorf("the API server answered with a %s, not the metadata written", m.Kind)
+	// An API server that does not convert answers (a proxy in between
+	// that drops the parameter) sends the whole Secret, whose metadata is
+	// read all the same.
+	if m.UID == "" || m.ResourceVersion == "" {
+		return nil, fmt.Errorf("the API server answered with a %s without the metadata written", m.Kind)
 	}
 	return &m.ObjectMeta, nil
 }

@@ -283,8 +283,8 @@ func HandlerFor(class string) (bundle.Handler, error) {
 // objects registry+v1 conversion rendered to the first install of the
 // content just stored: an install without spec.config decodes exactly
 // them from the stored files (plain.Decoded), so under the key its
-// reconcile looks for (this class, no config, the archive's hash) it finds
-// them and neither loads nor decodes anything. Under this process's
+// reconcile looks for (decodeObjectsName, no config, the archive's hash)
+// it finds them and neither loads nor decodes anything. Under this process's
 // classes but Helm's, BundleDeployments decode with decodeObjects
 // whichever class made the Bundle (a plain BundleDeployment of a
 // registry+v1 Bundle is the usual pair).

@@ -77,9 +77,9 @@ func (e *entry) size() int64 {
 //
 // Objects handed over by Prime wait for their first Get apart from that
 // bound, under one of their own twice as large (ownedShare): when it is
-// full, newer objects
-// are not kept (their JSON is), unless the oldest waited over ownedWait,
-// which are let go to make room, whether their entry is still kept or not.
+// full, newer objects are not kept (their JSON is), unless the oldest
+// waited over ownedWait, which are let go to make room, whether their
+// entry is still kept or not; none waits past ownedExpiry.
 type Cache struct {
 	lru *sizedlru.Cache[Key, *entry]
 

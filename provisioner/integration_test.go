@@ -24,6 +24,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
+	"github.com/rukpak-dev/rukpak/internal/leanmeta"
 	"github.com/rukpak-dev/rukpak/internal/testenv"
 	"github.com/rukpak-dev/rukpak/internal/testregistry"
 	"github.com/rukpak-dev/rukpak/provisioner"
@@ -88,7 +89,7 @@ func newHarnessWith(t *testing.T, configure func(*provisioner.Options)) *harness
 // start runs a provisioner manager, as the binary does.
 func (h *harness) start() {
 	h.t.Helper()
-	mgr, err := ctrl.NewManager(h.env.Config, manager.Options{
+	mgr, err := ctrl.NewManager(leanmeta.Config(h.env.Config), manager.Options{
 		Scheme:                 h.env.Env.Scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
@@ -105,6 +106,8 @@ func (h *harness) start() {
 		Namespace: namespace,
 		Unpacker:  sources.New(unpack.Config{Reader: mgr.GetAPIReader(), Namespace: namespace, BaseDir: h.unpackDir}),
 		Storage:   store,
+		// As the binary: release records and Helm on the plain config.
+		RESTConfig: h.env.Config,
 
 		CertValidity:    h.certValidity,
 		CertRenewBefore: h.certRenewBefore,

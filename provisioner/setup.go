@@ -11,6 +11,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -107,6 +108,10 @@ type Options struct {
 	// kept for the next reconcile of the same content and config (package
 	// memo); 0 means memo.DefaultMaxBytes, less than 0 keeps none.
 	ObjectCacheBytes int64
+	// RESTConfig is the API server's config for release records and Helm,
+	// without the manager's transport wrappers (Helm's child renderer
+	// cannot be handed those); nil means the manager's.
+	RESTConfig *rest.Config
 }
 
 // Setup registers a Bundle and a BundleDeployment reconciler for every class.
@@ -114,7 +119,11 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	if opts.Loader == nil {
 		opts.Loader = opts.Storage
 	}
-	releases, err := release.NewManager(mgr.GetConfig(), opts.Namespace, release.WithMaxRecordBytes(opts.MaxReleaseBytes))
+	cfg := opts.RESTConfig
+	if cfg == nil {
+		cfg = mgr.GetConfig()
+	}
+	releases, err := release.NewManager(cfg, opts.Namespace, release.WithMaxRecordBytes(opts.MaxReleaseBytes))
 	if err != nil {
 		return err
 	}

@@ -33,6 +33,7 @@ import (
 	"github.com/rukpak-dev/rukpak/internal/crdupgrade"
 	"github.com/rukpak-dev/rukpak/internal/idlemem"
 	"github.com/rukpak-dev/rukpak/internal/lazylog"
+	"github.com/rukpak-dev/rukpak/internal/leanmeta"
 	"github.com/rukpak-dev/rukpak/internal/memlimit"
 	"github.com/rukpak-dev/rukpak/internal/securemetrics"
 	"github.com/rukpak-dev/rukpak/internal/selfsigned"
@@ -219,7 +220,10 @@ func run(ctx context.Context, o options) error {
 	for obj, by := range sh.ByObject() {
 		byObject[obj] = by
 	}
-	mgr, err := ctrl.NewManager(cfg, manager.Options{
+	// Metadata answers (watches, lists, applies) arrive without managed
+	// fields: every cache transform drops them anyway. Release records and
+	// Helm keep the plain config: Helm's child renderer is handed it.
+	mgr, err := ctrl.NewManager(leanmeta.Config(cfg), manager.Options{
 		Scheme:                        scheme,
 		Metrics:                       securemetrics.Options(o.metricsAddr, o.metricsCertDir),
 		HealthProbeBindAddress:        o.probeAddr,
@@ -303,6 +307,7 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	if err := provisioner.Setup(mgr, provisioner.Options{
+		RESTConfig:             cfg,
 		Classes:                classes,
 		Namespace:              o.namespace,
 		Unpacker:               unpacker,

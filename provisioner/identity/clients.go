@@ -10,6 +10,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/lru"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rukpak-dev/rukpak/internal/leanmeta"
 )
 
 // DefaultCachedClients bounds the impersonating clients kept: each is a
@@ -56,7 +58,7 @@ func (c *Clients) For(sa ServiceAccount) (client.Client, error) {
 	// The TLS transport underneath is client-go's cached one for this
 	// config's TLS settings: shared by every identity, no connections
 	// leak per client.
-	hc, err := rest.HTTPClientFor(cfg)
+	hc, err := rest.HTTPClientFor(leanmeta.Config(cfg))
 	if err != nil {
 		return nil, fmt.Errorf("creating client for service account %s: %w", sa, err)
 	}

@@ -33,6 +33,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/rukpak-dev/rukpak/internal/jsonmap"
+	"github.com/rukpak-dev/rukpak/internal/leanmeta"
 	"github.com/rukpak-dev/rukpak/internal/memomapper"
 	"github.com/rukpak-dev/rukpak/internal/objmeta"
 	"github.com/rukpak-dev/rukpak/provisioner/memo"
@@ -108,7 +109,9 @@ func NewManager(cfg *rest.Config, namespace string, opts ...Option) (*Manager, e
 	if err := apiextensionsv1.AddToScheme(scheme); err != nil {
 		return nil, err
 	}
-	hc, err := rest.HTTPClientFor(cfg)
+	// Metadata answers (ownership checks, applies) without managed fields:
+	// nothing here reads them. Helm's getter keeps the plain config.
+	hc, err := rest.HTTPClientFor(leanmeta.Config(cfg))
 	if err != nil {
 		return nil, fmt.Errorf("creating HTTP client: %w", err)
 	}
@@ -124,7 +127,7 @@ func NewManager(cfg *rest.Config, namespace string, opts ...Option) (*Manager, e
 	}
 	kc := kube.New(getter)
 	kc.Namespace = namespace
-	mc, err := metadata.NewForConfig(cfg)
+	mc, err := metadata.NewForConfigAndClient(cfg, hc)
 	if err != nil {
 		return nil, fmt.Errorf("creating metadata client: %w", err)
 	}

@@ -1,0 +1,217 @@
+package leanmeta
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"io"
+	"mime"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/transport"
+)
+
+const (
+	// maxAnswer bounds an answer rewritten whole (an object or a list
+	// page); a larger one is passed on as it comes, read once, never held.
+	maxAnswer = 64 << 20
+	// maxFrame bounds a watch event rewritten; a larger one is passed on
+	// as it comes. An object in etcd is at most a few MiB.
+	maxFrame = 16 << 20
+	// keptBuffer is the largest buffer kept for the next answer or event:
+	// a CRD's event can be megabytes, most are a few hundred bytes.
+	keptBuffer = 256 << 10
+)
+
+// Config returns a copy of cfg whose clients' metadata-only answers come
+// without managedFields.
+func Config(cfg *rest.Config) *rest.Config {
+	cfg = rest.CopyConfig(cfg)
+	cfg.WrapTransport = transport.Wrappers(cfg.WrapTransport, Wrap)
+	return cfg
+}
+
+// Wrap returns a RoundTripper that drops managedFields from the
+// metadata-only protobuf answers of rt: objects, lists and watch events.
+// Wrapping twice is wrapping once.
+func Wrap(rt http.RoundTripper) http.RoundTripper {
+	if _, ok := rt.(*roundTripper); ok {
+		return rt
+	}
+	return &roundTripper{next: rt}
+}
+
+type roundTripper struct{ next http.RoundTripper }
+
+// WrappedRoundTripper lets client-go find the transport underneath.
+func (t *roundTripper) WrappedRoundTripper() http.RoundTripper { return t.next }
+
+func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := t.next.RoundTrip(req)
+	if err != nil || resp.Body == nil || !strings.Contains(req.Header.Get("Accept"), "as=PartialObjectMetadata") {
+		return resp, err
+	}
+	media, params, perr := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	if perr != nil || media != "application/vnd.kubernetes.protobuf" {
+		return resp, nil
+	}
+	if params["stream"] == "watch" {
+		resp.Body = &watchBody{body: resp.Body}
+		return resp, nil
+	}
+	return leanAnswer(resp), nil
+}
+
+// buffers holds the read and write buffers of answers and events.
+var buffers = sync.Pool{New: func() any { return new([]byte) }}
+
+func getBuffer() *[]byte { return buffers.Get().(*[]byte) }
+
+func putBuffer(b *[]byte) {
+	if cap(*b) > keptBuffer {
+		return
+	}
+	*b = (*b)[:0]
+	buffers.Put(b)
+}
+
+// leanAnswer rewrites resp's body whole, if it is small enough.
+func leanAnswer(resp *http.Response) *http.Response {
+	in := getBuffer()
+	buf := bytes.NewBuffer((*in)[:0])
+	_, err := buf.ReadFrom(io.LimitReader(resp.Body, maxAnswer+1))
+	*in = buf.Bytes()
+	switch {
+	case err != nil:
+		// What was read, then the error, as client-go would have seen it.
+		resp.Body = &bufferedBody{Reader: io.MultiReader(bytes.NewReader(*in), errReader{err}), closer: resp.Body, buf: in}
+		return resp
+	case len(*in) > maxAnswer:
+		resp.Body = &bufferedBody{Reader: io.MultiReader(bytes.NewReader(*in), resp.Body), closer: resp.Body, buf: in}
+		return resp
+	}
+	_ = resp.Body.Close()
+	out := getBuffer()
+	lean, ok := appendObject((*out)[:0], *in)
+	if !ok {
+		putBuffer(out)
+		resp.Body = &bufferedBody{Reader: bytes.NewReader(*in), buf: in}
+		return resp
+	}
+	putBuffer(in)
+	*out = lean
+	resp.Body = &bufferedBody{Reader: bytes.NewReader(lean), buf: out}
+	resp.ContentLength = int64(len(lean))
+	resp.Header.Del("Content-Length")
+	return resp
+}
+
+// bufferedBody serves an answer from a pooled buffer, given back on Close.
+type bufferedBody struct {
+	io.Reader
+	closer io.Closer
+	mu     sync.Mutex
+	buf    *[]byte
+}
+
+func (b *bufferedBody) Read(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.Reader.Read(p)
+}
+
+func (b *bufferedBody) Close() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.buf != nil {
+		b.Reader = eofReader{}
+		putBuffer(b.buf)
+		b.buf = nil
+	}
+	if b.closer != nil {
+		return b.closer.Close()
+	}
+	return nil
+}
+
+type errReader struct{ err error }
+
+func (r errReader) Read([]byte) (int, error) { return 0, r.err }
+
+type eofReader struct{}
+
+func (eofReader) Read([]byte) (int, error) { return 0, io.EOF }
+
+// watchBody rewrites a protobuf watch stream event by event. Each event is
+// a frame: its length as four bytes, big-endian, then a metav1.WatchEvent.
+type watchBody struct {
+	body    io.ReadCloser
+	out     []byte // the current frame, rewritten
+	pending []byte // what of it is still to be read
+	raw     int64  // bytes of an oversized frame still to pass on
+	err     error  // the body's error, once pending is read
+}
+
+func (w *watchBody) Read(p []byte) (int, error) {
+	for len(w.pending) == 0 {
+		switch {
+		case w.raw > 0:
+			n, err := w.body.Read(p[:min(int64(len(p)), w.raw)])
+			w.raw -= int64(n)
+			return n, err
+		case w.err != nil:
+			return 0, w.err
+		}
+		w.next()
+	}
+	n := copy(p, w.pending)
+	w.pending = w.pending[n:]
+	return n, nil
+}
+
+// next reads the next frame into pending: rewritten if it can be, else as
+// it came. A frame over maxFrame is passed on as it is read.
+func (w *watchBody) next() {
+	if cap(w.out) > keptBuffer {
+		w.out = nil
+	}
+	var header [4]byte
+	n, err := io.ReadFull(w.body, header[:])
+	if err != nil {
+		w.out = append(w.out[:0], header[:n]...)
+		w.pending, w.err = w.out, err
+		return
+	}
+	size := binary.BigEndian.Uint32(header[:])
+	w.out = append(w.out[:0], header[:]...)
+	if size > maxFrame {
+		w.pending, w.raw = w.out, int64(size)
+		return
+	}
+	in := getBuffer()
+	defer putBuffer(in)
+	*in = slices.Grow((*in)[:0], int(size))[:size]
+	if n, err = io.ReadFull(w.body, *in); err != nil {
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		w.out = append(w.out, (*in)[:n]...)
+		w.pending, w.err = w.out, err
+		return
+	}
+	if lean, ok := appendWatchEvent(w.out, *in); ok {
+		binary.BigEndian.PutUint32(lean, uint32(len(lean)-len(header)))
+		w.out = lean
+	} else {
+		w.out = append(w.out[:len(header)], *in...)
+	}
+	w.pending = w.out
+}
+
+// Close closes the stream. Its buffer is left to the collector: client-go
+// stops a watch from another goroutine than the one reading it.
+func (w *watchBody) Close() error { return w.body.Close() }

@@ -9,6 +9,7 @@
 package memomapper
 
 import (
+	"slices"
 	"sync"
 	"time"
 
@@ -87,6 +88,24 @@ func (m *Mapper) RESTMapping(gk schema.GroupKind, versions ...string) (*meta.RES
 	m.mappings[k] = entry{mapping: *mapping, expires: now.Add(m.ttl)}
 	m.mu.Unlock()
 	return mapping, nil
+}
+
+// Forget forgets the mappings of the kinds of groups, and resets the
+// mapper underneath if it can be. Kinds of other groups stay remembered:
+// a bundle's new CRDs change the mappings of their own groups only, and
+// forgetting all of them on every install of a fleet had every apply ask
+// the mapper underneath again.
+func (m *Mapper) Forget(groups ...string) {
+	m.mu.Lock()
+	for k := range m.mappings {
+		if slices.Contains(groups, k.gk.Group) {
+			delete(m.mappings, k)
+		}
+	}
+	m.mu.Unlock()
+	if r, ok := m.RESTMapper.(meta.ResettableRESTMapper); ok {
+		r.Reset()
+	}
 }
 
 // Reset forgets every mapping, and resets the mapper underneath if it can

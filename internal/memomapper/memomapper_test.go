@@ -77,10 +77,23 @@ func TestMapper(t *testing.T) {
 	if under.asked != 7 {
 		t.Errorf("asked %d times, want 7 (several versions pass through)", under.asked)
 	}
-	// Reset forgets, and resets the mapper underneath.
-	m.Reset()
+	// Forget forgets the groups named only, and resets the mapper
+	// underneath.
+	under.Add(widgets, meta.RESTScopeNamespace)
+	if _, err := ask(widgets); err != nil || under.asked != 8 {
+		t.Fatalf("widgets: %v, asked %d times, want 8", err, under.asked)
+	}
+	m.Forget(widgets.Group)
 	if _, err := ask(deployments); err != nil || under.asked != 8 || under.reset != 1 {
-		t.Errorf("after Reset: %v, asked %d times, reset %d; want 8, 1", err, under.asked, under.reset)
+		t.Errorf("after forgetting another group: %v, asked %d times, reset %d; want 8, 1", err, under.asked, under.reset)
+	}
+	if _, err := ask(widgets); err != nil || under.asked != 9 {
+		t.Errorf("after forgetting its group: %v, asked %d times, want 9", err, under.asked)
+	}
+	// Reset forgets all, and resets the mapper underneath.
+	m.Reset()
+	if _, err := ask(deployments); err != nil || under.asked != 10 || under.reset != 2 {
+		t.Errorf("after Reset: %v, asked %d times, reset %d; want 10, 2", err, under.asked, under.reset)
 	}
 }
 

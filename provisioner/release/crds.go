@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rukpak-dev/rukpak/internal/jsonskim"
+	"github.com/rukpak-dev/rukpak/internal/memomapper"
 )
 
 // Helm's ownership metadata: an existing object carrying it for this release
@@ -65,9 +66,16 @@ func (m *Manager) waitEstablished(ctx context.Context, crds []*unstructured.Unst
 	}
 	if len(crds) > 0 {
 		m.getter.Reset()
-		// The client's mappings too (memomapper): a CRD created again
-		// may serve other versions or another scope.
-		if r, ok := m.client.RESTMapper().(meta.ResettableRESTMapper); ok {
+		// The client's mappings of these CRDs' groups too: a CRD created
+		// again may serve other versions or another scope.
+		switch r := m.client.RESTMapper().(type) {
+		case *memomapper.Mapper:
+			groups := make([]string, 0, len(crds))
+			for _, crd := range crds {
+				groups = append(groups, crdKind(crd).Group)
+			}
+			r.Forget(groups...)
+		case meta.ResettableRESTMapper:
 			r.Reset()
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	"strconv"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 )
@@ -63,6 +64,31 @@ func (c *Client) Page(ctx context.Context, path string, opts metav1.ListOptions)
 		req = req.Param("labelSelector", opts.LabelSelector)
 	}
 	return req.Stream(ctx)
+}
+
+// Object reads the object named name of resource (in namespace, "" for a
+// cluster-scoped one) as JSON, at most maxBytes of it (a larger one is a
+// TooLargeError). The request builder checks that namespace and name are
+// path segments.
+func (c *Client) Object(ctx context.Context, resource schema.GroupVersionResource, namespace, name string, maxBytes int64) ([]byte, error) {
+	prefix := "/apis/" + resource.Group + "/" + resource.Version
+	if resource.Group == "" {
+		prefix = "/api/" + resource.Version
+	}
+	body, err := c.REST.Get().AbsPath(prefix).NamespaceIfScoped(namespace, namespace != "").
+		Resource(resource.Resource).Name(name).SetHeader("Accept", "application/json").Stream(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = body.Close() }()
+	raw, err := io.ReadAll(io.LimitReader(body, maxBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(raw)) > maxBytes {
+		return nil, &TooLargeError{Name: ObjectName(raw), Limit: maxBytes}
+	}
+	return raw, nil
 }
 
 // All reads every page of the list at path, limit items per page, calling

@@ -4,8 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/rest"
 )
 
 func TestItems(t *testing.T) {
@@ -52,5 +59,50 @@ func TestObjectName(t *testing.T) {
 		if got := ObjectName([]byte(in)); got != want {
 			t.Errorf("ObjectName(%s) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+func TestObject(t *testing.T) {
+	var paths []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		paths = append(paths, r.URL.Path)
+		w.Header().Set("Content-Type", "application/json")
+		switch r.URL.Path {
+		case "/apis/apps/v1/namespaces/ns/deployments/web":
+			_, _ = io.WriteString(w, `{"kind":"Deployment","metadata":{"name":"web","namespace":"ns"}}`)
+		case "/api/v1/nodes/big":
+			_, _ = io.WriteString(w, `{"metadata":{"name":"big"},"data":"`+strings.Repeat("x", 200)+`"}`)
+		default:
+			w.WriteHeader(http.StatusNotFound)
+			_, _ = io.WriteString(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"NotFound","code":404}`)
+		}
+	}))
+	defer srv.Close()
+	c, err := New(&rest.Config{Host: srv.URL}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	deployments := schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
+	raw, err := c.Object(ctx, deployments, "ns", "web", 1<<20)
+	if err != nil || !strings.Contains(string(raw), `"name":"web"`) {
+		t.Fatalf("got %s, %v", raw, err)
+	}
+	if _, err := c.Object(ctx, deployments, "ns", "gone", 1<<20); !apierrors.IsNotFound(err) {
+		t.Errorf("absent object: %v, want NotFound", err)
+	}
+	var tooLarge *TooLargeError
+	if _, err := c.Object(ctx, schema.GroupVersionResource{Version: "v1", Resource: "nodes"}, "", "big", 100); !errors.As(err, &tooLarge) || tooLarge.Name != "big" {
+		t.Errorf("object over the bound: %v", err)
+	}
+	// Names and namespaces from a bundle never walk out of their segment.
+	asked := len(paths)
+	for _, bad := range [][2]string{{"ns", "../../../api/v1/secrets"}, {"ns", "a/b"}, {"..", "web"}, {"ns/x", "web"}, {"ns", ".."}} {
+		if _, err := c.Object(ctx, deployments, bad[0], bad[1], 1<<20); err == nil {
+			t.Errorf("namespace %q name %q: read", bad[0], bad[1])
+		}
+	}
+	if len(paths) != asked {
+		t.Errorf("requests made for invalid names: %q", paths[asked:])
 	}
 }

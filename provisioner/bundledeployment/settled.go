@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
 	"github.com/rukpak-dev/rukpak/provisioner/health"
@@ -377,9 +376,8 @@ func (t *Tracker) settledVerdict(ctx context.Context, owner string, want *unstru
 	if !trusted || !applied {
 		return observation{}, false
 	}
-	live := &unstructured.Unstructured{}
-	live.SetGroupVersionKind(want.GroupVersionKind())
-	if err := t.reader.Get(ctx, client.ObjectKeyFromObject(want), live); err != nil {
+	live, err := t.read(ctx, want)
+	if err != nil {
 		return observation{}, false
 	}
 	if live.GetUID() != spec.uid || live.GetGeneration() != spec.generation || live.GetDeletionTimestamp() != nil {

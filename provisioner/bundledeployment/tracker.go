@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
+	"github.com/rukpak-dev/rukpak/internal/jsonmap"
 	"github.com/rukpak-dev/rukpak/internal/liststream"
 	"github.com/rukpak-dev/rukpak/provisioner/health"
 	"github.com/rukpak-dev/rukpak/provisioner/memo"
@@ -45,8 +46,7 @@ import (
 // judged, and remember the verdict (observed), so a steady state costs no
 // reads.
 type Tracker struct {
-	cache  cache.Cache
-	reader client.Reader
+	cache cache.Cache
 	// lists and mapper read installed objects in bulk (judgeInBulk).
 	lists      *liststream.Client
 	mapper     meta.RESTMapper
@@ -93,7 +93,6 @@ func newTracker(mgr ctrl.Manager) (*Tracker, error) {
 	}
 	return &Tracker{
 		cache:    c,
-		reader:   mgr.GetAPIReader(),
 		lists:    lists,
 		mapper:   mgr.GetRESTMapper(),
 		watched:  map[schema.GroupVersionKind]bool{},
@@ -424,14 +423,33 @@ func (t *Tracker) Observe(ctx context.Context, owner string, want *unstructured.
 		t.remember(owner, key, o)
 		return o, nil
 	}
-	live := &unstructured.Unstructured{}
-	live.SetGroupVersionKind(want.GroupVersionKind())
-	if err := t.reader.Get(ctx, client.ObjectKeyFromObject(want), live); err != nil {
+	live, err := t.read(ctx, want)
+	if err != nil {
 		return observation{}, err
 	}
 	o = judge(want, live, false)
 	t.remember(owner, key, o)
 	return o, nil
+}
+
+// read reads want's live object from the API server, decoded as listed
+// objects are (eachLive): without managedFields, which neither drift nor
+// health reads and which are as large as the fields applied.
+func (t *Tracker) read(ctx context.Context, want *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	gvk := want.GroupVersionKind()
+	mapping, err := t.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		return nil, err
+	}
+	namespace := ""
+	if mapping.Scope.Name() == meta.RESTScopeNameNamespace {
+		namespace = want.GetNamespace()
+	}
+	raw, err := t.lists.Object(ctx, mapping.Resource, namespace, want.GetName(), liststream.MaxObjectBytes)
+	if err != nil {
+		return nil, err
+	}
+	return decodeLive(jsonmap.UnmarshalLive, raw, gvk)
 }
 
 func (t *Tracker) remember(owner string, key objectKey, o observation) {

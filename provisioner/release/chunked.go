@@ -459,6 +459,9 @@ func (d *chunkedSecrets) encode(rls *helmrelease.Release) ([]byte, error) {
 		return nil, fmt.Errorf("%w: release %q revision %d has a %d-byte manifest, more than the maximum of %d bytes", ErrRecordTooLarge, rls.Name, rls.Version, len(rls.Manifest), d.maxRecordBytes)
 	}
 	var buf bytes.Buffer
+	// Grown once to about the compressed size (JSON manifests compress
+	// five to ten times) rather than doubled up to it.
+	buf.Grow(len(rls.Manifest)/6 + 4<<10)
 	zw := newRecordWriter(&buf)
 	defer putRecordWriter(zw)
 	cw := &countingWriter{w: zw}

@@ -101,7 +101,13 @@ func NewManager(cfg *rest.Config, namespace string, opts ...Option) (*Manager, e
 	if err != nil {
 		return nil, fmt.Errorf("creating discovery client: %w", err)
 	}
-	cs, err := kubernetes.NewForConfig(cfg)
+	// Release records in protobuf: a record's compressed release travels
+	// as its bytes, where JSON base64-encodes what Helm already did (each
+	// write and read encoded and decoded a third more, twice).
+	recordsCfg := rest.CopyConfig(cfg)
+	recordsCfg.ContentType = runtime.ContentTypeProtobuf
+	recordsCfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+	cs, err := kubernetes.NewForConfig(recordsCfg)
 	if err != nil {
 		return nil, fmt.Errorf("creating clientset: %w", err)
 	}

@@ -36,6 +36,7 @@ import (
 	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
 	"github.com/rukpak-dev/rukpak/internal/crdupgrade"
 	"github.com/rukpak-dev/rukpak/internal/objmeta"
+	"github.com/rukpak-dev/rukpak/internal/statuspatch"
 	"github.com/rukpak-dev/rukpak/provisioner/catalogsource"
 	"github.com/rukpak-dev/rukpak/provisioner/conditions"
 	"github.com/rukpak-dev/rukpak/provisioner/finalizer"
@@ -250,7 +251,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			return nil
 		}
 		from := bd.ResourceVersion
-		if err := r.Client.Status().Patch(ctx, bd, client.MergeFrom(before)); err != nil {
+		if err := r.Client.Status().Patch(ctx, bd, statuspatch.MergeFrom(before.Status, bd.Status)); err != nil {
 			if apierrors.IsNotFound(err) {
 				return nil
 			}

@@ -33,6 +33,7 @@ import (
 	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
 	"github.com/rukpak-dev/rukpak/catalog/fbc"
 	"github.com/rukpak-dev/rukpak/internal/backoff"
+	"github.com/rukpak-dev/rukpak/internal/statuspatch"
 	"github.com/rukpak-dev/rukpak/provisioner/conditions"
 	"github.com/rukpak-dev/rukpak/provisioner/finalizer"
 	"github.com/rukpak-dev/rukpak/storage"
@@ -424,7 +425,7 @@ func (r *Reconciler) updateStatus(ctx context.Context, before, after *rukpakv1al
 	if equality.Semantic.DeepEqual(before.Status, after.Status) {
 		return nil
 	}
-	if err := r.Client.Status().Patch(ctx, after, client.MergeFrom(before)); err != nil {
+	if err := r.Client.Status().Patch(ctx, after, statuspatch.MergeFrom(before.Status, after.Status)); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}

@@ -4,6 +4,7 @@ package provisioner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"strings"
@@ -110,7 +111,8 @@ type Options struct {
 	ObjectCacheBytes int64
 	// RESTConfig is the API server's config for release records and Helm,
 	// without the manager's transport wrappers (Helm's child renderer
-	// cannot be handed those); nil means the manager's.
+	// cannot be handed those); nil means the manager's, which must then
+	// have none.
 	RESTConfig *rest.Config
 }
 
@@ -122,6 +124,11 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	cfg := opts.RESTConfig
 	if cfg == nil {
 		cfg = mgr.GetConfig()
+		if cfg.WrapTransport != nil {
+			// Helm's child renderer refuses such a config: every chart
+			// would fail to render.
+			return errors.New("provisioner options: RESTConfig is required when the manager's config wraps its transport")
+		}
 	}
 	releases, err := release.NewManager(cfg, opts.Namespace, release.WithMaxRecordBytes(opts.MaxReleaseBytes))
 	if err != nil {

@@ -85,8 +85,12 @@ func appendObjectMeta(dst, b []byte) ([]byte, bool) {
 		if !ok {
 			return dst, false
 		}
-		if f.num != objectMetaManaged {
+		switch {
+		case f.num != objectMetaManaged:
 			dst = append(dst, b[:f.len]...)
+		case f.typ != protowire.BytesType:
+			// Not what the API server sends: left for the decoder to refuse.
+			return dst, false
 		}
 		b = b[f.len:]
 	}

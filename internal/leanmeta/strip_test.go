@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/encoding/protowire"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
@@ -321,4 +322,65 @@ func TestRoundTripperChoosesAnswers(t *testing.T) {
 			t.Fatalf("read %d bytes, %v; want 10 and %v", len(out), err, boom)
 		}
 	})
+}
+
+// Watches are known by their request, and an answer not read whole here
+// is passed on unread.
+func TestRoundTripperPassesOnUnread(t *testing.T) {
+	accept := "application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
+	for _, tc := range []struct {
+		name, url, contentType string
+		length                 int64
+	}{
+		{"watch answered without stream=watch", "https://x.invalid/api/v1/configmaps?watch=true", "application/vnd.kubernetes.protobuf", -1},
+		{"old watch path", "https://x.invalid/api/v1/watch/configmaps", "application/vnd.kubernetes.protobuf", -1},
+		{"a stream answering a request that is no watch", "https://x.invalid/api/v1/configmaps", "application/vnd.kubernetes.protobuf;stream=watch", -1},
+		{"longer than an answer rewritten whole", "https://x.invalid/api/v1/configmaps", "application/vnd.kubernetes.protobuf", maxAnswer + 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pr, pw := io.Pipe() // never written: reading it would block
+			defer func() { _ = pw.Close() }()
+			rt := Wrap(roundTripFunc(func(*http.Request) (*http.Response, error) {
+				return &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {tc.contentType}}, ContentLength: tc.length, Body: pr}, nil
+			}))
+			req, _ := http.NewRequest(http.MethodGet, tc.url, nil)
+			req.Header.Set("Accept", accept)
+			done := make(chan *http.Response, 1)
+			go func() {
+				resp, _ := rt.RoundTrip(req)
+				done <- resp
+			}()
+			select {
+			case resp := <-done:
+				if resp.Body != io.ReadCloser(pr) {
+					t.Fatalf("body wrapped: %T", resp.Body)
+				}
+			case <-time.After(time.Minute):
+				t.Fatal("RoundTrip read the answer")
+			}
+		})
+	}
+}
+
+// managedFields the API server would not send (not length-delimited) are
+// left for the decoder to refuse, not dropped.
+func TestMalformedManagedFieldsNotDropped(t *testing.T) {
+	meta := protowire.AppendTag(nil, 1, protowire.BytesType) // name: "n"
+	meta = protowire.AppendString(meta, "n")
+	meta = protowire.AppendTag(meta, objectMetaManaged, protowire.VarintType)
+	meta = protowire.AppendVarint(meta, 1)
+	b := protowire.AppendTag(nil, partialMetadata, protowire.BytesType)
+	b = protowire.AppendBytes(b, meta)
+	if _, ok := appendPartial(nil, b); ok {
+		t.Fatal("rewrote managedFields of the wrong wire type")
+	}
+	// The same, length-delimited, is dropped.
+	meta = protowire.AppendTag(meta[:3], objectMetaManaged, protowire.BytesType)
+	meta = protowire.AppendBytes(meta, []byte{0x0a, 0x01, 'm'})
+	b = protowire.AppendBytes(protowire.AppendTag(nil, partialMetadata, protowire.BytesType), meta)
+	out, ok := appendPartial(nil, b)
+	want := protowire.AppendBytes(protowire.AppendTag(nil, partialMetadata, protowire.BytesType), meta[:3])
+	if !ok || !bytes.Equal(out, want) {
+		t.Fatalf("rewrote to %x, want %x", out, want)
+	}
 }

@@ -17,7 +17,8 @@ import (
 
 const (
 	// maxAnswer bounds an answer rewritten whole (an object or a list
-	// page); a larger one is passed on as it comes, read once, never held.
+	// page); a larger one is passed on: as it comes if its length is
+	// known, else what was read of it first, then the rest.
 	maxAnswer = 64 << 20
 	// maxFrame bounds a watch event rewritten; a larger one is passed on
 	// as it comes. An object in etcd is at most a few MiB.
@@ -59,11 +60,26 @@ func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	if perr != nil || media != "application/vnd.kubernetes.protobuf" {
 		return resp, nil
 	}
-	if params["stream"] == "watch" {
+	// A watch is known by its request: its answer is never read whole
+	// here, whatever its Content-Type says.
+	switch stream := params["stream"] == "watch"; {
+	case isWatch(req) && stream:
 		resp.Body = &watchBody{body: resp.Body}
+		return resp, nil
+	case isWatch(req) || stream:
 		return resp, nil
 	}
 	return leanAnswer(resp), nil
+}
+
+// isWatch says whether req asks for a watch: ?watch=true (or 1), or the
+// old /watch/ paths.
+func isWatch(req *http.Request) bool {
+	if w := req.URL.Query().Get("watch"); w == "true" || w == "1" {
+		return true
+	}
+	p := req.URL.Path
+	return strings.HasPrefix(p, "/api/") && strings.Contains(p, "/watch/") || strings.HasPrefix(p, "/apis/") && strings.Contains(p, "/watch/")
 }
 
 // buffers holds the read and write buffers of answers and events.
@@ -81,17 +97,23 @@ func putBuffer(b *[]byte) {
 
 // leanAnswer rewrites resp's body whole, if it is small enough.
 func leanAnswer(resp *http.Response) *http.Response {
+	if resp.ContentLength > maxAnswer {
+		return resp
+	}
 	in := getBuffer()
 	buf := bytes.NewBuffer((*in)[:0])
+	if resp.ContentLength > 0 {
+		buf.Grow(int(resp.ContentLength) + bytes.MinRead)
+	}
 	_, err := buf.ReadFrom(io.LimitReader(resp.Body, maxAnswer+1))
 	*in = buf.Bytes()
 	switch {
 	case err != nil:
 		// What was read, then the error, as client-go would have seen it.
-		resp.Body = &bufferedBody{Reader: io.MultiReader(bytes.NewReader(*in), errReader{err}), closer: resp.Body, buf: in}
+		resp.Body = passedOn{Reader: io.MultiReader(bytes.NewReader(*in), errReader{err}), Closer: resp.Body}
 		return resp
 	case len(*in) > maxAnswer:
-		resp.Body = &bufferedBody{Reader: io.MultiReader(bytes.NewReader(*in), resp.Body), closer: resp.Body, buf: in}
+		resp.Body = passedOn{Reader: io.MultiReader(bytes.NewReader(*in), resp.Body), Closer: resp.Body}
 		return resp
 	}
 	_ = resp.Body.Close()
@@ -110,12 +132,19 @@ func leanAnswer(resp *http.Response) *http.Response {
 	return resp
 }
 
-// bufferedBody serves an answer from a pooled buffer, given back on Close.
+// passedOn is an answer passed on as it came: what was read of it, then
+// the rest (or the error reading it).
+type passedOn struct {
+	io.Reader
+	io.Closer
+}
+
+// bufferedBody serves an answer read whole from a pooled buffer, given
+// back on Close.
 type bufferedBody struct {
 	io.Reader
-	closer io.Closer
-	mu     sync.Mutex
-	buf    *[]byte
+	mu  sync.Mutex
+	buf *[]byte
 }
 
 func (b *bufferedBody) Read(p []byte) (int, error) {
@@ -131,9 +160,6 @@ func (b *bufferedBody) Close() error {
 		b.Reader = eofReader{}
 		putBuffer(b.buf)
 		b.buf = nil
-	}
-	if b.closer != nil {
-		return b.closer.Close()
 	}
 	return nil
 }
@@ -194,12 +220,11 @@ func (w *watchBody) next() {
 	}
 	in := getBuffer()
 	defer putBuffer(in)
-	*in = slices.Grow((*in)[:0], int(size))[:size]
-	if n, err = io.ReadFull(w.body, *in); err != nil {
+	if *in, err = readFrame((*in)[:0], w.body, int(size)); err != nil {
 		if errors.Is(err, io.EOF) {
 			err = io.ErrUnexpectedEOF
 		}
-		w.out = append(w.out, (*in)[:n]...)
+		w.out = append(w.out, *in...)
 		w.pending, w.err = w.out, err
 		return
 	}
@@ -210,6 +235,22 @@ func (w *watchBody) next() {
 		w.out = append(w.out[:len(header)], *in...)
 	}
 	w.pending = w.out
+}
+
+// readFrame appends size bytes of r to buf, growing it as they arrive
+// rather than at once to what a frame's header claims.
+func readFrame(buf []byte, r io.Reader, size int) ([]byte, error) {
+	for len(buf) < size {
+		if len(buf) == cap(buf) {
+			buf = slices.Grow(buf, min(size-len(buf), max(cap(buf), 4<<10)))
+		}
+		n, err := r.Read(buf[len(buf):min(cap(buf), size)])
+		buf = buf[:len(buf)+n]
+		if err != nil && len(buf) < size {
+			return buf, err
+		}
+	}
+	return buf, nil
 }
 
 // Close closes the stream. Its buffer is left to the collector: client-go

@@ -432,6 +432,11 @@ func (t *Tracker) Observe(ctx context.Context, owner string, want *unstructured.
 	return o, nil
 }
 
+// maxLiveObjectBytes bounds an installed object read back whole. etcd
+// holds objects of at most 1.5 MiB by default, which JSON with managed
+// fields makes a few times larger; the read is transient.
+const maxLiveObjectBytes = 16 << 20
+
 // read reads want's live object from the API server, decoded as listed
 // objects are (eachLive): without managedFields, which neither drift nor
 // health reads and which are as large as the fields applied.
@@ -445,7 +450,7 @@ func (t *Tracker) read(ctx context.Context, want *unstructured.Unstructured) (*u
 	if mapping.Scope.Name() == meta.RESTScopeNameNamespace {
 		namespace = want.GetNamespace()
 	}
-	raw, err := t.lists.Object(ctx, mapping.Resource, namespace, want.GetName(), liststream.MaxObjectBytes)
+	raw, err := t.lists.Object(ctx, mapping.Resource, namespace, want.GetName(), maxLiveObjectBytes)
 	if err != nil {
 		return nil, err
 	}

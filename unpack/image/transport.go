@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
+	"time"
 
 	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
 	"github.com/rukpak-dev/rukpak/unpack"
@@ -67,6 +68,10 @@ func transportFor(src *rukpakv1alpha1.ImageSource) (*http.Transport, error) {
 	// TLS handshake again (~150 of them for sixty operators, ~50 kB of
 	// allocation each).
 	t.MaxIdleConnsPerHost = maxIdlePerRegistry
+	// Registries are the bundle authors' to choose: what idles is bounded
+	// per transport and let go sooner than the default 90 s.
+	t.MaxIdleConns = 2 * maxIdlePerRegistry
+	t.IdleConnTimeout = 30 * time.Second
 	tlsConfig := &tls.Config{MinVersion: tls.VersionTLS12}
 	if src.CertificateData != "" {
 		pool, err := x509.SystemCertPool()

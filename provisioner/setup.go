@@ -19,6 +19,7 @@ import (
 	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
 	"github.com/rukpak-dev/rukpak/catalog/fbc"
 	"github.com/rukpak-dev/rukpak/internal/crdupgrade"
+	"github.com/rukpak-dev/rukpak/internal/leanmeta"
 	"github.com/rukpak-dev/rukpak/provisioner/bundle"
 	"github.com/rukpak-dev/rukpak/provisioner/bundledeployment"
 	"github.com/rukpak-dev/rukpak/provisioner/catalog"
@@ -112,7 +113,7 @@ type Options struct {
 	// RESTConfig is the API server's config for release records and Helm,
 	// without the manager's transport wrappers (Helm's child renderer
 	// cannot be handed those); nil means the manager's, which must then
-	// have none.
+	// not be a leanmeta one.
 	RESTConfig *rest.Config
 }
 
@@ -124,10 +125,10 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	cfg := opts.RESTConfig
 	if cfg == nil {
 		cfg = mgr.GetConfig()
-		if cfg.WrapTransport != nil {
+		if leanmeta.Wrapped(cfg) {
 			// Helm's child renderer refuses such a config: every chart
 			// would fail to render.
-			return errors.New("provisioner options: RESTConfig is required when the manager's config wraps its transport")
+			return errors.New("provisioner options: RESTConfig is required when the manager's config drops managed fields (leanmeta)")
 		}
 	}
 	releases, err := release.NewManager(cfg, opts.Namespace, release.WithMaxRecordBytes(opts.MaxReleaseBytes))

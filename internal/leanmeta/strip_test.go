@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer/streaming"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/rest"
 )
 
 var scheme = func() *runtime.Scheme {
@@ -382,5 +383,27 @@ func TestMalformedManagedFieldsNotDropped(t *testing.T) {
 	want := protowire.AppendBytes(protowire.AppendTag(nil, partialMetadata, protowire.BytesType), meta[:3])
 	if !ok || !bytes.Equal(out, want) {
 		t.Fatalf("rewrote to %x, want %x", out, want)
+	}
+}
+
+func TestWrapped(t *testing.T) {
+	other := func(rt http.RoundTripper) http.RoundTripper { return roundTripFunc(rt.RoundTrip) }
+	plain := &rest.Config{Host: "https://x.invalid"}
+	withOther := rest.CopyConfig(plain)
+	withOther.WrapTransport = other
+	for _, tc := range []struct {
+		name string
+		cfg  *rest.Config
+		want bool
+	}{
+		{"plain", plain, false},
+		{"another wrapper", withOther, false},
+		{"leanmeta", Config(plain), true},
+		{"leanmeta over another wrapper", Config(withOther), true},
+		{"leanmeta twice", Config(Config(plain)), true},
+	} {
+		if got := Wrapped(tc.cfg); got != tc.want {
+			t.Errorf("%s: Wrapped = %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }

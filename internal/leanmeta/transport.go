@@ -46,6 +46,32 @@ func Wrap(rt http.RoundTripper) http.RoundTripper {
 	return &roundTripper{next: rt}
 }
 
+// Wrapped says whether cfg's transport goes through Wrap.
+func Wrapped(cfg *rest.Config) bool {
+	if cfg == nil || cfg.WrapTransport == nil {
+		return false
+	}
+	rt := cfg.WrapTransport(sentinel{})
+	for rt != nil {
+		if _, ok := rt.(*roundTripper); ok {
+			return true
+		}
+		w, ok := rt.(interface{ WrappedRoundTripper() http.RoundTripper })
+		if !ok {
+			return false
+		}
+		rt = w.WrappedRoundTripper()
+	}
+	return false
+}
+
+// sentinel is the transport Wrapped wraps to look at the wrappers.
+type sentinel struct{}
+
+func (sentinel) RoundTrip(*http.Request) (*http.Response, error) {
+	return nil, errors.New("leanmeta: not a transport")
+}
+
 type roundTripper struct{ next http.RoundTripper }
 
 // WrappedRoundTripper lets client-go find the transport underneath.

@@ -42,11 +42,9 @@ type Registry struct {
 
 	// advertise is the host (without port) the registry is named by;
 	// empty means 127.0.0.1.
-	advertise   string
-	server      *httptest.Server
-	blobPulls   atomic.Int64
-	connections atomic.Int64
-	closed      atomic.Int64
+	advertise string
+	server    *httptest.Server
+	blobPulls atomic.Int64
 }
 
 // Option configures a Registry.
@@ -99,14 +97,6 @@ func Start(opts ...Option) (*Registry, error) {
 	// Handshakes that tests make fail on purpose are not worth a log line.
 	r.server.Config.ErrorLog = log.New(io.Discard, "", 0)
 	r.server.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
-	r.server.Config.ConnState = func(_ net.Conn, s http.ConnState) {
-		switch s {
-		case http.StateNew:
-			r.connections.Add(1)
-		case http.StateClosed, http.StateHijacked:
-			r.closed.Add(1)
-		}
-	}
 	r.server.StartTLS()
 	_, port, err := net.SplitHostPort(ln.Addr().String())
 	if err != nil {
@@ -170,12 +160,6 @@ func (r *Registry) middleware(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, req)
 	})
-}
-
-// Connections counts the connections clients opened so far (each a TLS
-// handshake), and how many of them are closed.
-func (r *Registry) Connections() (opened, closed int64) {
-	return r.connections.Load(), r.closed.Load()
 }
 
 // BlobPulls counts blob downloads so far, to prove what a cache saved.

@@ -4,7 +4,6 @@ import (
 	"archive/tar"
 	"bytes"
 	"errors"
-	"fmt"
 	"io/fs"
 	"net/http"
 	"net/http/httptest"
@@ -454,41 +453,5 @@ func TestCachedImageNeedsAccess(t *testing.T) {
 				t.Fatalf("error %v, want it to mention %q", err, tc.wantErr)
 			}
 		})
-	}
-}
-
-// Unpacks from one registry at once reuse its connections: over HTTP/1.1
-// each pull holds one, and connections closed for want of idle room cost
-// the next request a TLS handshake.
-func TestConcurrentUnpacksReuseConnections(t *testing.T) {
-	reg := testregistry.New(t)
-	const n = 12
-	srcs := make([]rukpakv1alpha1.ImageSource, n)
-	for i := range srcs {
-		ref := reg.Ref(fmt.Sprintf("bundle-%d:v1", i))
-		reg.MustPush(t, ref, testregistry.Image(t, testregistry.Layer(t, map[string]string{"manifests/a.yaml": fmt.Sprint(i)})))
-		srcs[i] = rukpakv1alpha1.ImageSource{Ref: ref, CertificateData: string(reg.CAPEM)}
-	}
-	u := newUnpacker(t, unpack.Limits{})
-	openedBefore, closedBefore := reg.Connections()
-	for range 2 {
-		var wg sync.WaitGroup
-		for _, src := range srcs {
-			wg.Go(func() {
-				b := bundleFor(src)
-				b.Name = src.Ref
-				res, err := u.Unpack(t.Context(), b)
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				_ = res.Close()
-			})
-		}
-		wg.Wait()
-	}
-	// However many were open at once, all are kept for the next pulls.
-	if opened, closed := reg.Connections(); closed != closedBefore {
-		t.Errorf("two rounds of %d concurrent unpacks closed %d of the %d connections they opened: the next pulls pay their handshakes again", n, closed-closedBefore, opened-openedBefore)
 	}
 }

@@ -88,11 +88,11 @@ func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	// A watch is known by its request: its answer is never read whole
 	// here, whatever its Content-Type says.
-	switch stream := params["stream"] == "watch"; {
-	case isWatch(req) && stream:
+	switch watch, stream := isWatch(req), params["stream"] == "watch"; {
+	case watch && stream:
 		resp.Body = &watchBody{body: resp.Body}
 		return resp, nil
-	case isWatch(req) || stream:
+	case watch || stream:
 		return resp, nil
 	}
 	return leanAnswer(resp), nil
@@ -104,8 +104,7 @@ func isWatch(req *http.Request) bool {
 	if w := req.URL.Query().Get("watch"); w == "true" || w == "1" {
 		return true
 	}
-	p := req.URL.Path
-	return strings.HasPrefix(p, "/api/") && strings.Contains(p, "/watch/") || strings.HasPrefix(p, "/apis/") && strings.Contains(p, "/watch/")
+	return strings.HasPrefix(req.URL.Path, "/api") && strings.Contains(req.URL.Path, "/watch/")
 }
 
 // buffers holds the read and write buffers of answers and events.

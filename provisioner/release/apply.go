@@ -45,13 +45,13 @@ const FieldManager = "rukpak"
 // applies at a time, held several times a bundle's CRDs on the heap (a
 // CRD's schema can be 1 MB, and its managedFields repeat every field).
 func ApplyObject(ctx context.Context, c client.Client, o *unstructured.Unstructured) error {
-	_, err := applyObject(ctx, c, o)
+	_, err := applyObject(ctx, c, o, nil)
 	return err
 }
 
 // ApplyObjectAt is ApplyObject, returning where the apply left the object.
 func ApplyObjectAt(ctx context.Context, c client.Client, o *unstructured.Unstructured) (Applied, error) {
-	return applyObject(ctx, c, o)
+	return applyObject(ctx, c, o, nil)
 }
 
 // Applied is where an apply left an object: the object then holds exactly
@@ -72,10 +72,14 @@ type Applied struct {
 }
 
 // applyObject is ApplyObject, returning where the apply left the object.
-func applyObject(ctx context.Context, c client.Client, o *unstructured.Unstructured) (Applied, error) {
-	patch, err := jsonmap.Marshal(o.Object)
-	if err != nil {
-		return Applied{}, fmt.Errorf("encoding %s: %w", describe(o), err)
+// body is o's JSON if the caller has it (render), nil to encode it here.
+func applyObject(ctx context.Context, c client.Client, o *unstructured.Unstructured, body []byte) (Applied, error) {
+	patch := body
+	if patch == nil {
+		var err error
+		if patch, err = jsonmap.Marshal(o.Object); err != nil {
+			return Applied{}, fmt.Errorf("encoding %s: %w", describe(o), err)
+		}
 	}
 	answer := &metav1.PartialObjectMetadata{}
 	answer.SetGroupVersionKind(o.GroupVersionKind())
@@ -145,7 +149,7 @@ const applyConcurrency = 64
 // An object refused for fields the API server's schema does not declare is
 // applied without them (applyDropping), in place in objs; dropped collects
 // which.
-func (m *Manager) applyObjects(ctx context.Context, name string, objs, previous []*unstructured.Unstructured, dropped *droppedSet) error {
+func (m *Manager) applyObjects(ctx context.Context, name string, objs []*unstructured.Unstructured, sent bodies, previous []*unstructured.Unstructured, dropped *droppedSet) error {
 	var namespaces, crds, roles, rest []*unstructured.Unstructured
 	for _, o := range objs {
 		switch gk := o.GroupVersionKind().GroupKind(); {
@@ -159,10 +163,10 @@ func (m *Manager) applyObjects(ctx context.Context, name string, objs, previous 
 			rest = append(rest, o)
 		}
 	}
-	if err := m.applyWave(ctx, name, namespaces, dropped); err != nil {
+	if err := m.applyWave(ctx, name, namespaces, sent, dropped); err != nil {
 		return err
 	}
-	if err := m.applyWave(ctx, name, crds, dropped); err != nil {
+	if err := m.applyWave(ctx, name, crds, sent, dropped); err != nil {
 		return err
 	}
 	// The kinds of objects the rest of the release holds: those of its own
@@ -177,17 +181,17 @@ func (m *Manager) applyObjects(ctx context.Context, name string, objs, previous 
 	// Roles before bindings: the API server refuses a binding of a role
 	// that does not exist yet unless its creator may bind it, which an
 	// impersonated identity (As) usually may not.
-	if err := m.applyWave(ctx, name, roles, dropped); err != nil {
+	if err := m.applyWave(ctx, name, roles, sent, dropped); err != nil {
 		return err
 	}
 	// Webhook configurations and APIServices last: the API server calls
 	// what they name as soon as they exist, and objects they match
 	// (the serving certificate's Secret, for one) must not wait for it.
 	served, rest := servedFirst(rest)
-	if err := m.applyWave(ctx, name, rest, dropped); err != nil {
+	if err := m.applyWave(ctx, name, rest, sent, dropped); err != nil {
 		return err
 	}
-	if err := m.applyWave(ctx, name, served, dropped); err != nil {
+	if err := m.applyWave(ctx, name, served, sent, dropped); err != nil {
 		return err
 	}
 
@@ -223,7 +227,7 @@ func (m *Manager) applyObjects(ctx context.Context, name string, objs, previous 
 // the previous revision's record lists, whatever the object says: that is
 // how a rollback took over an object another release had installed since,
 // and how a record listing someone else's objects would hand them over.
-func (m *Manager) applyWave(ctx context.Context, name string, objs []*unstructured.Unstructured, dropped *droppedSet) error {
+func (m *Manager) applyWave(ctx context.Context, name string, objs []*unstructured.Unstructured, sent bodies, dropped *droppedSet) error {
 	existing, err := m.existing(ctx, objs)
 	if err != nil {
 		return err
@@ -246,7 +250,7 @@ func (m *Manager) applyWave(ctx context.Context, name string, objs []*unstructur
 			}
 			return fmt.Errorf("%s exists and is not managed by this release (%s/%s): delete it or remove it from the bundle", describe(o), m.namespace, name)
 		}
-		fields, at, err := applyDropping(ctx, m.client, o)
+		fields, at, err := applyDropping(ctx, m.client, o, sent[o])
 		if err != nil {
 			return fmt.Errorf("applying %s: %w", describe(o), err)
 		}

@@ -374,7 +374,7 @@ func (m *Manager) apply(ctx context.Context, name string, objs []*unstructured.U
 	defer m.records.untrack(name)
 
 	metrics.Step(metrics.StepRender)
-	manifest, err := Manifest(stamped, nil)
+	manifest, sent, err := render(stamped, nil, true)
 	if err != nil {
 		return nil, err
 	}
@@ -430,7 +430,7 @@ func (m *Manager) apply(ctx context.Context, name string, objs []*unstructured.U
 	res.Release = rel
 
 	var dropped droppedSet
-	applyErr := m.applyObjects(ctx, name, stamped, previous, &dropped)
+	applyErr := m.applyObjects(ctx, name, stamped, sent, previous, &dropped)
 	res.Dropped = dropped.sorted()
 	res.versions = dropped.versions
 	if applyErr == nil && len(res.Dropped) > 0 {
@@ -681,6 +681,21 @@ func (m *Manager) Uninstall(ctx context.Context, name string) ([]string, error) 
 // cost of installing a fleet of operators) and decodes without a YAML
 // parser (decodeManifest).
 func Manifest(objs []*unstructured.Unstructured, mutate func(*unstructured.Unstructured)) (string, error) {
+	manifest, _, err := render(objs, mutate, false)
+	return manifest, err
+}
+
+// bodies are objects' documents in a manifest, by object: the JSON an
+// apply of each sends. They share the manifest's bytes, which nothing
+// changes, and hold for an object only while it is not changed either.
+type bodies map[*unstructured.Unstructured][]byte
+
+// render is Manifest, also returning, if withBodies, each object's
+// document (without its newline). An install sent the same JSON again as
+// its apply bodies, encoding every object twice: as many bytes again as
+// its content. The documents are written without HTML escapes, which an
+// apply body may hold as well as the same JSON with them.
+func render(objs []*unstructured.Unstructured, mutate func(*unstructured.Unstructured), withBodies bool) (string, bodies, error) {
 	sorted := make([]*unstructured.Unstructured, 0, len(objs))
 	for _, o := range objs {
 		if mutate != nil {
@@ -708,18 +723,27 @@ func Manifest(objs []*unstructured.Unstructured, mutate func(*unstructured.Unstr
 	for _, o := range sorted {
 		size += len(docSeparator) + jsonmap.Size(o.Object) + 1
 	}
+	var docs bodies
+	if withBodies {
+		docs = make(bodies, len(sorted))
+	}
 	out := make([]byte, 0, size)
 	for _, o := range sorted {
 		out = append(out, docSeparator...)
+		start := len(out)
 		var err error
 		if out, err = jsonmap.Append(out, o.Object); err != nil {
-			return "", fmt.Errorf("rendering %s %s: %w", o.GetKind(), o.GetName(), err)
+			return "", nil, fmt.Errorf("rendering %s %s: %w", o.GetKind(), o.GetName(), err)
+		}
+		if docs != nil {
+			// Full: an append to a body cannot write into the next.
+			docs[o] = out[start:len(out):len(out)]
 		}
 		out = append(out, '\n')
 	}
 	// The manifest is written once, at its size, and never changed after:
 	// made a string without a copy (as strings.Builder does).
-	return unsafe.String(unsafe.SliceData(out), len(out)), nil
+	return unsafe.String(unsafe.SliceData(out), len(out)), docs, nil
 }
 
 // jsonManifest reports whether manifest is in Manifest's format. Releases

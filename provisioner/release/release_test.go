@@ -198,3 +198,52 @@ func TestDecodeManifestReadsYAMLThatStartsLikeJSON(t *testing.T) {
 		})
 	}
 }
+
+// The apply bodies an install sends are the manifest's own documents: each
+// reads as its object, the manifest is what Manifest writes, and a body
+// cannot be grown into the document after it.
+func TestRenderBodiesAreTheManifestsDocuments(t *testing.T) {
+	mk := func(kind, name string, data map[string]any) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": kind, "metadata": map[string]any{"name": name}}}
+		if data != nil {
+			u.Object["data"] = data
+		}
+		return u
+	}
+	objs := []*unstructured.Unstructured{
+		mk("Deployment", "d", nil),
+		mk("ConfigMap", "html", map[string]any{"x": "<b> & </b>", "n": int64(7)}),
+		mk("Namespace", "n", nil),
+		mk("ConfigMap", "empty", map[string]any{}),
+	}
+	manifest, sent, err := render(objs, nil, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := Manifest(objs, nil)
+	if err != nil || manifest != want {
+		t.Fatalf("render's manifest differs from Manifest's (%v):\n%s\n%s", err, manifest, want)
+	}
+	if len(sent) != len(objs) {
+		t.Fatalf("%d bodies for %d objects", len(sent), len(objs))
+	}
+	for _, o := range objs {
+		body := sent[o]
+		if !strings.Contains(manifest, docSeparator+string(body)+"\n") {
+			t.Errorf("%s %s: body is not a document of the manifest: %s", o.GetKind(), o.GetName(), body)
+		}
+		if cap(body) != len(body) {
+			t.Errorf("%s %s: body has room to grow into the next document", o.GetKind(), o.GetName())
+		}
+		got := &unstructured.Unstructured{}
+		if err := got.UnmarshalJSON(body); err != nil {
+			t.Fatalf("%s %s: %v", o.GetKind(), o.GetName(), err)
+		}
+		if !equality.Semantic.DeepEqual(got.Object, o.Object) {
+			t.Errorf("%s %s: body reads as %v, want %v", o.GetKind(), o.GetName(), got.Object, o.Object)
+		}
+	}
+	if _, none, _ := render(objs, nil, false); none != nil {
+		t.Errorf("bodies made when not asked for")
+	}
+}

@@ -52,9 +52,9 @@ const maxDropped = 1000
 // applyDropping applies o and, if the API server refuses fields its schema
 // does not declare, applies it again without them. On success o is what was
 // applied (without the fields, with AnnotationDroppedFields) and the
-// dropped fields are returned.
-func applyDropping(ctx context.Context, c client.Client, o *unstructured.Unstructured) (dropped []string, at Applied, err error) {
-	at, applyErr := applyObject(ctx, c, o)
+// dropped fields are returned. body is o's JSON, or nil (applyObject).
+func applyDropping(ctx context.Context, c client.Client, o *unstructured.Unstructured, body []byte) (dropped []string, at Applied, err error) {
+	at, applyErr := applyObject(ctx, c, o, body)
 	if applyErr == nil || !notDeclared(applyErr) {
 		return nil, at, applyErr
 	}
@@ -90,7 +90,7 @@ func applyDropping(ctx context.Context, c client.Client, o *unstructured.Unstruc
 	}
 	ann[AnnotationDroppedFields] = string(recorded)
 	pruned.SetAnnotations(ann)
-	if at, err = applyObject(ctx, c, pruned); err != nil {
+	if at, err = applyObject(ctx, c, pruned, nil); err != nil {
 		return nil, Applied{}, fmt.Errorf("without the fields the schema does not declare (%s): %w", listFields(dropped), err)
 	}
 	o.Object = pruned.Object

@@ -260,7 +260,13 @@ func (b *block) mapping(indent int) (map[string]any, bool) {
 			key = b.internKey(raw)
 		}
 		b.pos = colon + 1
+		if key == SharedKey {
+			b.shared++
+		}
 		v, ok := b.value(indent)
+		if key == SharedKey {
+			b.shared--
+		}
 		if !ok {
 			return nil, false
 		}
@@ -455,7 +461,7 @@ func (b *block) plain(parent, i int) (any, bool) {
 	b.pos = next
 	if folded != nil {
 		b.keep(folded)
-		return b.resolveString(string(folded))
+		return b.resolve(folded)
 	}
 	return b.resolve(first)
 }
@@ -520,7 +526,7 @@ func (b *block) quoted(parent, i int) (any, bool) {
 				}
 				b.pos = next
 				b.keep(out)
-				return string(out), true
+				return b.str(out), true
 			case c == '\\' && q == '"':
 				if j+1 < len(b.text) && b.text[j+1] == '\n' {
 					escapedBreak = true
@@ -783,10 +789,7 @@ func (b *block) blockScalar(parent, i int) (any, bool) {
 	}
 	b.pos = j
 	b.keep(out)
-	if len(out) <= maxValueLen {
-		return b.internValue(out), true
-	}
-	return string(out), true
+	return b.internValue(out), true
 }
 
 // lineBlank reports whether the line holding i has only spaces from i on.
@@ -815,7 +818,7 @@ func (b *block) resolveString(s string) (any, bool) {
 		if len(s) <= maxValueLen {
 			return b.internValue([]byte(s)), true
 		}
-		return s, true
+		return v, true // boxed once
 	}
 	return fromYAMLValue(v, 0)
 }

@@ -15,8 +15,11 @@ import (
 // them, so that changing one never changes another (as values decoded
 // apart are). Values built in code may hold other types, invalid UTF-8
 // (which encoding replaces) or one part in two places, for instance one
-// labels map set on two objects; a decoder never does. It also estimates
-// the heap the values hold. It looks no deeper than past maxDepth nesting
+// labels map set on two objects; a decoder never does. Under SharedKey,
+// where decoding shares equal subtrees of one document and nothing is
+// changed in place, a part may be reached more than once, but only from
+// under the key. It also estimates the heap the values hold (a part
+// reached twice counted twice). It looks no deeper than past maxDepth nesting
 // (a cycle included) and at no more than maxParts maps, slices and
 // strings, and says false past either.
 func Owned(maxDepth, maxParts int, values ...any) (heap int64, ok bool) {
@@ -27,13 +30,19 @@ func Owned(maxDepth, maxParts int, values ...any) (heap int64, ok bool) {
 			return 0, false
 		}
 	}
-	w := ownedWalk{left: maxParts, parts: make([]span, 0, count.spans)}
+	w := ownedWalk{left: maxParts, parts: make([]span, 0, count.spans+count.shareableCount), shareable: make([]span, 0, count.shareableCount)}
 	for _, v := range values {
 		if !w.value(v, maxDepth) {
 			return 0, false
 		}
 	}
-	slices.SortFunc(w.parts, func(a, b span) int { return cmp.Compare(a.start, b.start) })
+	// A part under SharedKey once, however often it was reached there:
+	// any overlap left is a part reached from outside the key too, or
+	// parts that are not whole decoded values.
+	byStart := func(a, b span) int { return cmp.Compare(a.start, b.start) }
+	slices.SortFunc(w.shareable, byStart)
+	w.parts = append(w.parts, slices.Compact(w.shareable)...)
+	slices.SortFunc(w.parts, byStart)
 	for i := 1; i < len(w.parts); i++ {
 		if w.parts[i].start < w.parts[i-1].end {
 			return 0, false
@@ -52,14 +61,24 @@ type ownedWalk struct {
 	// counting: spans are only counted.
 	counting bool
 	spans    int
+	// under is how many SharedKey values hold the value walked: parts
+	// under one go to shareable (counted in shareableCount).
+	under          int
+	shareable      []span
+	shareableCount int
 }
 
 func (w *ownedWalk) add(p span) {
-	if w.counting {
+	switch {
+	case w.counting && w.under > 0:
+		w.shareableCount++
+	case w.counting:
 		w.spans++
-		return
+	case w.under > 0:
+		w.shareable = append(w.shareable, p)
+	default:
+		w.parts = append(w.parts, p)
 	}
-	w.parts = append(w.parts, p)
 }
 
 // The estimate: a map's header and its groups of eight slots of a key
@@ -99,7 +118,17 @@ func (w *ownedWalk) value(v any, depth int) bool {
 		w.heap += mapHeader + mapGroup*int64((len(v)+7)/8)
 		for k, e := range v {
 			w.heap += int64(len(k))
-			if !utf8.ValidString(k) || !w.value(e, depth-1) {
+			if !utf8.ValidString(k) {
+				return false
+			}
+			if k == SharedKey {
+				w.under++
+			}
+			ok := w.value(e, depth-1)
+			if k == SharedKey {
+				w.under--
+			}
+			if !ok {
 				return false
 			}
 		}

@@ -139,6 +139,12 @@ type decoder struct {
 
 	keys   map[string]string
 	values map[string]any
+
+	// shared is how many SharedKey values hold the one being decoded;
+	// shares are the maps and slices decoded under one, by hash.
+	shared int
+	shares map[uint64]any
+	strs   map[string]any
 }
 
 // decoders are the idle decoders, kept across garbage collections (which
@@ -167,6 +173,9 @@ func decode(data []byte, m mode) (map[string]any, bool) {
 // leaves some on the stacks) and keeps d for the next decode.
 func (d *decoder) release() {
 	d.data = nil
+	d.shared = 0
+	clear(d.shares) // nothing is shared with another document
+	clear(d.strs)
 	clear(d.members[:cap(d.members)])
 	clear(d.elements[:cap(d.elements)])
 	d.members, d.elements = d.members[:0], d.elements[:0]
@@ -288,7 +297,13 @@ func (d *decoder) object(top, metadata bool) (map[string]any, bool) {
 			}
 			d.members = append(d.members, member{key, m})
 		default:
+			if key == SharedKey {
+				d.shared++
+			}
 			v, ok := d.value()
+			if key == SharedKey {
+				d.shared--
+			}
 			if !ok {
 				return nil, false
 			}
@@ -316,9 +331,24 @@ func (d *decoder) object(top, metadata bool) (map[string]any, bool) {
 // them.
 func (d *decoder) popMembers(start int) map[string]any {
 	members := d.members[start:]
+	var (
+		h        uint64
+		hashable bool
+	)
+	if d.sharing() {
+		var m map[string]any
+		if m, h, hashable = d.sharedMap(members); m != nil {
+			clear(members)
+			d.members = d.members[:start]
+			return m
+		}
+	}
 	m := make(map[string]any, len(members))
 	for _, e := range members {
 		m[e.key] = e.value
+	}
+	if hashable {
+		d.remember(h, m)
 	}
 	clear(members)
 	d.members = d.members[:start]
@@ -365,8 +395,23 @@ func (d *decoder) array() ([]any, bool) {
 // them.
 func (d *decoder) popElements(start int) []any {
 	elements := d.elements[start:]
+	var (
+		h        uint64
+		hashable bool
+	)
+	if d.sharing() {
+		var out []any
+		if out, h, hashable = d.sharedSlice(elements); out != nil {
+			clear(elements)
+			d.elements = d.elements[:start]
+			return out
+		}
+	}
 	out := make([]any, len(elements))
 	copy(out, elements)
+	if hashable {
+		d.remember(h, out)
+	}
 	clear(elements)
 	d.elements = d.elements[:start]
 	return out
@@ -452,7 +497,7 @@ func (d *decoder) internKey(raw []byte) string {
 
 func (d *decoder) internValue(raw []byte) any {
 	if len(raw) > maxValueLen {
-		return string(raw)
+		return d.str(raw)
 	}
 	if v, ok := d.values[string(raw)]; ok {
 		return v

@@ -516,6 +516,12 @@ func TestOwned(t *testing.T) {
 		{"an int", []any{map[string]any{"n": 1}}, false},
 		{"a typed slice", []any{map[string]any{"n": []string{"a"}}}, false},
 		{"nested within the limit", []any{deep}, true},
+		{"a map twice under the shared key", []any{map[string]any{"spec": map[string]any{SharedKey: map[string]any{"a": labels, "b": []any{labels}}}}}, true},
+		{"a slice twice under the shared key", []any{map[string]any{SharedKey: map[string]any{"a": list, "b": list}}}, true},
+		{"under the shared key in two objects", []any{map[string]any{SharedKey: labels}, map[string]any{SharedKey: labels}}, true},
+		{"a map under the shared key and outside it", []any{map[string]any{"x": labels, "s": map[string]any{SharedKey: labels}}}, false},
+		{"outside, then under the shared key", []any{map[string]any{"x": labels}, map[string]any{SharedKey: map[string]any{"y": labels}}}, false},
+		{"overlapping slices under the shared key", []any{map[string]any{SharedKey: map[string]any{"a": list[:2], "b": list[1:]}}}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			heap, ok := Owned(maxDepth, 1000, tc.values...)
@@ -546,6 +552,9 @@ func TestOwned(t *testing.T) {
 	}
 	if _, ok := Owned(maxDepth, 100000, shared); ok {
 		t.Error("Owned of a shared map")
+	}
+	if _, ok := Owned(maxDepth, 100000, map[string]any{SharedKey: shared}); ok {
+		t.Error("Owned walked 2^40 paths under the shared key")
 	}
 	// The estimate follows the values' real heap: a list of small maps
 	// takes far more than four times its JSON.

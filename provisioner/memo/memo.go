@@ -131,8 +131,8 @@ func (c *Cache) Get(k Key) ([]*unstructured.Unstructured, bool) {
 
 // Prime keeps for k objects made elsewhere than by decoding: objs[i] is
 // what decoding data[i], a JSON object, gives, and shares no map or slice
-// with another object or within itself; heap estimates the bytes they
-// hold. objs are handed over: the first Get takes them as they are, later
+// with another object or within itself but as decoding does
+// (jsonmap.Owned); heap estimates the bytes they hold. objs are handed over: the first Get takes them as they are, later
 // ones decode data. It reports whether it kept them (their JSON within the
 // bound as Add's; the objects themselves only while the room for
 // handed-over objects holds them). Data is kept, not copied: the caller

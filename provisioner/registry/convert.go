@@ -113,8 +113,9 @@ var _ plain.Decoded = (*converted)(nil)
 // rendering, not by decoding, and are given only if each is exactly what
 // decoding its file gives (strings of valid UTF-8, no typed nil) and no
 // part of one is shared with another or within it (rendering may set one
-// map in two places), so their new owner may change them as freely as
-// objects decoded from the files.
+// map in two places) but as decoding shares them (jsonmap.SharedKey), so
+// their new owner may change them as freely as objects decoded from the
+// files.
 func (c *converted) TakeDecoded() ([]plain.Encoded, int64) {
 	c.mu.Lock()
 	files := c.decoded

@@ -1,0 +1,179 @@
+package jsonmap
+
+import (
+	"hash/maphash"
+	"math"
+	"unsafe"
+)
+
+// SharedKey names the subtrees a decode shares: under it, a map or slice
+// equal to one decoded before in the same document is that one, not a
+// copy. A CRD's schema (openAPIV3Schema) repeats itself: the same
+// property schemas ({"type": "string"}, a condition's, an object
+// reference's) under many fields and in every version. In the fleet's
+// sixty operators two of every three maps under the key equal one before
+// them in their document, and a small map costs ~300 bytes however few its
+// members, so decoding them apart was most of what decoding a bundle
+// allocated.
+//
+// What is under the key is read only: nothing here changes a CRD's schema
+// in place (an object is copied before fields are dropped from it), and
+// code that would must copy the object first (unstructured's DeepCopy
+// shares nothing). Owned lets parts under the key be reached twice.
+// Nothing is shared between documents, nor outside the key.
+const SharedKey = "openAPIV3Schema"
+
+// maxShared bounds the maps and slices one decode remembers to share:
+// a document of unique subtrees keeps no more.
+const maxShared = 1 << 14
+
+// shareSeed is the hash seed of every decode: the tables live only while
+// a document is decoded, so one seed for the process is enough.
+var shareSeed = maphash.MakeSeed()
+
+// sharing says whether the value being decoded is under SharedKey.
+func (d *decoder) sharing() bool { return d.shared > 0 }
+
+// sharedMap is the map of members decoded before in this document, if
+// any.
+func (d *decoder) sharedMap(members []member) (map[string]any, uint64, bool) {
+	var h uint64
+	for _, e := range members {
+		vh, ok := valueHash(e.value)
+		if !ok {
+			return nil, 0, false
+		}
+		// In any order: the members' order does not make another map.
+		h += mix(maphash.String(shareSeed, e.key) ^ vh)
+	}
+	if c, ok := d.shares[h].(map[string]any); ok && len(c) == len(members) {
+		for _, e := range members {
+			if v, ok := c[e.key]; !ok || !sameValue(v, e.value) {
+				return nil, h, true
+			}
+		}
+		return c, h, true
+	}
+	return nil, h, true
+}
+
+// sharedSlice is the slice of elements decoded before in this document,
+// if any.
+func (d *decoder) sharedSlice(elements []any) ([]any, uint64, bool) {
+	h := uint64(len(elements)) + 1
+	for _, v := range elements {
+		vh, ok := valueHash(v)
+		if !ok {
+			return nil, 0, false
+		}
+		h = mix(h ^ vh)
+	}
+	h = ^h // apart from maps of the same hash
+	if c, ok := d.shares[h].([]any); ok && len(c) == len(elements) {
+		for i, v := range elements {
+			if !sameValue(c[i], v) {
+				return nil, h, true
+			}
+		}
+		return c, h, true
+	}
+	return nil, h, true
+}
+
+// remember keeps v, decoded under hash h, for the rest of the document
+// (the first of a hash stays).
+func (d *decoder) remember(h uint64, v any) {
+	if d.shares == nil {
+		d.shares = make(map[uint64]any, 256)
+	}
+	if len(d.shares) >= maxShared {
+		return
+	}
+	if _, ok := d.shares[h]; !ok {
+		d.shares[h] = v
+	}
+}
+
+// valueHash hashes a decoded value: scalars by value, maps and slices by
+// identity (their own members were shared first, so equal ones are the
+// same). Other types are not shared.
+func valueHash(v any) (uint64, bool) {
+	switch x := v.(type) {
+	case string:
+		return maphash.String(shareSeed, x), true
+	case int64:
+		return mix(uint64(x) ^ 0x1b873593), true
+	case float64:
+		return mix(math.Float64bits(x) ^ 0xcc9e2d51), true
+	case bool:
+		if x {
+			return 0x2545f4914f6cdd1d, true
+		}
+		return 0x9e3779b97f4a7c15, true
+	case nil:
+		return 0x94d049bb133111eb, true
+	case map[string]any:
+		return mix(uint64(uintptr(*(*unsafe.Pointer)(unsafe.Pointer(&x))))), true
+	case []any:
+		return mix(uint64(uintptr(unsafe.Pointer(unsafe.SliceData(x)))) ^ uint64(len(x))), true
+	}
+	return 0, false
+}
+
+// sameValue says whether a and b are the same decoded value: equal scalars of
+// one type, or the same map or slice.
+func sameValue(a, b any) bool {
+	switch x := a.(type) {
+	case string:
+		y, ok := b.(string)
+		return ok && x == y
+	case int64:
+		y, ok := b.(int64)
+		return ok && x == y
+	case float64:
+		y, ok := b.(float64)
+		return ok && math.Float64bits(x) == math.Float64bits(y)
+	case bool:
+		y, ok := b.(bool)
+		return ok && x == y
+	case nil:
+		return b == nil
+	case map[string]any:
+		y, ok := b.(map[string]any)
+		return ok && *(*unsafe.Pointer)(unsafe.Pointer(&x)) == *(*unsafe.Pointer)(unsafe.Pointer(&y))
+	case []any:
+		y, ok := b.([]any)
+		return ok && len(x) == len(y) && unsafe.SliceData(x) == unsafe.SliceData(y)
+	}
+	return false
+}
+
+// mix is splitmix64's finalizer.
+func mix(h uint64) uint64 {
+	h ^= h >> 30
+	h *= 0xbf58476d1ce4e5b9
+	h ^= h >> 27
+	h *= 0x94d049bb133111eb
+	h ^= h >> 31
+	return h
+}
+
+// str is raw as a string value: under SharedKey, the one made for an
+// equal string before in the document (a shared schema's descriptions
+// are decoded before the schema is found to repeat another).
+func (d *decoder) str(raw []byte) any {
+	if !d.sharing() {
+		return string(raw)
+	}
+	if v, ok := d.strs[string(raw)]; ok {
+		return v
+	}
+	var v any = string(raw)
+	if d.strs == nil {
+		d.strs = make(map[string]any, 256)
+	}
+	if len(d.strs) < maxShared {
+		d.strs[v.(string)] = v
+	}
+	return v
+}

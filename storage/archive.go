@@ -16,6 +16,7 @@ import (
 
 	"github.com/klauspost/compress/gzip"
 
+	"github.com/rukpak-dev/rukpak/internal/freelist"
 	"github.com/rukpak-dev/rukpak/internal/gzpool"
 	"github.com/rukpak-dev/rukpak/unpack"
 )
@@ -43,9 +44,12 @@ const (
 // slower than pulling the image (docs/benchmarks.md), while bundle content
 // (YAML, JSON) still compresses well at BestSpeed.
 func WriteArchive(ctx context.Context, w io.Writer, fsys fs.FS) error {
-	gz := gzipWriters.Get().(*gzip.Writer)
+	gz := gzipWriters.Get()
 	gz.Reset(w)
-	defer gzipWriters.Put(gz)
+	defer func() {
+		gz.Reset(io.Discard) // let go of w
+		gzipWriters.Put(gz)
+	}()
 	tw := tar.NewWriter(gz)
 	// fs.WalkDir visits each directory's entries in lexical order.
 	err := fs.WalkDir(fsys, ".", func(name string, d fs.DirEntry, err error) error {
@@ -85,14 +89,15 @@ func WriteArchive(ctx context.Context, w io.Writer, fsys fs.FS) error {
 }
 
 // gzipWriters recycles compressors: each holds ~1 MiB of tables, which
-// made every stored bundle, however small, allocate that much.
-var gzipWriters = sync.Pool{New: func() any {
+// made every stored bundle, however small, allocate that much. Two are
+// kept across garbage collections (freelist), which emptied a pool.
+var gzipWriters = freelist.New(2, func() *gzip.Writer {
 	gz, err := gzip.NewWriterLevel(io.Discard, gzip.BestSpeed)
 	if err != nil {
 		panic(err) // only for an invalid level
 	}
 	return gz
-}}
+})
 
 var copyBuffers = sync.Pool{New: func() any {
 	b := make([]byte, 32<<10)

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
+	"github.com/rukpak-dev/rukpak/internal/freelist"
 	"github.com/rukpak-dev/rukpak/internal/gzpool"
 	"github.com/rukpak-dev/rukpak/unpack"
 )
@@ -127,7 +128,7 @@ func (s *LocalDirectory) StoreHashed(ctx context.Context, bundle *rukpakv1alpha1
 
 // archiveWriters are store's write buffers: one per Bundle stored was an
 // eighth of what 10,000 installs of small bundles allocated.
-var archiveWriters = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 256<<10) }}
+var archiveWriters = freelist.New(2, func() *bufio.Writer { return bufio.NewWriterSize(nil, 256<<10) })
 
 func (s *LocalDirectory) store(ctx context.Context, name string, fsys fs.FS) (sum [sha256.Size]byte, err error) {
 	if err := os.MkdirAll(s.RootDirectory, 0o755); err != nil {
@@ -148,7 +149,7 @@ func (s *LocalDirectory) store(ctx context.Context, name string, fsys fs.FS) (su
 	// Hashed as it is written: installs key what they decode from content
 	// by this hash (hash.go), and the digest in the Bundle's status is it.
 	h := sha256.New()
-	bw := archiveWriters.Get().(*bufio.Writer)
+	bw := archiveWriters.Get()
 	bw.Reset(io.MultiWriter(tmp, h))
 	defer func() {
 		bw.Reset(nil)

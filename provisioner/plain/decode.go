@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
+	"github.com/rukpak-dev/rukpak/internal/freelist"
 	"github.com/rukpak-dev/rukpak/internal/jsonmap"
 )
 
@@ -45,7 +46,7 @@ func (l Limits) Decode(name string, r io.Reader) ([]*unstructured.Unstructured, 
 // readers are the decoders' read buffers: a bundle of 1,000 small files
 // allocated 64 MiB of them per decode (three times what decoding the
 // files cost) before they were reused.
-var readers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 64<<10) }}
+var readers = freelist.New(4, func() *bufio.Reader { return bufio.NewReaderSize(nil, 64<<10) })
 
 // docBuffers are the splitters' document buffers, which grew anew for
 // every file decoded (twice its largest document). One over
@@ -58,7 +59,7 @@ const maxPooledDocBuffer = 1 << 20
 // converting it, and hands every object to visit. total counts the nodes
 // of every document of the bundle. l must be OrDefault'ed.
 func (l Limits) decode(name string, r io.Reader, total *atomic.Int64, visit func(*unstructured.Unstructured) error) error {
-	br := readers.Get().(*bufio.Reader)
+	br := readers.Get()
 	br.Reset(&limitedReader{r: r, n: l.MaxFileBytes})
 	defer func() {
 		br.Reset(nil)

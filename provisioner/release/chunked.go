@@ -29,6 +29,7 @@ import (
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/metadata"
 
+	"github.com/rukpak-dev/rukpak/internal/freelist"
 	"github.com/rukpak-dev/rukpak/internal/gzpool"
 )
 
@@ -577,19 +578,20 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 }
 
 // recordWriters recycles the records' compressors: each holds ~1 MiB of
-// tables, allocated anew for every record written before.
-var recordWriters = sync.Pool{New: func() any {
+// tables, allocated anew for every record written before. Two are kept
+// across garbage collections (freelist), which emptied a pool.
+var recordWriters = freelist.New(2, func() *gzip.Writer {
 	zw, err := gzip.NewWriterLevel(io.Discard, recordCompression)
 	if err != nil {
 		panic(err) // only for an invalid level
 	}
 	return zw
-}}
+})
 
 // newRecordWriter returns a pooled compressor writing to w; put it back in
 // recordWriters when done.
 func newRecordWriter(w io.Writer) *gzip.Writer {
-	zw := recordWriters.Get().(*gzip.Writer)
+	zw := recordWriters.Get()
 	zw.Reset(w)
 	return zw
 }

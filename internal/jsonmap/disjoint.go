@@ -18,10 +18,10 @@ import (
 // labels map set on two objects; a decoder never does. Under SharedKey,
 // where decoding shares equal subtrees of one document and nothing is
 // changed in place, a part may be reached more than once, but only from
-// under the key. It also estimates the heap the values hold (a part
-// reached twice counted twice). It looks no deeper than past maxDepth nesting
-// (a cycle included) and at no more than maxParts maps, slices and
-// strings, and says false past either.
+// under the key; it is walked and counted once. It also estimates the
+// heap the values hold. It looks no deeper than past maxDepth nesting (a
+// cycle included) and at no more than maxParts maps, slices and strings,
+// and says false past either.
 func Owned(maxDepth, maxParts int, values ...any) (heap int64, ok bool) {
 	// Counted first, so that the spans are allocated once at their number.
 	count := ownedWalk{left: maxParts, counting: true}
@@ -30,19 +30,17 @@ func Owned(maxDepth, maxParts int, values ...any) (heap int64, ok bool) {
 			return 0, false
 		}
 	}
-	w := ownedWalk{left: maxParts, parts: make([]span, 0, count.spans+count.shareableCount), shareable: make([]span, 0, count.shareableCount)}
+	clear(count.seen)
+	w := ownedWalk{left: maxParts, parts: make([]span, 0, count.spans), seen: count.seen}
 	for _, v := range values {
 		if !w.value(v, maxDepth) {
 			return 0, false
 		}
 	}
-	// A part under SharedKey once, however often it was reached there:
-	// any overlap left is a part reached from outside the key too, or
-	// parts that are not whole decoded values.
-	byStart := func(a, b span) int { return cmp.Compare(a.start, b.start) }
-	slices.SortFunc(w.shareable, byStart)
-	w.parts = append(w.parts, slices.Compact(w.shareable)...)
-	slices.SortFunc(w.parts, byStart)
+	// Each part under SharedKey is in parts once, however often it was
+	// reached there: any overlap is a part reached from outside the key
+	// too, or parts that are not whole decoded values.
+	slices.SortFunc(w.parts, func(a, b span) int { return cmp.Compare(a.start, b.start) })
 	for i := 1; i < len(w.parts); i++ {
 		if w.parts[i].start < w.parts[i-1].end {
 			return 0, false
@@ -61,24 +59,40 @@ type ownedWalk struct {
 	// counting: spans are only counted.
 	counting bool
 	spans    int
-	// under is how many SharedKey values hold the value walked: parts
-	// under one go to shareable (counted in shareableCount).
-	under          int
-	shareable      []span
-	shareableCount int
+	// under is how many SharedKey values hold the value walked; seen
+	// holds the parts met under one.
+	under int
+	seen  map[shareable]struct{}
+}
+
+// shareable is a part under SharedKey: a map by its header, a slice by
+// its elements (two slices of one array are two parts).
+type shareable struct {
+	start    uintptr
+	len, cap int
+}
+
+// again says whether the part under SharedKey was met before, noting it.
+func (w *ownedWalk) again(p shareable) bool {
+	if w.under == 0 {
+		return false
+	}
+	if _, ok := w.seen[p]; ok {
+		return true
+	}
+	if w.seen == nil {
+		w.seen = map[shareable]struct{}{}
+	}
+	w.seen[p] = struct{}{}
+	return false
 }
 
 func (w *ownedWalk) add(p span) {
-	switch {
-	case w.counting && w.under > 0:
-		w.shareableCount++
-	case w.counting:
+	if w.counting {
 		w.spans++
-	case w.under > 0:
-		w.shareable = append(w.shareable, p)
-	default:
-		w.parts = append(w.parts, p)
+		return
 	}
+	w.parts = append(w.parts, p)
 }
 
 // The estimate: a map's header and its groups of eight slots of a key
@@ -114,6 +128,9 @@ func (w *ownedWalk) value(v any, depth int) bool {
 			return false
 		}
 		p := uintptr(reflect.ValueOf(v).UnsafePointer())
+		if w.again(shareable{start: p}) {
+			return true
+		}
 		w.add(span{p, p + 1})
 		w.heap += mapHeader + mapGroup*int64((len(v)+7)/8)
 		for k, e := range v {
@@ -139,6 +156,9 @@ func (w *ownedWalk) value(v any, depth int) bool {
 		}
 		if cap(v) > 0 {
 			p := uintptr(unsafe.Pointer(unsafe.SliceData(v)))
+			if w.again(shareable{p, len(v), cap(v)}) {
+				return true
+			}
 			w.add(span{p, p + uintptr(cap(v))*unsafe.Sizeof(any(nil))})
 		}
 		w.heap += sliceHeader + anyBytes*int64(cap(v))

@@ -323,32 +323,3 @@ func collides(v any) bool {
 	}
 	return false
 }
-
-// BenchmarkFromYAMLFleet decodes every manifest of the fleet's sixty
-// operators as unpacking them does (most of their bytes are CRD schemas).
-func BenchmarkFromYAMLFleet(b *testing.B) {
-	root := testenv.SharedTestdata("fleet")
-	paths, _ := filepath.Glob(filepath.Join(root, "*", "manifests", "*.yaml"))
-	if len(paths) == 0 {
-		b.Fatalf("no fleet test data under %s", root)
-	}
-	var docs [][]byte
-	var size int64
-	for _, p := range paths {
-		text, err := os.ReadFile(p)
-		if err != nil {
-			b.Fatal(err)
-		}
-		docs = append(docs, text)
-		size += int64(len(text))
-	}
-	b.SetBytes(size)
-	b.ReportAllocs()
-	for b.Loop() {
-		for _, d := range docs {
-			if _, err := FromYAML(d); err != nil {
-				b.Fatal(err)
-			}
-		}
-	}
-}

@@ -18,22 +18,23 @@ import (
 // labels map set on two objects; a decoder never does. Under SharedKey,
 // where decoding shares equal subtrees of one document and nothing is
 // changed in place, a part may be reached more than once, but only from
-// under the key; it is walked and counted once. It also estimates the
+// under the key; it is walked and counted once, and where it is met
+// again its height is held to the depth left there. It also estimates the
 // heap the values hold. It looks no deeper than past maxDepth nesting (a
-// cycle included) and at no more than maxParts maps, slices and strings,
-// and says false past either.
+// cycle included, under the key too) and at no more than maxParts maps,
+// slices and strings, and says false past either.
 func Owned(maxDepth, maxParts int, values ...any) (heap int64, ok bool) {
 	// Counted first, so that the spans are allocated once at their number.
 	count := ownedWalk{left: maxParts, counting: true}
 	for _, v := range values {
-		if !count.value(v, maxDepth) {
+		if _, ok := count.value(v, maxDepth); !ok {
 			return 0, false
 		}
 	}
 	clear(count.seen)
 	w := ownedWalk{left: maxParts, parts: make([]span, 0, count.spans), seen: count.seen}
 	for _, v := range values {
-		if !w.value(v, maxDepth) {
+		if _, ok := w.value(v, maxDepth); !ok {
 			return 0, false
 		}
 	}
@@ -60,9 +61,10 @@ type ownedWalk struct {
 	counting bool
 	spans    int
 	// under is how many SharedKey values hold the value walked; seen
-	// holds the parts met under one.
+	// holds the parts met under one, with their height (inProgress while
+	// they are walked: met again then, they hold themselves).
 	under int
-	seen  map[shareable]struct{}
+	seen  map[shareable]int
 }
 
 // shareable is a part under SharedKey: a map by its header, a slice by
@@ -72,19 +74,31 @@ type shareable struct {
 	len, cap int
 }
 
-// again says whether the part under SharedKey was met before, noting it.
-func (w *ownedWalk) again(p shareable) bool {
+const inProgress = -1
+
+// again says whether the part under SharedKey was met before, and if so
+// whether it is acceptable where it is met again: walked to its end
+// (not a cycle), and no taller than the depth left there. A part met for
+// the first time is noted as being walked (see walked).
+func (w *ownedWalk) again(p shareable, depth int) (met, ok bool) {
 	if w.under == 0 {
-		return false
+		return false, false
 	}
-	if _, ok := w.seen[p]; ok {
-		return true
+	if h, seen := w.seen[p]; seen {
+		return true, h != inProgress && h <= depth
 	}
 	if w.seen == nil {
-		w.seen = map[shareable]struct{}{}
+		w.seen = map[shareable]int{}
 	}
-	w.seen[p] = struct{}{}
-	return false
+	w.seen[p] = inProgress
+	return false, false
+}
+
+// walked notes the height of a part under SharedKey walked to its end.
+func (w *ownedWalk) walked(p shareable, height int) {
+	if w.under > 0 {
+		w.seen[p] = height
+	}
 }
 
 func (w *ownedWalk) add(p span) {
@@ -107,67 +121,82 @@ const (
 	boxed       = 8
 )
 
-func (w *ownedWalk) value(v any, depth int) bool {
+// value walks v with depth levels of nesting left, returning its height
+// (the depth it needs: 0 for a scalar or an empty map or slice, one more
+// than its tallest member's otherwise).
+func (w *ownedWalk) value(v any, depth int) (int, bool) {
 	if depth < 0 {
-		return false
+		return 0, false
 	}
 	if w.left--; w.left < 0 {
-		return false
+		return 0, false
 	}
 	switch v := v.(type) {
 	case nil, bool:
-		return true
+		return 0, true
 	case int64, float64:
 		w.heap += boxed
-		return true
+		return 0, true
 	case string:
 		w.heap += strHeader + int64(len(v))
-		return utf8.ValidString(v)
+		return 0, utf8.ValidString(v)
 	case map[string]any:
 		if v == nil {
-			return false
+			return 0, false
 		}
 		p := uintptr(reflect.ValueOf(v).UnsafePointer())
-		if w.again(shareable{start: p}) {
-			return true
+		part := shareable{start: p}
+		if met, ok := w.again(part, depth); met {
+			return w.seen[part], ok
 		}
 		w.add(span{p, p + 1})
 		w.heap += mapHeader + mapGroup*int64((len(v)+7)/8)
+		height := 0
 		for k, e := range v {
 			w.heap += int64(len(k))
 			if !utf8.ValidString(k) {
-				return false
+				return 0, false
 			}
 			if k == SharedKey {
 				w.under++
 			}
-			ok := w.value(e, depth-1)
+			h, ok := w.value(e, depth-1)
 			if k == SharedKey {
 				w.under--
 			}
 			if !ok {
-				return false
+				return 0, false
 			}
+			height = max(height, h+1)
 		}
-		return true
+		w.walked(part, height)
+		return height, true
 	case []any:
 		if v == nil {
-			return false
+			return 0, false
 		}
+		var part shareable
 		if cap(v) > 0 {
 			p := uintptr(unsafe.Pointer(unsafe.SliceData(v)))
-			if w.again(shareable{p, len(v), cap(v)}) {
-				return true
+			part = shareable{p, len(v), cap(v)}
+			if met, ok := w.again(part, depth); met {
+				return w.seen[part], ok
 			}
 			w.add(span{p, p + uintptr(cap(v))*unsafe.Sizeof(any(nil))})
 		}
 		w.heap += sliceHeader + anyBytes*int64(cap(v))
+		height := 0
 		for _, e := range v {
-			if !w.value(e, depth-1) {
-				return false
+			h, ok := w.value(e, depth-1)
+			if !ok {
+				return 0, false
 			}
+			height = max(height, h+1)
 		}
-		return true
+		if cap(v) > 0 {
+			w.walked(part, height)
+		}
+		return height, true
 	}
-	return false
+	return 0, false
 }

@@ -229,6 +229,7 @@ func FuzzUnmarshal(f *testing.F) {
 		`{"metadata":{"name":"n","managedFields":[{"f:x":{}}]},"status":{}}`,
 		`{"s":"\ud83d\ude00\u00e9\n\\"}`, "{\"k\":\"\xff\"}", `{"a":1,"a":2}`,
 		`{"n":9223372036854775808}`, `{"n":-0}`, `{"n":1e400}`, `[`, `{"a":01}`,
+		`{"openAPIV3Schema":{"x":{"a":"b","b":"a"},"y":{"a":"b","a":"b"},"z":[{"a":"b"},{"a":"b"}]}}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -552,6 +553,29 @@ func TestOwned(t *testing.T) {
 	}
 	if _, ok := Owned(maxDepth, 100000, shared); ok {
 		t.Error("Owned of a shared map")
+	}
+	// Under the shared key too, a cycle is refused, and a part met again
+	// is held to the depth left where it is met: a chain of five, met at
+	// depth one and again at depth eight, nests 14 deep.
+	loop := map[string]any{}
+	loop["self"] = loop
+	if _, ok := Owned(maxDepth, 1000, map[string]any{SharedKey: loop}); ok {
+		t.Error("Owned of a cycle under the shared key")
+	}
+	chain := map[string]any{"v": "x"}
+	for range 4 {
+		chain = map[string]any{"c": chain}
+	}
+	deeper := any(chain)
+	for range 8 {
+		deeper = map[string]any{"d": deeper}
+	}
+	twice := map[string]any{SharedKey: map[string]any{"a": chain, "b": deeper}}
+	if _, ok := Owned(10, 1000, twice); ok {
+		t.Errorf("Owned(10) of a value nested %d deep under the shared key", Nesting(twice, 100))
+	}
+	if _, ok := Owned(Nesting(twice, 100), 1000, twice); !ok {
+		t.Error("Owned refused a part met again within the depth left")
 	}
 	// Under the shared key the same map is one part, walked once: 41
 	// maps, not 2^40 paths.

@@ -19,8 +19,11 @@ import (
 // What is under the key is read only: nothing here changes a CRD's schema
 // in place (an object is copied before fields are dropped from it), and
 // code that would must copy the object first (unstructured's DeepCopy
-// shares nothing). Owned lets parts under the key be reached twice.
-// Nothing is shared between documents, nor outside the key.
+// shares nothing); registry+v1 conversion rewrites a decoded object's
+// values in place only with equal ones (decodedForm), which a shared part
+// bears. Owned lets parts under the key be reached twice. Nothing is
+// shared between documents, nor outside the key; the objects of one
+// document (a List's items) may share.
 const SharedKey = "openAPIV3Schema"
 
 // maxShared bounds the maps and slices one decode remembers to share:
@@ -43,8 +46,9 @@ func (d *decoder) sharedMap(members []member) (map[string]any, uint64, bool) {
 		if !ok {
 			return nil, 0, false
 		}
-		// In any order: the members' order does not make another map.
-		h += mix(maphash.String(shareSeed, e.key) ^ vh)
+		// In any order: the members' order does not make another map. A
+		// key and a value are hashed apart ({a: b} is not {b: a}).
+		h += mix(maphash.String(shareSeed, e.key) ^ mix(vh+memberValue))
 	}
 	if c, ok := d.shares[h].(map[string]any); ok && len(c) == len(members) {
 		for _, e := range members {
@@ -52,9 +56,40 @@ func (d *decoder) sharedMap(members []member) (map[string]any, uint64, bool) {
 				return nil, h, true
 			}
 		}
+		// As many members as c has keys, each in c: c is their map only
+		// if no key repeats (a repeated key's members make one entry, and
+		// c would hold a key the document does not have there).
+		if !distinctKeys(members) {
+			return nil, h, true
+		}
 		return c, h, true
 	}
 	return nil, h, true
+}
+
+// memberValue sets a member's value hash apart from its key's.
+const memberValue = 0x5851f42d4c957f2d
+
+// distinctKeys says whether no two members have one key.
+func distinctKeys(members []member) bool {
+	if len(members) <= 16 {
+		for i := 1; i < len(members); i++ {
+			for j := range i {
+				if members[i].key == members[j].key {
+					return false
+				}
+			}
+		}
+		return true
+	}
+	seen := make(map[string]struct{}, len(members))
+	for _, e := range members {
+		if _, ok := seen[e.key]; ok {
+			return false
+		}
+		seen[e.key] = struct{}{}
+	}
+	return true
 }
 
 // sharedSlice is the slice of elements decoded before in this document,

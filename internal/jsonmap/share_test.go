@@ -5,6 +5,7 @@ import (
 	"testing"
 	"unsafe"
 
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"sigs.k8s.io/yaml"
 )
 
@@ -169,4 +170,53 @@ func normalize(v any) any {
 		return float64(x)
 	}
 	return v
+}
+
+// A map under the key that repeats a key decodes as the standard decoders
+// read it (the repeat is one member), never as an earlier map of as many
+// members that holds one more: found by hash, a map is taken only when its
+// members are the decoded ones exactly.
+func TestSharedMapsWithRepeatedKeys(t *testing.T) {
+	for name, doc := range map[string]string{
+		"swapped pair": `{"openAPIV3Schema":{"x":{"a":"b","b":"a"},"y":{"a":"b","a":"b"}}}`,
+		"key == value": `{"openAPIV3Schema":{"x":{"a":"a","b":"b"},"y":{"a":"a","a":"a"}}}`,
+		"among others": `{"openAPIV3Schema":{"x":{"type":"string","format":"email","email":"format"},"y":{"type":"string","format":"email","format":"email"}}}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			var want map[string]any
+			if err := utiljson.Unmarshal([]byte(doc), &want); err != nil {
+				t.Fatal(err)
+			}
+			got, err := Unmarshal([]byte(doc))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("got %v\nwant %v", got, want)
+			}
+		})
+	}
+	doc := `spec:
+  openAPIV3Schema:
+    properties:
+      x:
+        type: string
+        format: email
+        email: format
+      w:
+        type: string
+        format: email
+        format: email
+`
+	var want map[string]any
+	if err := yaml.Unmarshal([]byte(doc), &want); err != nil {
+		t.Fatal(err)
+	}
+	got, err := FromYAML([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(normalize(got), normalize(want)) {
+		t.Errorf("YAML: got %v\nwant %v", got, want)
+	}
 }

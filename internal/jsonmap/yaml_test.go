@@ -242,6 +242,7 @@ func FuzzFromYAML(f *testing.F) {
 	for _, s := range []string{
 		"a: 1\nb: [x, 2.5, {c: null}]", "1: a\n'1': b", "a: 1e21\nb: 2.0", "a: &x [1]\nb: *x",
 		"a: !!binary /w==", "- 1", "a: \"\\xff\"", "? [a]\n: b",
+		"openAPIV3Schema:\n  x:\n    a: b\n    b: a\n  y:\n    a: b\n    a: b\n",
 	} {
 		f.Add([]byte(s))
 	}

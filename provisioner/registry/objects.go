@@ -30,7 +30,9 @@ func Objects(fsys fs.FS, opts Options) ([]*unstructured.Unstructured, error) {
 
 // decodedForm returns v with the types apimachinery's JSON decoding gives:
 // what v becomes once encoded and decoded again. The rendered maps and
-// lists are this call's own, changed in place.
+// lists are this call's own, changed in place, each value replaced by its
+// decoded form: a part decoding shares under a CRD's schema
+// (jsonmap.SharedKey), met again, is left as it is.
 func decodedForm(v any) (any, error) {
 	switch v := v.(type) {
 	case nil, string, bool, int64:

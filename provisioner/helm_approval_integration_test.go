@@ -85,7 +85,9 @@ func TestIntegrationHelmApprovalConfigChange(t *testing.T) {
 	h.waitHistory("hval", h.stockHistory, "1:deployed")
 
 	h.setConfig("hval", `{"installNamespace":"hval","values":"message: changed\n"}`)
-	bd := h.waitBD("hval", rukpakv1alpha1.TypeConfigPending, metav1.ConditionTrue, rukpakv1alpha1.ReasonAwaitingApproval, "")
+	// The preview is "pending" while its render runs in the background:
+	// waited for until computed.
+	bd := h.waitBD("hval", rukpakv1alpha1.TypeConfigPending, metav1.ConditionTrue, rukpakv1alpha1.ReasonAwaitingApproval, "to create")
 	pending := bd.Status.PendingConfig
 	if !strings.HasPrefix(pending, active+"/config-") {
 		t.Fatalf("status.pendingConfig = %q, want %s/config-<fingerprint>", pending, active)

@@ -97,7 +97,9 @@ func TestIntegrationHelmUpgradeRendersOnceAsTheUpgrade(t *testing.T) {
 	}
 	src := h.pushChartDir("charts/hrev-v2", v2)
 	h.updateBD("hrev", func(bd *rukpakv1alpha1.BundleDeployment) { bd.Spec.Template.Spec.Source = src })
-	bd := h.waitBD("hrev", rukpakv1alpha1.TypePivotPending, metav1.ConditionTrue, rukpakv1alpha1.ReasonAwaitingApproval, "")
+	// The preview is "pending" while its render runs in the background:
+	// waited for until computed.
+	bd := h.waitBD("hrev", rukpakv1alpha1.TypePivotPending, metav1.ConditionTrue, rukpakv1alpha1.ReasonAwaitingApproval, "to create")
 	pending := bd.Status.PendingBundle
 	// Rendered as an install, the preview would change data.message only
 	// and list hrev-hook-r1.

@@ -173,8 +173,13 @@ func decode(data []byte, m mode) (map[string]any, bool) {
 // leaves some on the stacks) and keeps d for the next decode.
 func (d *decoder) release() {
 	d.data = nil
+	// Nothing is shared with another document; a table one large document
+	// filled is left to the collector, as its stacks are.
 	d.shared = 0
-	clear(d.shares) // nothing is shared with another document
+	if len(d.shares) > maxSharedKeep || len(d.strs) > maxSharedKeep {
+		d.shares, d.strs = nil, nil
+	}
+	clear(d.shares)
 	clear(d.strs)
 	clear(d.members[:cap(d.members)])
 	clear(d.elements[:cap(d.elements)])

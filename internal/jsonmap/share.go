@@ -30,6 +30,9 @@ const SharedKey = "openAPIV3Schema"
 // a document of unique subtrees keeps no more.
 const maxShared = 1 << 14
 
+// maxSharedKeep bounds the tables an idle decoder keeps (emptied).
+const maxSharedKeep = 1 << 12
+
 // shareSeed is the hash seed of every decode: the tables live only while
 // a document is decoded, so one seed for the process is enough.
 var shareSeed = maphash.MakeSeed()
@@ -148,7 +151,7 @@ func valueHash(v any) (uint64, bool) {
 	case nil:
 		return 0x94d049bb133111eb, true
 	case map[string]any:
-		return mix(uint64(uintptr(*(*unsafe.Pointer)(unsafe.Pointer(&x))))), true
+		return mix(uint64(uintptr(mapPointer(x)))), true
 	case []any:
 		return mix(uint64(uintptr(unsafe.Pointer(unsafe.SliceData(x)))) ^ uint64(len(x))), true
 	}
@@ -175,12 +178,17 @@ func sameValue(a, b any) bool {
 		return b == nil
 	case map[string]any:
 		y, ok := b.(map[string]any)
-		return ok && *(*unsafe.Pointer)(unsafe.Pointer(&x)) == *(*unsafe.Pointer)(unsafe.Pointer(&y))
+		return ok && mapPointer(x) == mapPointer(y)
 	case []any:
 		y, ok := b.([]any)
 		return ok && len(x) == len(y) && unsafe.SliceData(x) == unsafe.SliceData(y)
 	}
 	return false
+}
+
+// mapPointer is m's identity: the map it refers to.
+func mapPointer(m map[string]any) unsafe.Pointer {
+	return *(*unsafe.Pointer)(unsafe.Pointer(&m))
 }
 
 // mix is splitmix64's finalizer.

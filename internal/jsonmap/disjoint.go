@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"reflect"
 	"slices"
+	"sync"
 	"unicode/utf8"
 	"unsafe"
 )
@@ -24,15 +25,23 @@ import (
 // cycle included, under the key too) and at no more than maxParts maps,
 // slices and strings, and says false past either.
 func Owned(maxDepth, maxParts int, values ...any) (heap int64, ok bool) {
+	s := ownedScratches.Get().(*ownedScratch)
+	defer s.put()
 	// Counted first, so that the spans are allocated once at their number.
-	count := ownedWalk{left: maxParts, counting: true}
+	count := ownedWalk{left: maxParts, counting: true, seen: s.seen}
 	for _, v := range values {
 		if _, ok := count.value(v, maxDepth); !ok {
+			s.seen = count.seen
 			return 0, false
 		}
 	}
 	clear(count.seen)
-	w := ownedWalk{left: maxParts, parts: make([]span, 0, count.spans), seen: count.seen}
+	s.seen = count.seen
+	if cap(s.parts) < count.spans {
+		s.parts = make([]span, 0, count.spans)
+	}
+	w := ownedWalk{left: maxParts, parts: s.parts[:0], seen: s.seen}
+	defer func() { s.parts = w.parts }()
 	for _, v := range values {
 		if _, ok := w.value(v, maxDepth); !ok {
 			return 0, false
@@ -48,6 +57,35 @@ func Owned(maxDepth, maxParts int, values ...any) (heap int64, ok bool) {
 		}
 	}
 	return w.heap, true
+}
+
+// ownedScratch is what one Owned call needs beyond its walk: kept for the
+// next call (an unpack checks every bundle's objects, and these grew to the
+// size of a large CRD's schema each time), in a sync.Pool so that an idle
+// provisioner holds none of it.
+type ownedScratch struct {
+	parts []span
+	seen  map[shareable]int
+}
+
+// Past these sizes the scratch of one call is not kept.
+const (
+	keepParts = 1 << 16
+	keepSeen  = 1 << 15
+)
+
+var ownedScratches = sync.Pool{New: func() any { return new(ownedScratch) }}
+
+func (s *ownedScratch) put() {
+	if cap(s.parts) > keepParts {
+		s.parts = nil
+	}
+	if len(s.seen) > keepSeen {
+		s.seen = nil
+	}
+	clear(s.seen)
+	s.parts = s.parts[:0]
+	ownedScratches.Put(s)
 }
 
 // span is the memory a map header or a slice's capacity occupies.

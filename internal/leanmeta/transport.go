@@ -101,8 +101,12 @@ func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 // isWatch says whether req asks for a watch: ?watch=true (or 1), or the
 // old /watch/ paths.
 func isWatch(req *http.Request) bool {
-	if w := req.URL.Query().Get("watch"); w == "true" || w == "1" {
-		return true
+	// The query parsed only when it may hold the parameter: parsing it
+	// for every request cost more than the rest of this check.
+	if strings.Contains(req.URL.RawQuery, "watch") {
+		if w := req.URL.Query().Get("watch"); w == "true" || w == "1" {
+			return true
+		}
 	}
 	return strings.HasPrefix(req.URL.Path, "/api") && strings.Contains(req.URL.Path, "/watch/")
 }

@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -43,8 +44,16 @@ import (
 )
 
 // settle is how long after a change of the release-owned CRDs (or of the
-// role) the role is brought up to date.
-const settle = time.Second
+// role) the role is brought up to date; while they keep changing, it is
+// brought up to date at most once per pace. Each time costs a read of
+// every release-owned CRD's name and a write of a role naming them all,
+// so that a fleet's install, which creates hundreds of CRDs over a
+// minute, wrote that role once per second, growing (quadratic in the
+// CRDs: 0.7 bytes allocated per byte of the fleet's content).
+const (
+	settle = time.Second
+	pace   = 5 * time.Second
+)
 
 // FieldManager owns the ClusterRole's rules.
 const FieldManager = "rukpak-provisioner-crd-check"
@@ -86,12 +95,16 @@ func Setup(mgr ctrl.Manager, name string) error {
 	if err := mgr.Add(c); err != nil {
 		return err
 	}
-	// The one request, a moment after any event: a fleet's install
-	// creates hundreds of CRDs within seconds, and the role is written
-	// once per burst rather than once per CRD (the queue keeps one
-	// request, the earliest, however many are added meanwhile).
+	// The one request, a moment after any event, and no sooner than pace
+	// after the last: a fleet's install creates hundreds of CRDs within
+	// seconds, and the role is written once per burst, or per pace while
+	// it lasts, rather than once per CRD (the queue keeps one request, the
+	// earliest, however many are added meanwhile).
 	req := reconcile.Request{NamespacedName: client.ObjectKey{Name: name}}
-	add := func(q workqueue.TypedRateLimitingInterface[reconcile.Request]) { q.AddAfter(req, settle) }
+	r := &Reconciler{Cache: c, Writer: mgr.GetClient(), Name: name}
+	add := func(q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		q.AddAfter(req, r.paced.delay(time.Now()))
+	}
 	one := handler.Funcs{
 		CreateFunc: func(_ context.Context, _ event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			add(q)
@@ -115,7 +128,27 @@ func Setup(mgr ctrl.Manager, name string) error {
 		Named("crd-check-access").
 		WatchesRawSource(source.Kind(c, client.Object(crds), one, namesOnly)).
 		WatchesRawSource(source.Kind(c, client.Object(&rbacv1.ClusterRole{}), one)).
-		Complete(&Reconciler{Cache: c, Writer: mgr.GetClient(), Name: name})
+		Complete(r)
+}
+
+// pacer spaces the reconciles of a burst of changes.
+type pacer struct {
+	mu   sync.Mutex
+	last time.Time // the last reconcile's start
+}
+
+// delay is how long after now a change is reconciled: settle, or later if
+// the last reconcile started less than pace before that.
+func (p *pacer) delay(now time.Time) time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return max(settle, p.last.Add(pace).Sub(now))
+}
+
+func (p *pacer) started(now time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.last = now
 }
 
 // Reconciler writes the ClusterRole when its rules differ from those the
@@ -124,9 +157,12 @@ type Reconciler struct {
 	Cache  client.Reader
 	Writer client.Writer
 	Name   string
+
+	paced pacer
 }
 
 func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
+	r.paced.started(time.Now())
 	list := &metav1.PartialObjectMetadataList{}
 	list.SetGroupVersionKind(crdGVK.GroupVersion().WithKind("CustomResourceDefinitionList"))
 	// Names are all it reads: no copy of every CRD's metadata, on each of

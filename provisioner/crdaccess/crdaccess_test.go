@@ -3,6 +3,7 @@ package crdaccess
 import (
 	"reflect"
 	"testing"
+	"time"
 
 	rbacv1 "k8s.io/api/rbac/v1"
 )
@@ -29,5 +30,27 @@ func TestRules(t *testing.T) {
 				t.Errorf("Rules(%q) = %+v, want %+v", tc.crds, got, tc.rules)
 			}
 		})
+	}
+}
+
+func TestPacerSpacesReconciles(t *testing.T) {
+	var p pacer
+	t0 := time.Unix(1000, 0)
+	if d := p.delay(t0); d != settle {
+		t.Errorf("before any reconcile: %v, want settle (%v)", d, settle)
+	}
+	p.started(t0)
+	for _, c := range []struct {
+		after, want time.Duration
+	}{
+		{0, pace},
+		{time.Second, pace - time.Second},
+		{pace - settle/2, settle},
+		{pace, settle},
+		{time.Hour, settle},
+	} {
+		if d := p.delay(t0.Add(c.after)); d != c.want {
+			t.Errorf("%v after a reconcile started: %v, want %v", c.after, d, c.want)
+		}
 	}
 }

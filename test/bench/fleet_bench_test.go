@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -265,6 +266,18 @@ func benchFleetRound(t *testing.T, r *report, reg *testregistry.Registry, bundle
 		}
 	})
 
+	// The profile at the start, so that the one at the end can be read
+	// as the window's alone (pprof -base). ?gc=1 makes both complete: a
+	// heap profile otherwise stops at the last collection.
+	name := "fleet"
+	if failing > 0 {
+		name += "-failing"
+	}
+	profiles := profileDir(t)
+	if prof, err := fetch("http://" + pprofAddr + "/debug/pprof/heap?gc=1"); err == nil {
+		writeProfile(t, filepath.Join(profiles, name+"-start.heap"), prof)
+	}
+	req0 := c.requests(t, false)
 	s0 := pm.scrape(t)
 	cpu0 := [3]float64{cpuSeconds(t, pid), cpuSeconds(t, apiserver), cpuSeconds(t, etcd)}
 	start := time.Now()
@@ -291,18 +304,15 @@ func benchFleetRound(t *testing.T, r *report, reg *testregistry.Registry, bundle
 	installed, healthy := c.waitFleet(t, len(bundles), isFailing, start, timeout)
 	cpu1 := [3]float64{cpuSeconds(t, pid), cpuSeconds(t, apiserver), cpuSeconds(t, etcd)}
 	s1 := pm.scrape(t)
+	logRequests(t, label, c.requests(t, false).sub(req0))
 	close(stopSampling)
 	sampled.Wait()
 	hwm := pm.proc.hwm(t)
 
-	// Where the bytes went, for pprof -sample_index=alloc_space (read
-	// after the figure: a profile costs the process allocations too).
-	name := "fleet"
-	if failing > 0 {
-		name += "-failing"
-	}
-	if prof, err := fetch("http://" + pprofAddr + "/debug/pprof/allocs"); err == nil {
-		writeProfile(t, filepath.Join(profileDir(t), name+"-install.allocs"), prof)
+	// Where the bytes went, for pprof -sample_index=alloc_space -base
+	// (read after the figure: a profile costs the process allocations too).
+	if prof, err := fetch("http://" + pprofAddr + "/debug/pprof/heap?gc=1"); err == nil {
+		writeProfile(t, filepath.Join(profiles, name+"-install.allocs"), prof)
 	}
 	bdCtl, bCtl := "bundledeployment-"+rukpakv1alpha1.ProvisionerClassPlain, "bundle-"+rukpakv1alpha1.ProvisionerClassRegistry
 	alloc := s1.sum("go_memstats_alloc_bytes_total", "", "") - s0.sum("go_memstats_alloc_bytes_total", "", "")
@@ -521,4 +531,24 @@ func cpuSeconds(t *testing.T, pid int) float64 {
 	utime, _ := strconv.ParseFloat(f[11], 64)
 	stime, _ := strconv.ParseFloat(f[12], 64)
 	return (utime + stime) / 100
+}
+
+// logRequests logs the API server's requests of a round (the harness's
+// own included: its creates and waits), most frequent first, for reading
+// where a round's allocation goes.
+func logRequests(t *testing.T, label string, w writeCounts) {
+	keys := make([]writeKey, 0, len(w))
+	total := 0.0
+	for k, v := range w {
+		if v > 0 {
+			keys = append(keys, k)
+			total += v
+		}
+	}
+	sort.Slice(keys, func(i, j int) bool { return w[keys[i]] > w[keys[j]] })
+	var parts []string
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s %s=%d", k.verb, k.resource, int64(w[k])))
+	}
+	t.Logf("%s: %d API requests: %s", label, int64(total), strings.Join(parts, ", "))
 }

@@ -178,6 +178,10 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 			Cache: catalogsource.NewCache(catalogsource.DefaultCacheBytes),
 		}
 	}
+	installed, err := bundledeployment.NewInstalledCache(mgr)
+	if err != nil {
+		return err
+	}
 	for _, class := range opts.Classes {
 		h, err := HandlerFor(class)
 		if err != nil {
@@ -217,6 +221,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 
 			Client:      mgr.GetClient(),
 			Class:       class,
+			Installed:   installed,
 			Loader:      opts.Loader,
 			Objects:     objs,
 			ObjectsName: decodeObjectsName,
@@ -244,7 +249,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		}
 	}
 	if opts.CRDCheckClusterRole != "" {
-		if err := crdaccess.Setup(mgr, opts.CRDCheckClusterRole); err != nil {
+		if err := crdaccess.Setup(mgr, opts.CRDCheckClusterRole, installed); err != nil {
 			return fmt.Errorf("setting up the webhook's access to release-owned CRDs: %w", err)
 		}
 	}

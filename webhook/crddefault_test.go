@@ -97,7 +97,7 @@ func runCRDAccess(t *testing.T, env *testenv.Env, restCfg *rest.Config) {
 		HealthProbeBindAddress: "0",
 	})
 	testenv.MustNotError(t, err, "creating manager")
-	testenv.MustNotError(t, crdaccess.Setup(mgr, webhook.DefaultCRDCheckClusterRole), "setting up crdaccess")
+	testenv.MustNotError(t, crdaccess.Setup(mgr, webhook.DefaultCRDCheckClusterRole, nil), "setting up crdaccess")
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()

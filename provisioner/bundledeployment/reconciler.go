@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -96,7 +97,11 @@ const DefaultMaxBundles = 5
 type Reconciler struct {
 	Client client.Client
 	Class  string
-	Loader storage.Loader
+	// Installed, when set, is the cache of installed objects' metadata
+	// (NewInstalledCache) shared with the other classes' reconcilers and
+	// crdaccess; else SetupWithManager makes one of its own.
+	Installed cache.Cache
+	Loader    storage.Loader
 	// Objects, when set, lists the objects of a Bundle's content before
 	// they are installed (the CRD preflight checks them): a function of
 	// the content and spec.config only, whose results ObjectCache keeps.
@@ -698,7 +703,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Recorder == nil {
 		r.Recorder = mgr.GetEventRecorder("rukpak-" + r.Class)
 	}
-	tracker, err := newTracker(mgr)
+	tracker, err := newTracker(mgr, r.Installed)
 	if err != nil {
 		return err
 	}

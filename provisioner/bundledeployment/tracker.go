@@ -64,7 +64,14 @@ type Tracker struct {
 	specs map[string]map[objectKey]appliedSpec
 }
 
-func newTracker(mgr ctrl.Manager) (*Tracker, error) {
+// NewInstalledCache returns the cache of the metadata of installed objects
+// (labelled as owned by a BundleDeployment), added to mgr: the trackers of
+// every class and the webhook's CRD access (crdaccess) share it, so that
+// each kind is watched once, whichever of them needs it (a fleet's CRDs
+// were watched twice: every one of their status updates decoded twice).
+// Its entries hold what trimMetadata keeps; reads of it must not change
+// what they get (no deep copies).
+func NewInstalledCache(mgr ctrl.Manager) (cache.Cache, error) {
 	owned, err := labels.NewRequirement(rukpakv1alpha1.LabelOwnerKind, selection.Equals, []string{"BundleDeployment"})
 	if err != nil {
 		return nil, err
@@ -86,6 +93,19 @@ func newTracker(mgr ctrl.Manager) (*Tracker, error) {
 	}
 	if err := mgr.Add(c); err != nil {
 		return nil, err
+	}
+	return c, nil
+}
+
+// newTracker returns a tracker reading installed (NewInstalledCache, made
+// here when nil).
+func newTracker(mgr ctrl.Manager, installed cache.Cache) (*Tracker, error) {
+	c := installed
+	if c == nil {
+		var err error
+		if c, err = NewInstalledCache(mgr); err != nil {
+			return nil, err
+		}
 	}
 	lists, err := liststream.New(mgr.GetConfig(), mgr.GetHTTPClient())
 	if err != nil {

@@ -60,25 +60,30 @@ const FieldManager = "rukpak-provisioner-crd-check"
 
 var crdGVK = schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"}
 
-// Setup keeps ClusterRole name current: a cache of its own holds the
-// metadata of release-owned CRDs (a CRD's name is its plural and group)
-// and the ClusterRole itself, so a deleted or edited role is written
-// again.
-func Setup(mgr ctrl.Manager, name string) error {
-	owned, err := labels.NewRequirement(rukpakv1alpha1.LabelOwnerKind, selection.Equals, []string{"BundleDeployment"})
-	if err != nil {
-		return err
-	}
+// Setup keeps ClusterRole name current. The metadata of release-owned
+// CRDs (a CRD's name is its plural and group) comes from installed, the
+// cache of installed objects the BundleDeployment reconcilers share
+// (labelled as owned, which every CRD of a release is), or from a cache
+// of its own when installed is nil; the ClusterRole itself from a cache of
+// its own, so a deleted or edited role is written again.
+func Setup(mgr ctrl.Manager, name string, installed cache.Cache) error {
 	crds := &metav1.PartialObjectMetadata{}
 	crds.SetGroupVersionKind(crdGVK)
+	byObject := map[client.Object]cache.ByObject{
+		&rbacv1.ClusterRole{}: {Field: fields.OneTermEqualSelector("metadata.name", name)},
+	}
+	if installed == nil {
+		owned, err := labels.NewRequirement(rukpakv1alpha1.LabelOwnerKind, selection.Equals, []string{"BundleDeployment"})
+		if err != nil {
+			return err
+		}
+		byObject[crds] = cache.ByObject{Label: labels.NewSelector().Add(*owned)}
+	}
 	c, err := cache.New(mgr.GetConfig(), cache.Options{
 		Scheme:     mgr.GetScheme(),
 		Mapper:     mgr.GetRESTMapper(),
 		HTTPClient: mgr.GetHTTPClient(),
-		ByObject: map[client.Object]cache.ByObject{
-			crds:                  {Label: labels.NewSelector().Add(*owned)},
-			&rbacv1.ClusterRole{}: {Field: fields.OneTermEqualSelector("metadata.name", name)},
-		},
+		ByObject:   byObject,
 		// Names are all it reads of the CRDs.
 		DefaultTransform: func(in any) (any, error) {
 			if m, ok := in.(*metav1.PartialObjectMetadata); ok {
@@ -95,13 +100,17 @@ func Setup(mgr ctrl.Manager, name string) error {
 	if err := mgr.Add(c); err != nil {
 		return err
 	}
+	crdCache := cache.Cache(c)
+	if installed != nil {
+		crdCache = installed
+	}
 	// The one request, a moment after any event, and no sooner than pace
 	// after the last: a fleet's install creates hundreds of CRDs within
 	// seconds, and the role is written once per burst, or per pace while
 	// it lasts, rather than once per CRD (the queue keeps one request, the
 	// earliest, however many are added meanwhile).
 	req := reconcile.Request{NamespacedName: client.ObjectKey{Name: name}}
-	r := &Reconciler{Cache: c, Writer: mgr.GetClient(), Name: name}
+	r := &Reconciler{CRDs: crdCache, Roles: c, Writer: mgr.GetClient(), Name: name}
 	add := func(q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 		q.AddAfter(req, r.paced.delay(time.Now()))
 	}
@@ -126,7 +135,7 @@ func Setup(mgr ctrl.Manager, name string) error {
 	namesOnly := predicate.Funcs{UpdateFunc: func(event.UpdateEvent) bool { return false }}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("crd-check-access").
-		WatchesRawSource(source.Kind(c, client.Object(crds), one, namesOnly)).
+		WatchesRawSource(source.Kind(crdCache, client.Object(crds), one, namesOnly)).
 		WatchesRawSource(source.Kind(c, client.Object(&rbacv1.ClusterRole{}), one)).
 		Complete(r)
 }
@@ -154,7 +163,10 @@ func (p *pacer) started(now time.Time) {
 // Reconciler writes the ClusterRole when its rules differ from those the
 // release-owned CRDs call for.
 type Reconciler struct {
-	Cache  client.Reader
+	// CRDs holds the metadata of release-owned CRDs (and maybe other
+	// objects: only CRDs are listed); Roles the ClusterRole.
+	CRDs   client.Reader
+	Roles  client.Reader
 	Writer client.Writer
 	Name   string
 
@@ -167,7 +179,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 	list.SetGroupVersionKind(crdGVK.GroupVersion().WithKind("CustomResourceDefinitionList"))
 	// Names are all it reads: no copy of every CRD's metadata, on each of
 	// the many CRD events of a fleet's install.
-	if err := r.Cache.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
+	if err := r.CRDs.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
 		return reconcile.Result{}, fmt.Errorf("listing release-owned CRDs: %w", err)
 	}
 	names := make([]string, 0, len(list.Items))
@@ -176,7 +188,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 	}
 	want := Rules(names)
 	live := &rbacv1.ClusterRole{}
-	err := r.Cache.Get(ctx, client.ObjectKey{Name: r.Name}, live)
+	err := r.Roles.Get(ctx, client.ObjectKey{Name: r.Name}, live)
 	if err == nil && live.AggregationRule == nil && sameRules(live.Rules, want) {
 		return reconcile.Result{}, nil
 	}

@@ -148,7 +148,9 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		return err
 	}
 	preflight := &crdupgrade.Preflight{
-		CRDs: mgr.GetAPIReader(), Objects: lister, Options: opts.Preflight,
+		// The release manager's own client: live reads, its metadata
+		// reads lean (leanclient), as the ownership checks'.
+		CRDs: releases.Client(), Objects: lister, Options: opts.Preflight,
 		Digest: func(crd *unstructured.Unstructured) [32]byte {
 			return memo.Digest([]*unstructured.Unstructured{crd})
 		},

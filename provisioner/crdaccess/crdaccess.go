@@ -100,7 +100,7 @@ func Setup(mgr ctrl.Manager, name string, installed cache.Cache) error {
 	if err := mgr.Add(c); err != nil {
 		return err
 	}
-	crdCache := cache.Cache(c)
+	crdCache := c
 	if installed != nil {
 		crdCache = installed
 	}

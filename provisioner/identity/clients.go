@@ -11,6 +11,7 @@ import (
 	"k8s.io/utils/lru"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/rukpak-dev/rukpak/internal/leanclient"
 	"github.com/rukpak-dev/rukpak/internal/leanmeta"
 )
 
@@ -62,7 +63,12 @@ func (c *Clients) For(sa ServiceAccount) (client.Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating client for service account %s: %w", sa, err)
 	}
-	cl, err := client.New(cfg, client.Options{Scheme: c.scheme, Mapper: c.mapper, HTTPClient: hc})
+	cc, err := client.New(cfg, client.Options{Scheme: c.scheme, Mapper: c.mapper, HTTPClient: hc})
+	if err != nil {
+		return nil, fmt.Errorf("creating client for service account %s: %w", sa, err)
+	}
+	// Installs as sa read ownership and apply through it (release.Manager.As).
+	cl, err := leanclient.New(cc, cfg, hc)
 	if err != nil {
 		return nil, fmt.Errorf("creating client for service account %s: %w", sa, err)
 	}

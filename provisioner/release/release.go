@@ -33,6 +33,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/rukpak-dev/rukpak/internal/jsonmap"
+	"github.com/rukpak-dev/rukpak/internal/leanclient"
 	"github.com/rukpak-dev/rukpak/internal/leanmeta"
 	"github.com/rukpak-dev/rukpak/internal/memomapper"
 	"github.com/rukpak-dev/rukpak/internal/objmeta"
@@ -127,7 +128,13 @@ func NewManager(cfg *rest.Config, namespace string, opts ...Option) (*Manager, e
 	}
 	// The client maps every object it applies or reads: remembered, a
 	// mapping costs a map lookup instead of one per API group.
-	c, err := client.New(cfg, client.Options{Scheme: scheme, HTTPClient: hc, Mapper: memomapper.New(mapper, 0)})
+	cc, err := client.New(cfg, client.Options{Scheme: scheme, HTTPClient: hc, Mapper: memomapper.New(mapper, 0)})
+	if err != nil {
+		return nil, fmt.Errorf("creating client: %w", err)
+	}
+	// Ownership reads and applies, a few per installed object, as lean
+	// requests.
+	c, err := leanclient.New(cc, cfg, hc)
 	if err != nil {
 		return nil, fmt.Errorf("creating client: %w", err)
 	}

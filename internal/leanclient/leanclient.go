@@ -20,6 +20,7 @@ package leanclient
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -30,13 +31,13 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/protobuf/encoding/protowire"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/validate/content"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/metrics"
@@ -51,8 +52,9 @@ import (
 type Client struct {
 	client.Client
 
-	http      *http.Client
-	base      *url.URL
+	http *http.Client
+	// prefix is the API server's URL without a trailing slash.
+	prefix    string
 	userAgent string
 }
 
@@ -83,7 +85,8 @@ func New(c client.Client, cfg *rest.Config, hc *http.Client) (*Client, error) {
 	if ua == "" {
 		ua = rest.DefaultKubernetesUserAgent()
 	}
-	return &Client{Client: c, http: hc, base: base, userAgent: ua}, nil
+	prefix := base.Scheme + "://" + base.Host + strings.TrimSuffix(base.EscapedPath(), "/")
+	return &Client{Client: c, http: hc, prefix: prefix, userAgent: ua}, nil
 }
 
 // Get reads the metadata of key's object into a PartialObjectMetadata
@@ -94,11 +97,11 @@ func (c *Client) Get(ctx context.Context, key client.ObjectKey, obj client.Objec
 	if !ok || len(opts) > 0 {
 		return c.Client.Get(ctx, key, obj, opts...)
 	}
-	u, gr, err := c.objectURL(m.GroupVersionKind(), key.Namespace, key.Name)
+	u, gr, err := c.objectURL(m.GroupVersionKind(), key.Namespace, key.Name, "")
 	if err != nil {
 		return err
 	}
-	return c.do(ctx, http.MethodGet, u.String(), "", nil, m, gr, key.Name)
+	return c.do(ctx, http.MethodGet, u, "", nil, m, gr, key.Name)
 }
 
 // Patch patches a PartialObjectMetadata's object and reads its metadata
@@ -117,74 +120,113 @@ func (c *Client) Patch(ctx context.Context, obj client.Object, patch client.Patc
 	if err != nil {
 		return err
 	}
-	u, gr, err := c.objectURL(m.GroupVersionKind(), m.Namespace, m.Name)
+	// In url.Values.Encode's order.
+	var q string
+	if po.FieldManager != "" {
+		q += "&fieldManager=" + url.QueryEscape(po.FieldManager)
+	}
+	if po.FieldValidation != "" {
+		q += "&fieldValidation=" + url.QueryEscape(po.FieldValidation)
+	}
+	if po.Force != nil {
+		q += "&force=" + strconv.FormatBool(*po.Force)
+	}
+	u, gr, err := c.objectURL(m.GroupVersionKind(), m.Namespace, m.Name, strings.TrimPrefix(q, "&"))
 	if err != nil {
 		return err
 	}
-	q := url.Values{}
-	if po.FieldManager != "" {
-		q.Set("fieldManager", po.FieldManager)
-	}
-	if po.Force != nil {
-		q.Set("force", strconv.FormatBool(*po.Force))
-	}
-	if po.FieldValidation != "" {
-		q.Set("fieldValidation", po.FieldValidation)
-	}
-	u.RawQuery = q.Encode()
-	return c.do(ctx, http.MethodPatch, u.String(), string(patch.Type()), data, m, gr, m.Name)
+	return c.do(ctx, http.MethodPatch, u, string(patch.Type()), data, m, gr, m.Name)
 }
 
 // objectURL is the URL of an object of kind gvk, mapped by the client's
-// RESTMapper, with its group and resource (for errors).
-func (c *Client) objectURL(gvk schema.GroupVersionKind, namespace, name string) (*url.URL, schema.GroupResource, error) {
+// RESTMapper, with query if not empty, and its group and resource (for
+// errors).
+func (c *Client) objectURL(gvk schema.GroupVersionKind, namespace, name, query string) (string, schema.GroupResource, error) {
 	mapping, err := c.RESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version)
 	if err != nil {
-		return nil, schema.GroupResource{}, err
+		return "", schema.GroupResource{}, err
 	}
 	gr := mapping.Resource.GroupResource()
-	// As client-go's request builder: a name or namespace that is not a
-	// path segment is never sent.
-	if name == "" {
-		return nil, gr, errors.New("resource name may not be empty")
+	namespaced := mapping.Scope.Name() == meta.RESTScopeNameNamespace
+	if err := checkNames(namespaced, namespace, name); err != nil {
+		return "", gr, err
 	}
-	if msgs := content.IsPathSegmentName(name); len(msgs) > 0 {
-		return nil, gr, fmt.Errorf("invalid resource name %q: %v", name, msgs)
+	res := mapping.Resource
+	// Written once at its length: a few of these per installed object.
+	n := len(c.prefix) + len("/apis/") + len(res.Group) + 1 + len(res.Version) + 1 + len(res.Resource) + 1 + len(name) + 1 + len(query)
+	if namespaced {
+		n += len("/namespaces/") + len(namespace)
 	}
 	var b strings.Builder
-	b.WriteString(strings.TrimSuffix(c.base.Path, "/"))
-	if mapping.Resource.Group == "" {
+	b.Grow(n)
+	b.WriteString(c.prefix)
+	if res.Group == "" {
 		b.WriteString("/api/")
 	} else {
 		b.WriteString("/apis/")
-		b.WriteString(mapping.Resource.Group)
+		b.WriteString(res.Group)
 		b.WriteByte('/')
 	}
-	b.WriteString(mapping.Resource.Version)
-	if mapping.Scope.Name() == meta.RESTScopeNameNamespace {
-		if namespace == "" {
-			return nil, gr, errors.New("namespace may not be empty for a namespaced resource")
-		}
-		if msgs := content.IsPathSegmentName(namespace); len(msgs) > 0 {
-			return nil, gr, fmt.Errorf("invalid namespace %q: %v", namespace, msgs)
-		}
+	b.WriteString(res.Version)
+	if namespaced {
 		b.WriteString("/namespaces/")
 		b.WriteString(namespace)
 	}
 	b.WriteByte('/')
-	b.WriteString(mapping.Resource.Resource)
+	b.WriteString(res.Resource)
 	b.WriteByte('/')
 	b.WriteString(name)
-	u := *c.base
-	u.Path = b.String()
-	u.RawPath = ""
-	return &u, gr, nil
+	if query != "" {
+		b.WriteByte('?')
+		b.WriteString(query)
+	}
+	return b.String(), gr, nil
 }
 
-// do sends the request, retrying as client-go does, and decodes the
-// answer into m (keeping m's kind) or returns the API server's error.
+// checkNames refuses, as client-go's request builder does, a name or
+// namespace that is not a path segment: such a name is never sent.
+func checkNames(namespaced bool, namespace, name string) error {
+	if name == "" {
+		return errors.New("resource name may not be empty")
+	}
+	if msgs := content.IsPathSegmentName(name); len(msgs) > 0 {
+		return fmt.Errorf("invalid resource name %q: %v", name, msgs)
+	}
+	if !namespaced {
+		return nil
+	}
+	if namespace == "" {
+		return errors.New("namespace may not be empty for a namespaced resource")
+	}
+	if msgs := content.IsPathSegmentName(namespace); len(msgs) > 0 {
+		return fmt.Errorf("invalid namespace %q: %v", namespace, msgs)
+	}
+	return nil
+}
+
+// do sends the request and decodes the answer into m (keeping m's kind)
+// or returns the API server's error.
 func (c *Client) do(ctx context.Context, method, target, contentType string, body []byte, m *metav1.PartialObjectMetadata, gr schema.GroupResource, name string) error {
 	gvk := m.GroupVersionKind()
+	resp, err := c.send(ctx, method, target, contentType, acceptMetadata, body)
+	if err != nil {
+		return err
+	}
+	buf := buffers.Get().(*bytes.Buffer)
+	buf.Reset()
+	_, rerr := buf.ReadFrom(io.LimitReader(resp.Body, maxAnswer+1))
+	_ = resp.Body.Close()
+	err = answer(resp, buf.Bytes(), rerr, m, method, gr, name)
+	putBuffer(buf)
+	m.SetGroupVersionKind(gvk)
+	return err
+}
+
+// send sends a request, again as client-go would: when the API server asks
+// to retry later (at most maxRetries times, each wait at most
+// maxRetryWait), and for a GET when the connection dropped. The answer's
+// body is the caller's to close.
+func (c *Client) send(ctx context.Context, method, target, contentType, accept string, body []byte) (*http.Response, error) {
 	for attempt := 0; ; attempt++ {
 		var rd io.Reader
 		if body != nil {
@@ -192,41 +234,66 @@ func (c *Client) do(ctx context.Context, method, target, contentType string, bod
 		}
 		req, err := http.NewRequestWithContext(ctx, method, target, rd)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		req.Header = http.Header{"Accept": {acceptMetadata}, "User-Agent": {c.userAgent}}
+		req.Header = http.Header{"Accept": {accept}, "User-Agent": {c.userAgent}}
 		if contentType != "" {
 			req.Header["Content-Type"] = []string{contentType}
 		}
-		resp, err := c.http.Do(req)
+		resp, err := c.roundTrip(req)
 		if err != nil {
 			metrics.RequestResult.Increment(ctx, "<error>", method, req.URL.Host)
 			if method == http.MethodGet && attempt < maxRetries && ctx.Err() == nil &&
 				(utilnet.IsConnectionReset(err) || utilnet.IsProbableEOF(err) || utilnet.IsHTTP2ConnectionLost(err)) {
 				if werr := sleep(ctx, time.Second); werr != nil {
-					return err
+					return nil, err
 				}
 				continue
 			}
-			return err
+			return nil, err
 		}
 		metrics.RequestResult.Increment(ctx, strconv.Itoa(resp.StatusCode), method, req.URL.Host)
-		buf := buffers.Get().(*bytes.Buffer)
-		buf.Reset()
-		_, rerr := buf.ReadFrom(io.LimitReader(resp.Body, maxAnswer+1))
-		_ = resp.Body.Close()
 		if wait, ok := retryAfter(resp); ok && attempt < maxRetries {
-			putBuffer(buf)
+			// Read to its end, so that the connection is reused.
+			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxAnswer))
+			_ = resp.Body.Close()
 			if err := sleep(ctx, wait); err != nil {
-				return err
+				return nil, err
 			}
 			continue
 		}
-		err = answer(resp, buf.Bytes(), rerr, m, method, gr, name)
-		putBuffer(buf)
-		m.SetGroupVersionKind(gvk)
-		return err
+		return resp, nil
 	}
+}
+
+// Open reads the object at absPath (under the API server's URL: the
+// caller checks its names, e.g. with CheckName) as JSON, for a caller that
+// reads it as it streams in; a failed answer is its error, as Get's.
+func (c *Client) Open(ctx context.Context, absPath string, gr schema.GroupResource, name string) (io.ReadCloser, error) {
+	resp, err := c.send(ctx, http.MethodGet, c.prefix+absPath, "", "application/json", nil)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		return resp.Body, nil
+	}
+	defer resp.Body.Close() //nolint:errcheck // read to its end or bounded
+	data, rerr := io.ReadAll(io.LimitReader(resp.Body, maxAnswer+1))
+	return nil, answer(resp, data, rerr, nil, http.MethodGet, gr, name)
+}
+
+// CheckName refuses a name that cannot be a path segment, as Get does.
+func CheckName(name string) error { return checkNames(false, "", name) }
+
+// roundTrip sends req on the client's transport: its http.Client adds
+// only redirects (the API server answers these requests without), a
+// cookie jar and a timeout (none unless configured), and copied every
+// request's headers and URL for them.
+func (c *Client) roundTrip(req *http.Request) (*http.Response, error) {
+	if c.http.Timeout != 0 || c.http.Jar != nil || c.http.Transport == nil {
+		return c.http.Do(req)
+	}
+	return c.http.Transport.RoundTrip(req)
 }
 
 // retryAfter is the wait a throttled (429) or failed (5xx) answer asks for.
@@ -252,8 +319,8 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// answer decodes a successful answer into m, or makes the error of a
-// failed one.
+// answer decodes a successful answer into m (if not nil), or makes the
+// error of a failed one.
 func answer(resp *http.Response, data []byte, readErr error, m *metav1.PartialObjectMetadata, method string, gr schema.GroupResource, name string) error {
 	if readErr != nil {
 		return fmt.Errorf("reading the API server's answer: %w", readErr)
@@ -262,14 +329,17 @@ func answer(resp *http.Response, data []byte, readErr error, m *metav1.PartialOb
 		return fmt.Errorf("the API server answered with more than %d bytes", maxAnswer)
 	}
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		if m == nil {
+			return nil
+		}
 		*m = metav1.PartialObjectMetadata{}
-		if _, _, err := codecs.UniversalDeserializer().Decode(data, nil, m); err != nil {
+		if err := decode(data, "PartialObjectMetadata", m); err != nil {
 			return fmt.Errorf("decoding the API server's answer: %w", err)
 		}
 		return nil
 	}
 	status := &metav1.Status{}
-	if _, _, err := codecs.UniversalDeserializer().Decode(data, nil, status); err == nil && status.Status == metav1.StatusFailure {
+	if err := decode(data, "Status", status); err == nil && status.Status == metav1.StatusFailure {
 		return &apierrors.StatusError{ErrStatus: *status}
 	}
 	retry := 0
@@ -280,15 +350,49 @@ func answer(resp *http.Response, data []byte, readErr error, m *metav1.PartialOb
 	return apierrors.NewGenericServerResponse(resp.StatusCode, method, gr, name, msg, retry, true)
 }
 
-// codecs decode metadata and statuses, in protobuf or JSON.
-var codecs = func() serializer.CodecFactory {
-	s := runtime.NewScheme()
-	metav1.AddToGroupVersion(s, schema.GroupVersion{Version: "v1"})
-	if err := metav1.AddMetaToScheme(s); err != nil {
-		panic(err)
+// protoMagic starts the API server's protobuf encoding, which wraps the
+// object in a runtime.Unknown.
+var protoMagic = []byte("k8s\x00")
+
+// message is a protobuf-generated API type.
+type message interface{ Unmarshal([]byte) error }
+
+// decode decodes an answer of kind into into: protobuf read in place
+// (runtime.Unknown's decoding copies the object's bytes first), or JSON.
+func decode(data []byte, kind string, into message) error {
+	rest, ok := bytes.CutPrefix(data, protoMagic)
+	if !ok {
+		return json.Unmarshal(data, into)
 	}
-	return serializer.NewCodecFactory(s)
-}()
+	var raw []byte
+	var gotKind string
+	for len(rest) > 0 {
+		num, typ, n := protowire.ConsumeTag(rest)
+		if n < 0 || typ != protowire.BytesType {
+			return errors.New("not a runtime.Unknown")
+		}
+		rest = rest[n:]
+		v, n := protowire.ConsumeBytes(rest)
+		if n < 0 {
+			return errors.New("not a runtime.Unknown")
+		}
+		rest = rest[n:]
+		switch num {
+		case 1: // typeMeta
+			var tm runtime.TypeMeta
+			if err := tm.Unmarshal(v); err != nil {
+				return err
+			}
+			gotKind = tm.Kind
+		case 2: // raw
+			raw = v
+		}
+	}
+	if gotKind != kind {
+		return fmt.Errorf("a %q, not a %q", gotKind, kind)
+	}
+	return into.Unmarshal(raw)
+}
 
 // buffers hold answers while they are decoded.
 var buffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}

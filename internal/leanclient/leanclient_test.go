@@ -1,7 +1,9 @@
 package leanclient
 
 import (
+	"bytes"
 	"context"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -12,6 +14,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -201,5 +206,65 @@ func TestAnswersAreBounded(t *testing.T) {
 	})
 	if err := c.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: "x"}, configMap("", "")); err == nil || !strings.Contains(err.Error(), "more than") {
 		t.Errorf("an answer past the bound: %v", err)
+	}
+}
+
+func TestOpen(t *testing.T) {
+	c, requests, _ := serve(t, func(n int64, w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if n == 1 {
+			w.WriteHeader(http.StatusNotFound)
+			_, _ = w.Write([]byte(`{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"NotFound","code":404}`))
+			return
+		}
+		_, _ = w.Write([]byte(`{"path":"` + r.URL.Path + `","accept":"` + r.Header.Get("Accept") + `"}`))
+	})
+	ctx := context.Background()
+	gr := schema.GroupResource{Group: "apiextensions.k8s.io", Resource: "customresourcedefinitions"}
+	if _, err := c.Open(ctx, "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/a.b", gr, "a.b"); !apierrors.IsNotFound(err) {
+		t.Errorf("absent: %v", err)
+	}
+	rc, err := c.Open(ctx, "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/a.b", gr, "a.b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close() //nolint:errcheck // a test's read
+	body, _ := io.ReadAll(rc)
+	if string(body) != `{"path":"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/a.b","accept":"application/json"}` {
+		t.Errorf("read %s", body)
+	}
+	for _, name := range []string{"..", "a/b", "", "a%2f"} {
+		if CheckName(name) == nil {
+			t.Errorf("CheckName(%q): no error", name)
+		}
+	}
+	if requests.Load() != 2 {
+		t.Errorf("%d requests", requests.Load())
+	}
+}
+
+func TestDecodeProtobuf(t *testing.T) {
+	s := runtime.NewScheme()
+	metav1.AddToGroupVersion(s, schema.GroupVersion{Version: "v1"})
+	if err := metav1.AddMetaToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	enc := protobuf.NewSerializer(s, s)
+	in := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: "ns", UID: "u", ResourceVersion: "9", Labels: map[string]string{"a": "b"}}}
+	in.SetGroupVersionKind(metav1.SchemeGroupVersion.WithKind("PartialObjectMetadata"))
+	var buf bytes.Buffer
+	if err := enc.Encode(in, &buf); err != nil {
+		t.Fatal(err)
+	}
+	var out metav1.PartialObjectMetadata
+	if err := decode(buf.Bytes(), "PartialObjectMetadata", &out); err != nil || out.Name != "x" || out.UID != "u" || out.ResourceVersion != "9" || out.Labels["a"] != "b" {
+		t.Errorf("decoded %+v, %v", out, err)
+	}
+	if err := decode(buf.Bytes(), "Status", &metav1.Status{}); err == nil {
+		t.Error("a PartialObjectMetadata decoded as a Status")
+	}
+	for n := 5; n < buf.Len(); n += 7 {
+		var m metav1.PartialObjectMetadata
+		_ = decode(buf.Bytes()[:n], "PartialObjectMetadata", &m) // never panics
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rukpak-dev/rukpak/internal/jsonskim"
+	"github.com/rukpak-dev/rukpak/internal/leanclient"
 	"github.com/rukpak-dev/rukpak/internal/memomapper"
 )
 
@@ -192,8 +193,15 @@ type crdSeen struct {
 // conditions and metadata alone: a CRD's schema can be megabytes, which
 // decoding whole on every poll made the largest cost of installing CRDs
 // after rendering.
+// crdResource is CRDs' group and resource, for errors.
+var crdResource = apiextensionsv1.SchemeGroupVersion.WithResource("customresourcedefinitions").GroupResource()
+
 func (m *Manager) crdEstablished(ctx context.Context, name string) (*crdSeen, error) {
-	rc, err := m.crdReader.Get().SetHeader("Accept", "application/json").AbsPath("/apis", apiextensionsv1.SchemeGroupVersion.Group, apiextensionsv1.SchemeGroupVersion.Version, "customresourcedefinitions", name).Stream(ctx)
+	if err := leanclient.CheckName(name); err != nil {
+		return nil, fmt.Errorf("CRD %q: %w", name, err)
+	}
+	// A lean request: a CRD is polled a few times while it is established.
+	rc, err := m.own.Open(ctx, "/apis/"+apiextensionsv1.SchemeGroupVersion.String()+"/customresourcedefinitions/"+name, crdResource, name)
 	if err != nil {
 		return nil, client.IgnoreNotFound(err)
 	}

@@ -49,9 +49,9 @@ const maxHistory = 5
 type Manager struct {
 	getter *restGetter
 	client client.Client
-	// crdReader reads CRDs' conditions (crds.go), with the manager's own
+	// own reads CRDs' conditions (crds.go), with the manager's own
 	// identity in every view.
-	crdReader rest.Interface
+	own       *leanclient.Client
 	namespace string
 	store     *storage.Storage
 	records   *chunkedSecrets
@@ -157,7 +157,7 @@ func NewManager(cfg *rest.Config, namespace string, opts ...Option) (*Manager, e
 		crowded:   &crowdedKinds{seen: map[kindInNamespace]crowding{}},
 		applied:   &appliedReleases{byName: map[string]appliedRelease{}},
 		client:    c,
-		crdReader: cs.CoreV1().RESTClient(),
+		own:       c,
 	}, nil
 }
 

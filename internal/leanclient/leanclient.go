@@ -282,6 +282,48 @@ func (c *Client) Open(ctx context.Context, absPath string, gr schema.GroupResour
 	return nil, answer(resp, data, rerr, nil, http.MethodGet, gr, name)
 }
 
+// Write sends body (of contentType) to absPath (under the API server's
+// URL: the caller checks its names, e.g. with CheckName) and reads the
+// metadata of the object written into m (whose kind it keeps); a failed
+// answer is its error, as Get's.
+func (c *Client) Write(ctx context.Context, method, absPath, contentType string, body []byte, m *metav1.PartialObjectMetadata, gr schema.GroupResource, name string) error {
+	return c.do(ctx, method, c.prefix+absPath, contentType, body, m, gr, name)
+}
+
+// ContentTypeProtobuf is the media type of Protobuf's encoding.
+const ContentTypeProtobuf = "application/vnd.kubernetes.protobuf"
+
+// sizedMessage is a protobuf-generated API type.
+type sizedMessage interface {
+	Size() int
+	MarshalToSizedBuffer([]byte) (int, error)
+}
+
+// Protobuf encodes obj of apiVersion and kind as the API server reads
+// protobuf (ContentTypeProtobuf): in one buffer of its size, where
+// client-go's encoder copies the object once more into a growing one (a
+// release record is tens of kilobytes).
+func Protobuf(obj sizedMessage, apiVersion, kind string) ([]byte, error) {
+	tm := runtime.TypeMeta{APIVersion: apiVersion, Kind: kind}
+	tmSize, rawSize := tm.Size(), obj.Size()
+	n := len(protoMagic) + protowire.SizeTag(1) + protowire.SizeBytes(tmSize) + protowire.SizeTag(2) + protowire.SizeBytes(rawSize)
+	b := make([]byte, 0, n)
+	b = append(b, protoMagic...)
+	b = protowire.AppendTag(b, 1, protowire.BytesType)
+	b = protowire.AppendVarint(b, uint64(tmSize))
+	b = b[:len(b)+tmSize]
+	if _, err := tm.MarshalToSizedBuffer(b[len(b)-tmSize:]); err != nil {
+		return nil, err
+	}
+	b = protowire.AppendTag(b, 2, protowire.BytesType)
+	b = protowire.AppendVarint(b, uint64(rawSize))
+	b = b[:len(b)+rawSize]
+	if _, err := obj.MarshalToSizedBuffer(b[len(b)-rawSize:]); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
 // CheckName refuses a name that cannot be a path segment, as Get does.
 func CheckName(name string) error { return checkNames(false, "", name) }
 

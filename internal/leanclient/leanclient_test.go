@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -266,5 +267,25 @@ func TestDecodeProtobuf(t *testing.T) {
 	for n := 5; n < buf.Len(); n += 7 {
 		var m metav1.PartialObjectMetadata
 		_ = decode(buf.Bytes()[:n], "PartialObjectMetadata", &m) // never panics
+	}
+}
+
+func TestProtobufIsWhatTheAPIServerReads(t *testing.T) {
+	in := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "r", Namespace: "ns", Labels: map[string]string{"owner": "helm"}},
+		Type: "helm.sh/release.v1", Data: map[string][]byte{"release": bytes.Repeat([]byte("x"), 300)}}
+	b, err := Protobuf(in, "v1", "Secret")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b) != cap(b) {
+		t.Errorf("%d bytes in a buffer of %d", len(b), cap(b))
+	}
+	out, gvk, err := protobuf.NewSerializer(clientgoscheme.Scheme, clientgoscheme.Scheme).Decode(b, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, ok := out.(*corev1.Secret)
+	if !ok || gvk.Kind != "Secret" || s.Name != "r" || s.Labels["owner"] != "helm" || string(s.Data["release"]) != string(in.Data["release"]) || s.Type != in.Type {
+		t.Errorf("decoded %v %+v", gvk, out)
 	}
 }

@@ -24,8 +24,10 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/rukpak-dev/rukpak/internal/leanclient"
 	"github.com/rukpak-dev/rukpak/internal/testenv"
 )
 
@@ -45,7 +47,11 @@ func newChunkEnv(t *testing.T) *chunkEnv {
 	cs := kubernetes.NewForConfigOrDie(env.Config)
 	mc := metadata.NewForConfigOrDie(env.Config)
 	d := newChunkedSecrets(cs.CoreV1().Secrets(ns), mc.Resource(corev1.SchemeGroupVersion.WithResource("secrets")).Namespace(ns), 0)
-	d.writes = leanSecrets{client: cs.CoreV1().RESTClient(), namespace: ns}
+	hc, err := rest.HTTPClientFor(env.Config)
+	testenv.MustNotError(t, err, "creating the HTTP client")
+	lean, err := leanclient.New(env.Client, env.Config, hc)
+	testenv.MustNotError(t, err, "creating the lean client")
+	d.writes = leanSecrets{client: lean, namespace: ns}
 	return &chunkEnv{t: t, env: env, ns: ns, d: d, helm: driver.NewSecrets(cs.CoreV1().Secrets(ns))}
 }
 

@@ -2,14 +2,15 @@ package release
 
 import (
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
+	"net/http"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes/scheme"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/rest"
+
+	"github.com/rukpak-dev/rukpak/internal/leanclient"
 )
 
 // recordWriter creates and updates release records, answering with the
@@ -42,41 +43,41 @@ func (t typedWrites) Update(ctx context.Context, s *corev1.Secret, opts metav1.U
 // leanSecrets creates and updates release records reading back only the
 // metadata written: the API server answers a write with the whole object,
 // which for a record is its compressed release again, decoded for the two
-// fields the index keeps (its UID and resourceVersion).
+// fields the index keeps (its UID and resourceVersion). Records are sent
+// in protobuf, encoded once (leanclient.Protobuf).
 type leanSecrets struct {
-	client    rest.Interface
+	client    *leanclient.Client
 	namespace string
 }
 
-// metadataOnly asks the API server to answer with the object's metadata.
-const metadataOnly = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
-
-// maxMetadataAnswer bounds the answer decoded: a Secret's metadata (its
-// labels, annotations and managed fields) is kilobytes, and a whole
-// Secret at most 1 MiB of data (base64 in JSON).
-const maxMetadataAnswer = 4 << 20
+var secretsResource = corev1.SchemeGroupVersion.WithResource("secrets").GroupResource()
 
 func (l leanSecrets) Create(ctx context.Context, s *corev1.Secret, opts metav1.CreateOptions) (*metav1.ObjectMeta, error) {
-	return l.answer(l.client.Post().Namespace(l.namespace).Resource("secrets").
-		VersionedParams(&opts, scheme.ParameterCodec).Body(s).SetHeader("Accept", metadataOnly).Do(ctx))
+	return l.write(ctx, http.MethodPost, "", s, opts.FieldManager, opts.DryRun)
 }
 
 func (l leanSecrets) Update(ctx context.Context, s *corev1.Secret, opts metav1.UpdateOptions) (*metav1.ObjectMeta, error) {
-	return l.answer(l.client.Put().Namespace(l.namespace).Resource("secrets").Name(s.Name).
-		VersionedParams(&opts, scheme.ParameterCodec).Body(s).SetHeader("Accept", metadataOnly).Do(ctx))
-}
-
-func (l leanSecrets) answer(res rest.Result) (*metav1.ObjectMeta, error) {
-	body, err := res.Raw()
-	if err != nil {
+	if err := leanclient.CheckName(s.Name); err != nil {
 		return nil, err
 	}
-	if len(body) > maxMetadataAnswer {
-		return nil, fmt.Errorf("the API server answered with %d bytes of metadata", len(body))
+	return l.write(ctx, http.MethodPut, "/"+s.Name, s, opts.FieldManager, opts.DryRun)
+}
+
+func (l leanSecrets) write(ctx context.Context, method, name string, s *corev1.Secret, fieldManager string, dryRun []string) (*metav1.ObjectMeta, error) {
+	if err := leanclient.CheckName(l.namespace); err != nil {
+		return nil, err
 	}
-	var m metav1.PartialObjectMetadata
-	if err := json.Unmarshal(body, &m); err != nil {
-		return nil, fmt.Errorf("decoding the API server's answer: %w", err)
+	if fieldManager != "" || len(dryRun) > 0 {
+		return nil, errors.New("release records are written without a field manager or dry run")
+	}
+	body, err := leanclient.Protobuf(s, "v1", "Secret")
+	if err != nil {
+		return nil, fmt.Errorf("encoding the record: %w", err)
+	}
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
+	if err := l.client.Write(ctx, method, "/api/v1/namespaces/"+l.namespace+"/secrets"+name, leanclient.ContentTypeProtobuf, body, m, secretsResource, s.Name); err != nil {
+		return nil, err
 	}
 	// An API server that does not convert answers (a proxy in between
 	// that drops the parameter) sends the whole Secret, whose metadata is

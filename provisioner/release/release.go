@@ -145,7 +145,7 @@ func NewManager(cfg *rest.Config, namespace string, opts ...Option) (*Manager, e
 		return nil, fmt.Errorf("creating metadata client: %w", err)
 	}
 	d := newChunkedSecrets(cs.CoreV1().Secrets(namespace), mc.Resource(corev1.SchemeGroupVersion.WithResource("secrets")).Namespace(namespace), o.maxRecordBytes)
-	d.writes = leanSecrets{client: cs.CoreV1().RESTClient(), namespace: namespace}
+	d.writes = leanSecrets{client: c, namespace: namespace}
 	d.index = newRecordIndex(mc, namespace)
 	return &Manager{
 		namespace: namespace,

@@ -2,6 +2,7 @@ package statuspatch
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -63,6 +64,58 @@ func TestMergeFromMatchesWholeObjects(t *testing.T) {
 			}
 			if d := cmp.Diff(w["status"], o["status"]); d != "" {
 				t.Fatalf("status (-whole objects +ours):\n%s", d)
+			}
+		})
+	}
+}
+
+// Nested objects: a member dropped from an object that stays is set to
+// null, as the whole objects' MergeFrom says.
+func TestMergeFromNestedMatchesWholeObjects(t *testing.T) {
+	base := func() *rukpakv1alpha1.Bundle {
+		return &rukpakv1alpha1.Bundle{
+			ObjectMeta: metav1.ObjectMeta{Name: "b"},
+			Status: rukpakv1alpha1.BundleStatus{
+				Phase: "Unpacked",
+				ResolvedSource: &rukpakv1alpha1.BundleSource{Type: rukpakv1alpha1.SourceTypeImage,
+					Image: &rukpakv1alpha1.ImageSource{Ref: "r@sha256:1", ImagePullSecretName: "s", CertificateData: "c"}},
+				ContentURL: "https://x",
+			},
+		}
+	}
+	for _, tc := range []struct {
+		name   string
+		change func(*rukpakv1alpha1.Bundle)
+	}{
+		{"nested member dropped", func(b *rukpakv1alpha1.Bundle) { b.Status.ResolvedSource.Image.ImagePullSecretName = "" }},
+		{"nested member changed", func(b *rukpakv1alpha1.Bundle) { b.Status.ResolvedSource.Image.Ref = "r@sha256:2" }},
+		{"object dropped", func(b *rukpakv1alpha1.Bundle) { b.Status.ResolvedSource = nil }},
+		{"object replaced by another kind", func(b *rukpakv1alpha1.Bundle) {
+			b.Status.ResolvedSource = &rukpakv1alpha1.BundleSource{Type: rukpakv1alpha1.SourceTypeGit, Git: &rukpakv1alpha1.GitSource{Repository: "g"}}
+		}},
+		{"object added", func(b *rukpakv1alpha1.Bundle) { b.Status.ContentDigest = "sha256:" + strings.Repeat("0", 64) }},
+		{"nothing", func(*rukpakv1alpha1.Bundle) {}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before, after := base(), base()
+			tc.change(after)
+			whole, err := client.MergeFrom(before).Data(after)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ours, err := MergeFrom(before.Status, after.Status).Data(after)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var w, o map[string]any
+			if err := json.Unmarshal(whole, &w); err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal(ours, &o); err != nil {
+				t.Fatalf("%s: %v", ours, err)
+			}
+			if d := cmp.Diff(w["status"], o["status"]); d != "" || len(o) > 1 {
+				t.Fatalf("patch %s; status (-whole objects +ours):\n%s", ours, d)
 			}
 		})
 	}

@@ -321,12 +321,19 @@ func (r *Reconciler) updateStatus(ctx context.Context, before, after *rukpakv1al
 	if equality.Semantic.DeepEqual(before.Status, after.Status) {
 		return nil
 	}
-	if err := r.Client.Status().Patch(ctx, after, statuspatch.MergeFrom(before.Status, after.Status)); err != nil {
+	// Answered with the Bundle's metadata only: nothing reads the rest of
+	// the answer (the status is the one written), which was the whole
+	// Bundle decoded again.
+	written := &metav1.PartialObjectMetadata{}
+	written.SetGroupVersionKind(rukpakv1alpha1.GroupVersion.WithKind("Bundle"))
+	written.Name = after.Name
+	if err := r.Client.Status().Patch(ctx, written, statuspatch.MergeFrom(before.Status, after.Status)); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
 		return fmt.Errorf("updating status of bundle %q: %w", after.Name, err)
 	}
+	after.ResourceVersion = written.ResourceVersion
 	return nil
 }
 

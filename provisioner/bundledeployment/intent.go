@@ -2,10 +2,12 @@ package bundledeployment
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -78,21 +80,32 @@ func (r *Reconciler) ensureFinalizer(ctx context.Context, bd *rukpakv1alpha1.Bun
 	if controllerutil.ContainsFinalizer(bd, rukpakv1alpha1.FinalizerUninstall) {
 		return nil
 	}
-	patch := client.MergeFrom(bd.DeepCopy())
-	controllerutil.AddFinalizer(bd, rukpakv1alpha1.FinalizerUninstall)
 	name, err := r.firstIntent(ctx, bd)
 	if err != nil {
 		return err
 	}
-	if name != "" {
+	// The merge patch MergeFrom of the whole objects makes, written
+	// directly (that marshalled the BundleDeployment twice and diffed the
+	// two): the finalizers, and the intent annotation set or removed.
+	controllerutil.AddFinalizer(bd, rukpakv1alpha1.FinalizerUninstall)
+	meta := map[string]any{"finalizers": bd.Finalizers}
+	old, had := bd.Annotations[rukpakv1alpha1.AnnotationCreatingBundle]
+	switch {
+	case name != "" && (!had || old != name):
+		meta["annotations"] = map[string]any{rukpakv1alpha1.AnnotationCreatingBundle: name}
 		if bd.Annotations == nil {
 			bd.Annotations = map[string]string{}
 		}
 		bd.Annotations[rukpakv1alpha1.AnnotationCreatingBundle] = name
-	} else {
+	case name == "" && had:
+		meta["annotations"] = map[string]any{rukpakv1alpha1.AnnotationCreatingBundle: nil}
 		delete(bd.Annotations, rukpakv1alpha1.AnnotationCreatingBundle)
 	}
-	if err := r.Client.Patch(ctx, bd, patch); err != nil {
+	data, err := json.Marshal(map[string]any{"metadata": meta})
+	if err != nil {
+		return err
+	}
+	if err := r.Client.Patch(ctx, bd, client.RawPatch(types.MergePatchType, data)); err != nil {
 		return fmt.Errorf("adding finalizer %s: %w", rukpakv1alpha1.FinalizerUninstall, err)
 	}
 	return nil

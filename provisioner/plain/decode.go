@@ -11,7 +11,6 @@ import (
 	"io/fs"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -49,9 +48,12 @@ func (l Limits) Decode(name string, r io.Reader) ([]*unstructured.Unstructured, 
 var readers = freelist.New(4, func() *bufio.Reader { return bufio.NewReaderSize(nil, 64<<10) })
 
 // docBuffers are the splitters' document buffers, which grew anew for
-// every file decoded (twice its largest document). One over
-// maxPooledDocBuffer is left to the collector rather than kept.
-var docBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 64<<10); return &b }}
+// every file decoded (twice its largest document), and then to each
+// file's size after most garbage collections, as a sync.Pool (a fleet's
+// CRD files are hundreds of kilobytes each): two are kept (freelist),
+// grown to the largest file they read. One over maxPooledDocBuffer is
+// left to the collector rather than kept.
+var docBuffers = freelist.New(2, func() *[]byte { b := make([]byte, 0, 64<<10); return &b })
 
 const maxPooledDocBuffer = 1 << 20
 
@@ -69,7 +71,7 @@ func (l Limits) decode(name string, r io.Reader, total *atomic.Int64, visit func
 	// YAMLOrJSONDecoder decides.
 	head, _ := br.Peek(4096)
 	jsonFile := utilyaml.IsJSONBuffer(head)
-	bp := docBuffers.Get().(*[]byte)
+	bp := docBuffers.Get()
 	s := splitter{r: br, max: l.MaxDocumentBytes, buf: (*bp)[:0]}
 	if f, ok := r.(fs.File); ok {
 		// Grown once to the file's size (a document's at most) rather

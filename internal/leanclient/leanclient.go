@@ -75,7 +75,8 @@ const acceptMetadata = "application/vnd.kubernetes.protobuf;as=PartialObjectMeta
 
 // New wraps c, whose requests go through hc made from cfg
 // (rest.HTTPClientFor of it, or of a config with the same host): c's
-// RESTMapper maps the kinds.
+// RESTMapper maps the kinds. c may be nil for a client that only opens
+// (Open) and writes (Write).
 func New(c client.Client, cfg *rest.Config, hc *http.Client) (*Client, error) {
 	base, _, err := rest.DefaultServerUrlFor(cfg)
 	if err != nil {

@@ -20,6 +20,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+
+	"github.com/rukpak-dev/rukpak/internal/leanclient"
 )
 
 // MaxObjectBytes is the API server's limit on a request: no stored
@@ -27,7 +29,11 @@ import (
 const MaxObjectBytes = 3 << 20
 
 // Client requests pages of lists as JSON.
-type Client struct{ REST rest.Interface }
+type Client struct {
+	REST rest.Interface
+	// lean, when set, reads single objects (Object).
+	lean *leanclient.Client
+}
 
 // New returns a Client for cfg's API server, through httpClient (nil: a
 // new one for cfg).
@@ -48,7 +54,11 @@ func New(cfg *rest.Config, httpClient *http.Client) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating a REST client for lists: %w", err)
 	}
-	return &Client{REST: c}, nil
+	lean, err := leanclient.New(nil, cfg, httpClient)
+	if err != nil {
+		return nil, err
+	}
+	return &Client{REST: c, lean: lean}, nil
 }
 
 // Page requests one page (Limit, Continue, LabelSelector) of the list at
@@ -68,15 +78,31 @@ func (c *Client) Page(ctx context.Context, path string, opts metav1.ListOptions)
 
 // Object reads the object named name of resource (in namespace, "" for a
 // cluster-scoped one) as JSON, at most maxBytes of it (a larger one is a
-// TooLargeError). The request builder checks that namespace and name are
-// path segments.
+// TooLargeError). Namespace and name must be path segments.
 func (c *Client) Object(ctx context.Context, resource schema.GroupVersionResource, namespace, name string, maxBytes int64) ([]byte, error) {
-	prefix := "/apis/" + resource.Group + "/" + resource.Version
-	if resource.Group == "" {
-		prefix = "/api/" + resource.Version
+	if err := leanclient.CheckName(name); err != nil {
+		return nil, err
 	}
-	body, err := c.REST.Get().AbsPath(prefix).NamespaceIfScoped(namespace, namespace != "").
-		Resource(resource.Resource).Name(name).SetHeader("Accept", "application/json").Stream(ctx)
+	p := "/apis/" + resource.Group + "/" + resource.Version
+	if resource.Group == "" {
+		p = "/api/" + resource.Version
+	}
+	if namespace != "" {
+		if err := leanclient.CheckName(namespace); err != nil {
+			return nil, fmt.Errorf("namespace: %w", err)
+		}
+		p += "/namespaces/" + namespace
+	}
+	p += "/" + resource.Resource + "/" + name
+	var body io.ReadCloser
+	var err error
+	if c.lean != nil {
+		// A lean request: the health of installed objects reads a few
+		// per install.
+		body, err = c.lean.Open(ctx, p, resource.GroupResource(), name)
+	} else {
+		body, err = c.REST.Get().AbsPath(p).SetHeader("Accept", "application/json").Stream(ctx)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -71,7 +71,7 @@ const maxRetryWait = 10 * time.Second
 
 // acceptMetadata asks for the object's metadata, in protobuf (JSON from a
 // server that has no protobuf, e.g. an aggregated API).
-const acceptMetadata = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
+const acceptMetadata = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
 
 // New wraps c, whose requests go through hc made from cfg
 // (rest.HTTPClientFor of it, or of a config with the same host): c's
@@ -153,6 +153,9 @@ func (c *Client) objectURL(gvk schema.GroupVersionKind, namespace, name, query s
 		return "", gr, err
 	}
 	res := mapping.Resource
+	// Escaped as client-go's request builder does: '?' and '#' are valid
+	// in a path segment name and must not start a query or fragment.
+	name, namespace = url.PathEscape(name), url.PathEscape(namespace)
 	// Written once at its length: a few of these per installed object.
 	n := len(c.prefix) + len("/apis/") + len(res.Group) + 1 + len(res.Version) + 1 + len(res.Resource) + 1 + len(name) + 1 + len(query)
 	if namespaced {
@@ -328,6 +331,9 @@ func Protobuf(obj sizedMessage, apiVersion, kind string) ([]byte, error) {
 // CheckName refuses a name that cannot be a path segment, as Get does.
 func CheckName(name string) error { return checkNames(false, "", name) }
 
+// PathSegment is name escaped for a URL path, as client-go writes it.
+func PathSegment(name string) string { return url.PathEscape(name) }
+
 // roundTrip sends req on the client's transport: its http.Client adds
 // only redirects (the API server answers these requests without), a
 // cookie jar and a timeout (none unless configured), and copied every
@@ -376,7 +382,10 @@ func answer(resp *http.Response, data []byte, readErr error, m *metav1.PartialOb
 			return nil
 		}
 		*m = metav1.PartialObjectMetadata{}
-		if err := decode(data, "PartialObjectMetadata", m); err != nil {
+		// Any object's metadata: a server (or proxy) that did not convert
+		// the answer sends the whole object, whose field 1 is its metadata
+		// as PartialObjectMetadata's is.
+		if err := decode(data, "", m); err != nil {
 			return fmt.Errorf("decoding the API server's answer: %w", err)
 		}
 		return nil
@@ -431,7 +440,7 @@ func decode(data []byte, kind string, into message) error {
 			raw = v
 		}
 	}
-	if gotKind != kind {
+	if kind != "" && gotKind != kind || kind == "" && (gotKind == "Status" || strings.HasSuffix(gotKind, "List")) {
 		return fmt.Errorf("a %q, not a %q", gotKind, kind)
 	}
 	return into.Unmarshal(raw)

@@ -91,9 +91,9 @@ func (c *Client) Object(ctx context.Context, resource schema.GroupVersionResourc
 		if err := leanclient.CheckName(namespace); err != nil {
 			return nil, fmt.Errorf("namespace: %w", err)
 		}
-		p += "/namespaces/" + namespace
+		p += "/namespaces/" + leanclient.PathSegment(namespace)
 	}
-	p += "/" + resource.Resource + "/" + name
+	p += "/" + resource.Resource + "/" + leanclient.PathSegment(name)
 	var body io.ReadCloser
 	var err error
 	if c.lean != nil {

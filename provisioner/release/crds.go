@@ -201,7 +201,7 @@ func (m *Manager) crdEstablished(ctx context.Context, name string) (*crdSeen, er
 		return nil, fmt.Errorf("CRD %q: %w", name, err)
 	}
 	// A lean request: a CRD is polled a few times while it is established.
-	rc, err := m.own.Open(ctx, "/apis/"+apiextensionsv1.SchemeGroupVersion.String()+"/customresourcedefinitions/"+name, crdResource, name)
+	rc, err := m.own.Open(ctx, "/apis/"+apiextensionsv1.SchemeGroupVersion.String()+"/customresourcedefinitions/"+leanclient.PathSegment(name), crdResource, name)
 	if err != nil {
 		return nil, client.IgnoreNotFound(err)
 	}

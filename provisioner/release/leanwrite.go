@@ -60,7 +60,7 @@ func (l leanSecrets) Update(ctx context.Context, s *corev1.Secret, opts metav1.U
 	if err := leanclient.CheckName(s.Name); err != nil {
 		return nil, err
 	}
-	return l.write(ctx, http.MethodPut, "/"+s.Name, s, opts.FieldManager, opts.DryRun)
+	return l.write(ctx, http.MethodPut, "/"+leanclient.PathSegment(s.Name), s, opts.FieldManager, opts.DryRun)
 }
 
 func (l leanSecrets) write(ctx context.Context, method, name string, s *corev1.Secret, fieldManager string, dryRun []string) (*metav1.ObjectMeta, error) {
@@ -76,7 +76,7 @@ func (l leanSecrets) write(ctx context.Context, method, name string, s *corev1.S
 	}
 	m := &metav1.PartialObjectMetadata{}
 	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
-	if err := l.client.Write(ctx, method, "/api/v1/namespaces/"+l.namespace+"/secrets"+name, leanclient.ContentTypeProtobuf, body, m, secretsResource, s.Name); err != nil {
+	if err := l.client.Write(ctx, method, "/api/v1/namespaces/"+leanclient.PathSegment(l.namespace)+"/secrets"+name, leanclient.ContentTypeProtobuf, body, m, secretsResource, s.Name); err != nil {
 		return nil, err
 	}
 	// An API server that does not convert answers (a proxy in between

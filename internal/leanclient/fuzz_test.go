@@ -16,7 +16,7 @@ func FuzzDecode(f *testing.F) {
 	_ = metav1.AddMetaToScheme(s)
 	in := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: "ns", UID: "u", ResourceVersion: "9",
 		Labels: map[string]string{"a": "b"}, OwnerReferences: []metav1.OwnerReference{{Name: "o"}},
-		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "m", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:a":{}}`)}}}}}
+		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "m", FieldsV1: metav1.NewFieldsV1(`{"f:a":{}}`)}}}}
 	in.SetGroupVersionKind(metav1.SchemeGroupVersion.WithKind("PartialObjectMetadata"))
 	var buf bytes.Buffer
 	_ = protobuf.NewSerializer(s, s).Encode(in, &buf)

@@ -67,7 +67,7 @@ func TestIntegrationRBACNameWithQueryCharacter(t *testing.T) {
 		if err := u.UnmarshalJSON(body); err != nil {
 			t.Fatal(err)
 		}
-		if err := env.Client.Patch(ctx, u, client.Apply, client.FieldOwner("review"), client.ForceOwnership); err != nil {
+		if err := env.Client.Patch(ctx, u, client.RawPatch(types.ApplyPatchType, body), client.FieldOwner("review"), client.ForceOwnership); err != nil {
 			t.Fatalf("controller-runtime apply of %q: %v", name, err)
 		}
 		m := &metav1.PartialObjectMetadata{}

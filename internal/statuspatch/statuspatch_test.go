@@ -44,27 +44,7 @@ func TestMergeFromMatchesWholeObjects(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			before, after := base(), base()
 			tc.change(after)
-			whole, err := client.MergeFrom(before).Data(after)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ours, err := MergeFrom(before.Status, after.Status).Data(after)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var w, o map[string]any
-			if err := json.Unmarshal(whole, &w); err != nil {
-				t.Fatal(err)
-			}
-			if err := json.Unmarshal(ours, &o); err != nil {
-				t.Fatal(err)
-			}
-			if len(o) > 1 || (len(o) == 1 && o["status"] == nil) {
-				t.Fatalf("patch %s says more than the status", ours)
-			}
-			if d := cmp.Diff(w["status"], o["status"]); d != "" {
-				t.Fatalf("status (-whole objects +ours):\n%s", d)
-			}
+			sameAsWholeObjects(t, before, after, before.Status, after.Status)
 		})
 	}
 }
@@ -99,24 +79,35 @@ func TestMergeFromNestedMatchesWholeObjects(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			before, after := base(), base()
 			tc.change(after)
-			whole, err := client.MergeFrom(before).Data(after)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ours, err := MergeFrom(before.Status, after.Status).Data(after)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var w, o map[string]any
-			if err := json.Unmarshal(whole, &w); err != nil {
-				t.Fatal(err)
-			}
-			if err := json.Unmarshal(ours, &o); err != nil {
-				t.Fatalf("%s: %v", ours, err)
-			}
-			if d := cmp.Diff(w["status"], o["status"]); d != "" || len(o) > 1 {
-				t.Fatalf("patch %s; status (-whole objects +ours):\n%s", ours, d)
-			}
+			sameAsWholeObjects(t, before, after, before.Status, after.Status)
 		})
+	}
+}
+
+// sameAsWholeObjects fails t unless the patch of the statuses says of the
+// status what controller-runtime's MergeFrom of the whole objects does, and
+// nothing else.
+func sameAsWholeObjects(t *testing.T, before, after client.Object, beforeStatus, afterStatus any) {
+	t.Helper()
+	whole, err := client.MergeFrom(before).Data(after)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ours, err := MergeFrom(beforeStatus, afterStatus).Data(after)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var w, o map[string]any
+	if err := json.Unmarshal(whole, &w); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(ours, &o); err != nil {
+		t.Fatalf("%s: %v", ours, err)
+	}
+	if len(o) > 1 || (len(o) == 1 && o["status"] == nil) {
+		t.Fatalf("patch %s says more than the status", ours)
+	}
+	if d := cmp.Diff(w["status"], o["status"]); d != "" {
+		t.Fatalf("patch %s; status (-whole objects +ours):\n%s", ours, d)
 	}
 }

@@ -53,3 +53,19 @@ func (s *Stack) Largest() int {
 	}
 	return n
 }
+
+// Union returns the keys of a and b, each once, sorted: the order in which
+// two maps are compared key by key.
+func Union[V any](a, b map[string]V) []string {
+	keys := make([]string, 0, len(a)+len(b))
+	for k := range a {
+		keys = append(keys, k)
+	}
+	for k := range b {
+		if _, ok := a[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	return keys
+}

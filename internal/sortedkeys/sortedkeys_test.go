@@ -42,3 +42,22 @@ func TestStack(t *testing.T) {
 		}
 	}
 }
+
+func TestUnion(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		a, b map[string]int
+		want []string
+	}{
+		{"both empty", nil, nil, []string{}},
+		{"one side", map[string]int{"b": 1, "a": 2}, nil, []string{"a", "b"}},
+		{"other side", nil, map[string]int{"z": 1, "y": 2}, []string{"y", "z"}},
+		{"shared keys once", map[string]int{"k": 1, "m": 1}, map[string]int{"k": 2, "a": 3}, []string{"a", "k", "m"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Union(tc.a, tc.b); !slices.Equal(got, tc.want) {
+				t.Errorf("Union = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}

@@ -9,10 +9,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"slices"
 
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rukpak-dev/rukpak/internal/sortedkeys"
 )
 
 // MergeFrom is a patch of the status subresource taking before's status to
@@ -63,19 +64,9 @@ func diff(out *bytes.Buffer, a, b []byte) error {
 	if err := json.Unmarshal(b, &bm); err != nil {
 		return err
 	}
-	keys := make([]string, 0, len(am)+len(bm))
-	for k := range bm {
-		keys = append(keys, k)
-	}
-	for k := range am {
-		if _, ok := bm[k]; !ok {
-			keys = append(keys, k)
-		}
-	}
-	slices.Sort(keys)
 	out.WriteByte('{')
 	first := true
-	for _, k := range keys {
+	for _, k := range sortedkeys.Union(bm, am) {
 		av, inA := am[k]
 		bv, inB := bm[k]
 		if inA && inB && bytes.Equal(av, bv) {

@@ -20,6 +20,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rukpak-dev/rukpak/internal/sortedkeys"
 )
 
 // Plan is what applying a new set of objects as a release would do to the
@@ -321,17 +323,7 @@ func (d *differ) diff(path string, a, b any) {
 			d.add(orRoot(path))
 			return
 		}
-		keys := make([]string, 0, len(av)+len(bv))
-		for k := range av {
-			keys = append(keys, k)
-		}
-		for k := range bv {
-			if _, ok := av[k]; !ok {
-				keys = append(keys, k)
-			}
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
+		for _, k := range sortedkeys.Union(av, bv) {
 			if d.steps < 0 {
 				return
 			}

@@ -80,8 +80,15 @@ func (c *Client) Page(ctx context.Context, path string, opts metav1.ListOptions)
 // cluster-scoped one) as JSON, at most maxBytes of it (a larger one is a
 // TooLargeError). Namespace and name must be path segments.
 func (c *Client) Object(ctx context.Context, resource schema.GroupVersionResource, namespace, name string, maxBytes int64) ([]byte, error) {
+	return c.AppendObject(ctx, nil, resource, namespace, name, maxBytes)
+}
+
+// AppendObject is Object appending to dst, so that a caller reading
+// objects one after another reads them into one buffer: io.ReadAll grows a
+// new one from 512 bytes for each, about twice the object allocated.
+func (c *Client) AppendObject(ctx context.Context, dst []byte, resource schema.GroupVersionResource, namespace, name string, maxBytes int64) ([]byte, error) {
 	if err := leanclient.CheckName(name); err != nil {
-		return nil, err
+		return dst, err
 	}
 	p := "/apis/" + resource.Group + "/" + resource.Version
 	if resource.Group == "" {
@@ -89,7 +96,7 @@ func (c *Client) Object(ctx context.Context, resource schema.GroupVersionResourc
 	}
 	if namespace != "" {
 		if err := leanclient.CheckName(namespace); err != nil {
-			return nil, fmt.Errorf("namespace: %w", err)
+			return dst, fmt.Errorf("namespace: %w", err)
 		}
 		p += "/namespaces/" + leanclient.PathSegment(namespace)
 	}
@@ -104,17 +111,38 @@ func (c *Client) Object(ctx context.Context, resource schema.GroupVersionResourc
 		body, err = c.REST.Get().AbsPath(p).SetHeader("Accept", "application/json").Stream(ctx)
 	}
 	if err != nil {
-		return nil, err
+		return dst, err
 	}
 	defer func() { _ = body.Close() }()
-	raw, err := io.ReadAll(io.LimitReader(body, maxBytes+1))
+	start := len(dst)
+	raw, err := appendAll(dst, io.LimitReader(body, maxBytes+1))
 	if err != nil {
-		return nil, err
+		return raw[:start], err
 	}
-	if int64(len(raw)) > maxBytes {
-		return nil, &TooLargeError{Name: ObjectName(raw), Limit: maxBytes}
+	if int64(len(raw)-start) > maxBytes {
+		return raw[:start], &TooLargeError{Name: ObjectName(raw[start:]), Limit: maxBytes}
 	}
 	return raw, nil
+}
+
+// appendAll is io.ReadAll appending to dst.
+func appendAll(dst []byte, r io.Reader) ([]byte, error) {
+	if cap(dst) == 0 {
+		dst = make([]byte, 0, 512)
+	}
+	for {
+		if len(dst) == cap(dst) {
+			dst = append(dst, 0)[:len(dst)]
+		}
+		n, err := r.Read(dst[len(dst):cap(dst)])
+		dst = dst[:len(dst)+n]
+		if err == io.EOF {
+			return dst, nil
+		}
+		if err != nil {
+			return dst, err
+		}
+	}
 }
 
 // All reads every page of the list at path, limit items per page, calling

@@ -95,6 +95,18 @@ func TestObject(t *testing.T) {
 	if _, err := c.Object(ctx, schema.GroupVersionResource{Version: "v1", Resource: "nodes"}, "", "big", 100); !errors.As(err, &tooLarge) || tooLarge.Name != "big" {
 		t.Errorf("object over the bound: %v", err)
 	}
+	// Appended after what dst holds, into its room; a failed read leaves
+	// dst as it was.
+	dst := append(make([]byte, 0, 4096), "keep"...)
+	got, err := c.AppendObject(ctx, dst, deployments, "ns", "web", 1<<20)
+	if err != nil || string(got) != "keep"+string(raw) || &got[0] != &dst[0] {
+		t.Errorf("AppendObject = %q (own buffer: %v), %v", got, &got[0] == &dst[0], err)
+	}
+	for _, name := range []string{"big", "gone"} {
+		if got, err := c.AppendObject(ctx, dst, schema.GroupVersionResource{Version: "v1", Resource: "nodes"}, "", name, 100); err == nil || string(got) != "keep" {
+			t.Errorf("AppendObject of %s = %q, %v; want an error and dst as it was", name, got, err)
+		}
+	}
 	// Names and namespaces from a bundle never walk out of their segment.
 	asked := len(paths)
 	for _, bad := range [][2]string{{"ns", "../../../api/v1/secrets"}, {"ns", "a/b"}, {"..", "web"}, {"ns/x", "web"}, {"ns", ".."}} {

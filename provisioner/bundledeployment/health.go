@@ -35,22 +35,26 @@ func (r *Reconciler) unhealthy(ctx context.Context, owner string, objs []*unstru
 			}
 			return nil, nil, fmt.Errorf("reading %s: %w", describe(want), err)
 		}
-		bad, whats = r.noteHealth(ctx, want, o, bad, whats)
+		bad, whats = r.noteHealth(ctx, owner, want, o, bad, whats)
 	}
 	sort.Strings(bad)
 	sort.Strings(whats)
 	return bad, whats, nil
 }
 
-// noteHealth adds want's verdict o to bad (with why its pods are not ready)
-// and whats (without: what a recheck compares) when it is not ready.
-func (r *Reconciler) noteHealth(ctx context.Context, want *unstructured.Unstructured, o observation, bad, whats []string) ([]string, []string) {
+// noteHealth adds want's verdict o to bad (with why its pods are not ready,
+// once owner has been unhealthy for a while: rechecks.explain) and whats
+// (without: what a recheck compares) when it is not ready.
+func (r *Reconciler) noteHealth(ctx context.Context, owner string, want *unstructured.Unstructured, o observation, bad, whats []string) ([]string, []string) {
 	h := o.health()
 	if h.Ready {
 		return bad, whats
 	}
 	msg := describe(want) + ": " + h.String()
 	whats = append(whats, msg)
+	if !r.rechecks.explain(owner) {
+		return append(bad, msg), whats
+	}
 	if why := r.podReason(ctx, want); why != "" {
 		msg += " (" + why + ")"
 	}

@@ -19,6 +19,7 @@ const DefaultUnhealthyRecheck = healthRecheck
 // BundleDeployment, dropped once it is healthy or deleted.
 type rechecks struct {
 	base, max time.Duration
+	now       func() time.Time
 
 	mu     sync.Mutex
 	byName map[string]recheck
@@ -30,6 +31,9 @@ type recheck struct {
 	// details, whose restart counts change by themselves).
 	what  string
 	delay time.Duration
+	// since is when the BundleDeployment was first found unhealthy, kept
+	// while it stays so whatever else changes.
+	since time.Time
 }
 
 func newRechecks(base, limit time.Duration) *rechecks {
@@ -39,7 +43,7 @@ func newRechecks(base, limit time.Duration) *rechecks {
 	if limit <= 0 {
 		limit = DefaultRetryMax
 	}
-	return &rechecks{base: base, max: max(limit, base), byName: map[string]recheck{}}
+	return &rechecks{base: base, max: max(limit, base), now: time.Now, byName: map[string]recheck{}}
 }
 
 // unhealthy records that BundleDeployment name at generation has what
@@ -51,13 +55,41 @@ func (r *rechecks) unhealthy(name string, generation int64, what string) time.Du
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	e, ok := r.byName[name]
+	since := r.now()
+	if ok {
+		since = e.since
+	}
 	if !ok || e.generation != generation || e.what != what {
-		e = recheck{generation: generation, what: what, delay: r.base}
+		e = recheck{generation: generation, what: what, delay: r.base, since: since}
 	} else {
 		e.delay = min(2*e.delay, r.max)
 	}
 	r.byName[name] = e
 	return e.delay
+}
+
+// explainAfter is how long a BundleDeployment stays unhealthy before the
+// pods of its unready workloads are read to say why: half its first
+// recheck. A rollout's pods are unready for a while as a matter of course
+// (scheduled, pulling, starting), and reading them on every event of a
+// fleet's rollouts found nothing to report.
+func (r *rechecks) explainAfter() time.Duration {
+	if r == nil {
+		return 0
+	}
+	return r.base / 2
+}
+
+// explain says whether BundleDeployment name has been unhealthy for
+// explainAfter: whether its unready workloads' pods are read.
+func (r *rechecks) explain(name string) bool {
+	if r == nil {
+		return true
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e, ok := r.byName[name]
+	return ok && r.now().Sub(e.since) >= r.explainAfter()
 }
 
 // forget ends name's backoff: it is healthy, or gone.

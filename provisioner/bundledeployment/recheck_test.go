@@ -52,3 +52,37 @@ func TestRechecksDefaults(t *testing.T) {
 		t.Errorf("max %s, want the base", r.max)
 	}
 }
+
+// An unready workload's pods are read only once its BundleDeployment has
+// been unhealthy for half the first recheck, however its reasons change
+// meanwhile, and again from the start after it was healthy.
+func TestRechecksExplainAfterAWhile(t *testing.T) {
+	r := newRechecks(30*time.Second, 5*time.Minute)
+	now := time.Unix(1000, 0)
+	r.now = func() time.Time { return now }
+	if r.explain("bd") {
+		t.Fatal("pods read for a BundleDeployment never found unhealthy")
+	}
+	r.unhealthy("bd", 1, "Deployment a/b: Available: 0/1")
+	now = now.Add(14 * time.Second)
+	r.unhealthy("bd", 2, "Deployment a/b: Available: 0/2")
+	if r.explain("bd") {
+		t.Error("pods read 14 s into a rollout")
+	}
+	now = now.Add(time.Second)
+	if !r.explain("bd") {
+		t.Error("pods not read 15 s into an unhealthy streak whose reasons and spec changed")
+	}
+	if r.explain("other") {
+		t.Error("another BundleDeployment's pods read")
+	}
+	r.forget("bd")
+	r.unhealthy("bd", 2, "Deployment a/b: Available: 0/2")
+	if r.explain("bd") {
+		t.Error("pods read at once after being healthy")
+	}
+	var none *rechecks
+	if !none.explain("bd") {
+		t.Error("a reconciler without rechecks never reads pods")
+	}
+}

@@ -347,7 +347,7 @@ func (r *Reconciler) settledHealth(ctx context.Context, bd *rukpakv1alpha1.Bundl
 		if !ok || obs.drifted {
 			return res, false
 		}
-		bad, whats = r.noteHealth(ctx, want, obs, bad, whats)
+		bad, whats = r.noteHealth(ctx, bd.Name, want, obs, bad, whats)
 	}
 	sort.Strings(bad)
 	sort.Strings(whats)

@@ -27,8 +27,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
+	"github.com/rukpak-dev/rukpak/internal/freelist"
 	"github.com/rukpak-dev/rukpak/internal/jsonmap"
 	"github.com/rukpak-dev/rukpak/internal/liststream"
+	"github.com/rukpak-dev/rukpak/internal/memomapper"
 	"github.com/rukpak-dev/rukpak/provisioner/health"
 	"github.com/rukpak-dev/rukpak/provisioner/memo"
 	"github.com/rukpak-dev/rukpak/provisioner/release"
@@ -112,9 +114,11 @@ func newTracker(mgr ctrl.Manager, installed cache.Cache) (*Tracker, error) {
 		return nil, err
 	}
 	return &Tracker{
-		cache:    c,
-		lists:    lists,
-		mapper:   mgr.GetRESTMapper(),
+		cache: c,
+		lists: lists,
+		// Each read back maps its object's kind: remembered, a map
+		// lookup instead of two errors per API group of the cluster.
+		mapper:   memomapper.New(mgr.GetRESTMapper(), 0),
 		watched:  map[schema.GroupVersionKind]bool{},
 		observed: map[string]map[objectKey]observation{},
 		specs:    map[string]map[objectKey]appliedSpec{},
@@ -470,12 +474,26 @@ func (t *Tracker) read(ctx context.Context, want *unstructured.Unstructured) (*u
 	if mapping.Scope.Name() == meta.RESTScopeNameNamespace {
 		namespace = want.GetNamespace()
 	}
-	raw, err := t.lists.Object(ctx, mapping.Resource, namespace, want.GetName(), maxLiveObjectBytes)
+	buf := liveBuffers.Get()
+	defer func() {
+		if cap(*buf) <= maxPooledLive {
+			*buf = (*buf)[:0]
+			liveBuffers.Put(buf)
+		}
+	}()
+	*buf, err = t.lists.AppendObject(ctx, (*buf)[:0], mapping.Resource, namespace, want.GetName(), maxLiveObjectBytes)
 	if err != nil {
 		return nil, err
 	}
-	return decodeLive(jsonmap.UnmarshalLive, raw, gvk)
+	// The decoded object shares no bytes with the buffer.
+	return decodeLive(jsonmap.UnmarshalLive, *buf, gvk)
 }
+
+// liveBuffers are the buffers installed objects are read back into, one
+// per read at a time; those of at most maxPooledLive are kept.
+var liveBuffers = freelist.New(4, func() *[]byte { b := make([]byte, 0, 32<<10); return &b })
+
+const maxPooledLive = 1 << 20
 
 func (t *Tracker) remember(owner string, key objectKey, o observation) {
 	t.mu.Lock()

@@ -228,21 +228,18 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 
 	// A catalog source is resolved to the concrete template everything
 	// below works on, in memory only (catalog.go): status writes carry no
-	// spec, and each one's answer gets it again.
+	// spec.
 	var cat *resolution
 	if !bd.Spec.Paused {
 		cat = r.resolveCatalog(ctx, bd)
 	}
-	concrete := func() {
-		if cat != nil && cat.spec != nil {
-			bd.Spec.Template.Spec = *cat.spec.DeepCopy()
-		}
+	if cat != nil && cat.spec != nil {
+		bd.Spec.Template.Spec = *cat.spec.DeepCopy()
 	}
-	concrete()
 
-	// What the reconcile works on: a status write's answer brings in a
-	// spec, labels or annotations changed meanwhile, which it did not see
-	// (settle).
+	// What the reconcile works on: a status write's answer brings in the
+	// generation (of a spec changed meanwhile), labels and annotations,
+	// which it did not see (settle).
 	started := settledKeyWith(bd, &rukpakv1alpha1.Bundle{}, "")
 	before := bd.DeepCopy()
 	// The records as the API server has them: the patch must carry the
@@ -256,14 +253,25 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			return nil
 		}
 		from := bd.ResourceVersion
-		if err := r.Client.Status().Patch(ctx, bd, statuspatch.MergeFrom(before.Status, bd.Status)); err != nil {
+		// Answered with the metadata alone: the status is the one
+		// written (the patch replaces every list it touches, and this
+		// provisioner is its only writer), and a spec changed meanwhile
+		// shows in the generation, which settle compares with labels and
+		// annotations. The whole answer, decoded, was most of what a
+		// write cost.
+		written := &metav1.PartialObjectMetadata{}
+		written.SetGroupVersionKind(rukpakv1alpha1.GroupVersion.WithKind("BundleDeployment"))
+		written.Name = bd.Name
+		if err := r.Client.Status().Patch(ctx, written, statuspatch.MergeFrom(before.Status, bd.Status)); err != nil {
 			if apierrors.IsNotFound(err) {
 				return nil
 			}
 			return fmt.Errorf("updating status: %w", err)
 		}
+		// As the cache holds it: without managed fields.
+		written.ManagedFields = nil
+		bd.ObjectMeta = written.ObjectMeta
 		r.records.wrote(bd, from)
-		concrete()
 		before = bd.DeepCopy()
 		return nil
 	}

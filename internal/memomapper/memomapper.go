@@ -60,6 +60,15 @@ func New(mapper meta.RESTMapper, ttl time.Duration) *Mapper {
 	return &Mapper{RESTMapper: mapper, ttl: ttl, now: time.Now, mappings: map[key]entry{}}
 }
 
+// Remembering is mapper if it remembers already, else New(mapper, 0): a
+// mapper remembered twice could answer twice the TTL late.
+func Remembering(mapper meta.RESTMapper) *Mapper {
+	if m, ok := mapper.(*Mapper); ok {
+		return m
+	}
+	return New(mapper, 0)
+}
+
 // RESTMapping is the mapper's, remembered. Each caller gets its own copy.
 func (m *Mapper) RESTMapping(gk schema.GroupKind, versions ...string) (*meta.RESTMapping, error) {
 	if len(versions) > 1 {

@@ -122,3 +122,15 @@ func kindName(i int) string {
 	}
 	return string(b)
 }
+
+// A mapper that remembers already is not wrapped again.
+func TestRemembering(t *testing.T) {
+	under := &counting{DefaultRESTMapper: meta.NewDefaultRESTMapper(nil)}
+	m := Remembering(under)
+	if m.RESTMapper != under || m.ttl != DefaultTTL {
+		t.Fatalf("Remembering(a plain mapper) = %+v", m)
+	}
+	if again := Remembering(m); again != m {
+		t.Errorf("Remembering(a remembering mapper) wrapped it again")
+	}
+}

@@ -118,7 +118,7 @@ func newTracker(mgr ctrl.Manager, installed cache.Cache) (*Tracker, error) {
 		lists: lists,
 		// Each read back maps its object's kind: remembered, a map
 		// lookup instead of two errors per API group of the cluster.
-		mapper:   memomapper.New(mgr.GetRESTMapper(), 0),
+		mapper:   memomapper.Remembering(mgr.GetRESTMapper()),
 		watched:  map[schema.GroupVersionKind]bool{},
 		observed: map[string]map[objectKey]observation{},
 		specs:    map[string]map[objectKey]appliedSpec{},

@@ -184,6 +184,11 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	if err != nil {
 		return err
 	}
+	// A CRD being established is read once the cache shows it changed,
+	// not on a timer.
+	if err := releases.WatchCRDsIn(context.Background(), installed); err != nil {
+		return err
+	}
 	for _, class := range opts.Classes {
 		h, err := HandlerFor(class)
 		if err != nil {

@@ -277,6 +277,16 @@ func (d *droppedSet) applied(o *unstructured.Unstructured, at Applied) {
 	d.versions[key(o)] = at
 }
 
+// version is the resourceVersion the apply of o answered ("" if none).
+func (d *droppedSet) version(o *unstructured.Unstructured) string {
+	if d == nil {
+		return ""
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.versions[key(o)].ResourceVersion
+}
+
 // established notes where the CRD o, applied, was read Established.
 func (d *droppedSet) established(o *unstructured.Unstructured, seen *crdSeen) {
 	d.mu.Lock()

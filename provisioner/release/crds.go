@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"sync"
 	"time"
 
@@ -18,6 +19,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rukpak-dev/rukpak/internal/jsonskim"
@@ -47,16 +50,8 @@ const crdEstablishTimeout = time.Minute
 func (m *Manager) waitEstablished(ctx context.Context, crds []*unstructured.Unstructured, used map[schema.GroupKind]bool, applied *droppedSet) error {
 	for _, crd := range crds {
 		name := crd.GetName()
-		// Established takes milliseconds on an idle API server and seconds
-		// beside hundreds of other CRDs: polled often at first, then less.
-		delay := wait.Backoff{Duration: 50 * time.Millisecond, Factor: 2, Cap: time.Second, Steps: math.MaxInt32}.DelayFunc()
 		waitCtx, cancel := context.WithTimeout(ctx, crdEstablishTimeout)
-		var seen *crdSeen
-		err := delay.Until(waitCtx, true, false, func(ctx context.Context) (bool, error) {
-			var err error
-			seen, err = m.crdEstablished(ctx, name)
-			return seen != nil, err
-		})
+		seen, err := m.untilEstablished(waitCtx, name, applied.version(crd))
 		cancel()
 		if err != nil {
 			return fmt.Errorf("waiting for CRD %s to be established: %w", name, err)
@@ -126,6 +121,191 @@ func (m *Manager) waitMapped(ctx context.Context, crd *unstructured.Unstructured
 	return nil
 }
 
+// untilEstablished reads the CRD called name until it is Established.
+// A CRD is established by two status updates after its apply (names
+// accepted, then established), which take milliseconds on an idle API
+// server and seconds beside hundreds of other CRDs: polled on a timer,
+// each CRD was read two or three times, its whole schema sent each time.
+// With the cache of installed objects (WatchCRDsIn), it is read only once
+// the cache has seen a version other than those already read (applied:
+// the apply's), or after crdQuiet without one (a cache behind); a CRD the
+// cache has not seen at all (not labelled as installed, or not yet) is
+// read on a timer from 50 ms to 1 s, as without the cache.
+func (m *Manager) untilEstablished(ctx context.Context, name, applied string) (*crdSeen, error) {
+	delay := wait.Backoff{Duration: 50 * time.Millisecond, Factor: 2, Cap: time.Second, Steps: math.MaxInt32}.DelayFunc()
+	w := m.crdVersions.watch(ctx, name)
+	if w == nil {
+		var seen *crdSeen
+		err := delay.Until(ctx, true, false, func(ctx context.Context) (bool, error) {
+			var established bool
+			var err error
+			seen, established, err = m.crdEstablished(ctx, name)
+			return established, err
+		})
+		return seen, err
+	}
+	defer m.crdVersions.unwatch(name)
+	known := []string{applied}
+	for {
+		before := m.crdVersions.await(ctx, w, known, delay())
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		seen, established, err := m.crdEstablished(ctx, name)
+		if err != nil || established {
+			return seen, err
+		}
+		// Versions seen already: the one read, and the one the cache
+		// had seen before it (its event may come after the read).
+		known = append(known[:0], before)
+		if seen != nil {
+			known = append(known, seen.ResourceVersion)
+		}
+	}
+}
+
+// crdQuiet is how long untilEstablished waits for the cache to see a
+// CRD's next version before reading it anyway.
+const crdQuiet = time.Second
+
+// crdVersions follows, for waitEstablished, the versions of the CRDs
+// being waited for, as the informer of a cache of installed CRDs' metadata
+// sees them (shared with the views As returns).
+type crdVersions struct {
+	mu sync.Mutex
+	// cache is where watch seeds a CRD's version from; nil: no cache.
+	cache client.Reader
+	// awaited are the CRDs waited for, by name: only they are followed.
+	awaited map[string]*crdWatch
+	// quiet is crdQuiet but in tests.
+	quiet time.Duration
+}
+
+// crdWatch is a CRD followed while someone waits for it.
+type crdWatch struct {
+	rv      string
+	waiters int
+	// changed is closed, and replaced, on every change of rv.
+	changed chan struct{}
+}
+
+// WatchCRDsIn has waitEstablished read a CRD only once installed, the
+// cache of the metadata of release-owned objects
+// (bundledeployment.NewInstalledCache), has seen it change.
+func (m *Manager) WatchCRDsIn(ctx context.Context, installed cache.Cache) error {
+	crd := &metav1.PartialObjectMetadata{}
+	crd.SetGroupVersionKind(apiextensionsv1.SchemeGroupVersion.WithKind("CustomResourceDefinition"))
+	inf, err := installed.GetInformer(ctx, crd)
+	if err != nil {
+		return fmt.Errorf("watching CRDs: %w", err)
+	}
+	v := m.crdVersions
+	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { v.observe(obj) },
+		UpdateFunc: func(_, obj any) { v.observe(obj) },
+	}); err != nil {
+		return fmt.Errorf("watching CRDs: %w", err)
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.cache = installed
+	return nil
+}
+
+// observe notes a CRD's version, if it is waited for.
+func (v *crdVersions) observe(obj any) {
+	o, ok := obj.(metav1.Object)
+	if !ok {
+		return
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if w := v.awaited[o.GetName()]; w != nil && w.rv != o.GetResourceVersion() {
+		w.rv = o.GetResourceVersion()
+		close(w.changed)
+		w.changed = make(chan struct{})
+	}
+}
+
+// watch follows the CRD called name until unwatch, from the version the
+// cache holds now; nil without a cache.
+func (v *crdVersions) watch(ctx context.Context, name string) *crdWatch {
+	if v == nil {
+		return nil
+	}
+	v.mu.Lock()
+	c := v.cache
+	w := v.awaited[name]
+	if c != nil && w == nil {
+		w = &crdWatch{changed: make(chan struct{})}
+		if v.awaited == nil {
+			v.awaited = map[string]*crdWatch{}
+		}
+		v.awaited[name] = w
+	}
+	if w != nil {
+		w.waiters++
+	}
+	v.mu.Unlock()
+	if c == nil {
+		return nil
+	}
+	// Seeded after it is followed, so no change falls between: the
+	// informer's entry, read without a copy.
+	crd := &metav1.PartialObjectMetadata{}
+	crd.SetGroupVersionKind(apiextensionsv1.SchemeGroupVersion.WithKind("CustomResourceDefinition"))
+	if err := c.Get(ctx, client.ObjectKey{Name: name}, crd); err == nil {
+		v.observe(crd)
+	}
+	return w
+}
+
+func (v *crdVersions) unwatch(name string) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if w := v.awaited[name]; w != nil {
+		if w.waiters--; w.waiters == 0 {
+			delete(v.awaited, name)
+		}
+	}
+}
+
+// await waits until w's CRD is at a version not in known, and returns the
+// version it is at ("" when the cache has not seen it). It waits at most
+// crdQuiet, or uncached while the cache has not seen the CRD.
+func (v *crdVersions) await(ctx context.Context, w *crdWatch, known []string, uncached time.Duration) string {
+	quiet := v.quiet
+	if quiet == 0 {
+		quiet = crdQuiet
+	}
+	start := time.Now()
+	timer := time.NewTimer(uncached)
+	defer timer.Stop()
+	for {
+		v.mu.Lock()
+		rv, changed := w.rv, w.changed
+		v.mu.Unlock()
+		if rv != "" && !slices.Contains(known, rv) {
+			return rv
+		}
+		limit := quiet
+		if rv == "" {
+			limit = uncached
+		}
+		left := limit - time.Since(start)
+		if left <= 0 {
+			return rv
+		}
+		timer.Reset(left)
+		select {
+		case <-ctx.Done():
+			return rv
+		case <-timer.C:
+		case <-changed:
+		}
+	}
+}
+
 // crdKind is the kind crd defines.
 func crdKind(crd *unstructured.Unstructured) schema.GroupKind {
 	group, _, _ := unstructured.NestedString(crd.Object, "spec", "group")
@@ -188,22 +368,22 @@ type crdSeen struct {
 	namesRefused bool
 }
 
-// crdEstablished returns the metadata of the CRD called name once it is
-// Established (nil before, and while it does not exist). It decodes the
-// conditions and metadata alone: a CRD's schema can be megabytes, which
-// decoding whole on every poll made the largest cost of installing CRDs
-// after rendering.
 // crdResource is CRDs' group and resource, for errors.
 var crdResource = apiextensionsv1.SchemeGroupVersion.WithResource("customresourcedefinitions").GroupResource()
 
-func (m *Manager) crdEstablished(ctx context.Context, name string) (*crdSeen, error) {
+// crdEstablished reads the metadata of the CRD called name (nil while it
+// does not exist) and whether it is Established. It decodes the
+// conditions and metadata alone: a CRD's schema can be megabytes, which
+// decoding whole on every poll made the largest cost of installing CRDs
+// after rendering.
+func (m *Manager) crdEstablished(ctx context.Context, name string) (*crdSeen, bool, error) {
 	if err := leanclient.CheckName(name); err != nil {
-		return nil, fmt.Errorf("CRD %q: %w", name, err)
+		return nil, false, fmt.Errorf("CRD %q: %w", name, err)
 	}
 	// A lean request: a CRD is polled a few times while it is established.
 	rc, err := m.own.Open(ctx, "/apis/"+apiextensionsv1.SchemeGroupVersion.String()+"/customresourcedefinitions/"+leanclient.PathSegment(name), crdResource, name)
 	if err != nil {
-		return nil, client.IgnoreNotFound(err)
+		return nil, false, client.IgnoreNotFound(err)
 	}
 	defer rc.Close() //nolint:errcheck // read to its object's end or failed
 	// Skimmed as it streams in: a poll holds the CRD's metadata and status,
@@ -222,10 +402,10 @@ func (m *Manager) crdEstablished(ctx context.Context, name string) (*crdSeen, er
 	}()
 	*kept, err = jsonskim.Object((*kept)[:0], br, crdKept, maxCRDDepth)
 	if errors.Is(err, errBodyTooLarge) {
-		return nil, fmt.Errorf("reading CRD %s: larger than %d MiB", name, maxCRDBody>>20)
+		return nil, false, fmt.Errorf("reading CRD %s: larger than %d MiB", name, maxCRDBody>>20)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("reading CRD %s: %w", name, err)
+		return nil, false, fmt.Errorf("reading CRD %s: %w", name, err)
 	}
 	// The rest (a newline) read too, so that the connection is reused.
 	_, _ = br.WriteTo(io.Discard)
@@ -240,7 +420,7 @@ func (m *Manager) crdEstablished(ctx context.Context, name string) (*crdSeen, er
 		} `json:"status"`
 	}
 	if err := json.Unmarshal(body, &crd); err != nil {
-		return nil, fmt.Errorf("decoding CRD %s: %w", name, err)
+		return nil, false, fmt.Errorf("decoding CRD %s: %w", name, err)
 	}
 	established := false
 	for _, c := range crd.Status.Conditions {
@@ -251,8 +431,5 @@ func (m *Manager) crdEstablished(ctx context.Context, name string) (*crdSeen, er
 			crd.Metadata.namesRefused = true
 		}
 	}
-	if !established {
-		return nil, nil
-	}
-	return &crd.Metadata, nil
+	return &crd.Metadata, established, nil
 }

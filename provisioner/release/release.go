@@ -67,6 +67,9 @@ type Manager struct {
 	// applied remembers, per release, what its last unchanged Apply found
 	// (applied.go); shared with the views As returns.
 	applied *appliedReleases
+	// crdVersions, once set (WatchCRDsIn), paces the reads of CRDs being
+	// established (crds.go); shared with the views As returns.
+	crdVersions *crdVersions
 }
 
 type releaseLocks struct {
@@ -148,16 +151,17 @@ func NewManager(cfg *rest.Config, namespace string, opts ...Option) (*Manager, e
 	d.writes = leanSecrets{client: c, namespace: namespace}
 	d.index = newRecordIndex(mc, namespace)
 	return &Manager{
-		namespace: namespace,
-		getter:    getter,
-		store:     storage.Init(d),
-		records:   d,
-		kube:      kc,
-		locks:     &releaseLocks{byName: map[string]*sync.Mutex{}},
-		crowded:   &crowdedKinds{seen: map[kindInNamespace]crowding{}},
-		applied:   &appliedReleases{byName: map[string]appliedRelease{}},
-		client:    c,
-		own:       c,
+		namespace:   namespace,
+		getter:      getter,
+		store:       storage.Init(d),
+		records:     d,
+		kube:        kc,
+		locks:       &releaseLocks{byName: map[string]*sync.Mutex{}},
+		crowded:     &crowdedKinds{seen: map[kindInNamespace]crowding{}},
+		applied:     &appliedReleases{byName: map[string]appliedRelease{}},
+		crdVersions: &crdVersions{},
+		client:      c,
+		own:         c,
 	}, nil
 }
 

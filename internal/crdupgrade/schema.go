@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+
+	"github.com/rukpak-dev/rukpak/internal/sortedkeys"
 )
 
 // Change is one difference between the old and the new schema of a
@@ -302,17 +304,13 @@ func diffBounds(out *[]Change, p Path, old, new *apiextensionsv1.JSONSchemaProps
 func otherDifferences(old, new *apiextensionsv1.JSONSchemaProps) []string {
 	o, n := keywords(old), keywords(new)
 	var keys []string
-	for k, v := range o {
-		if w, ok := n[k]; !ok || !bytes.Equal(v, w) {
+	for _, k := range sortedkeys.Union(o, n) {
+		v, inOld := o[k]
+		w, inNew := n[k]
+		if inOld != inNew || !bytes.Equal(v, w) {
 			keys = append(keys, k)
 		}
 	}
-	for k := range n {
-		if _, ok := o[k]; !ok {
-			keys = append(keys, k)
-		}
-	}
-	sort.Strings(keys)
 	return keys
 }
 

@@ -237,9 +237,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		bd.Spec.Template.Spec = *cat.spec.DeepCopy()
 	}
 
-	// What the reconcile works on: a status write's answer brings in the
-	// generation (of a spec changed meanwhile), labels and annotations,
-	// which it did not see (settle).
+	// What the reconcile works on (settle): a spec, labels or
+	// annotations changed meanwhile bring another reconcile.
 	started := settledKeyWith(bd, &rukpakv1alpha1.Bundle{}, "")
 	before := bd.DeepCopy()
 	// The records as the API server has them: the patch must carry the
@@ -253,12 +252,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			return nil
 		}
 		from := bd.ResourceVersion
-		// Answered with the metadata alone: the status is the one
-		// written (the patch replaces every list it touches, and this
-		// provisioner is its only writer), and a spec changed meanwhile
-		// shows in the generation, which settle compares with labels and
-		// annotations. The whole answer, decoded, was most of what a
-		// write cost.
+		// Answered with the metadata alone, of which only the
+		// resourceVersion is taken: the status is the one written (the
+		// patch replaces every list it touches, and this provisioner is
+		// its only writer), and the rest of the reconcile, its
+		// observedGeneration and settle's key stay with the spec,
+		// generation, labels and annotations it started from (a change
+		// of them brings another reconcile). The whole answer, decoded,
+		// was most of what a write cost.
 		written := &metav1.PartialObjectMetadata{}
 		written.SetGroupVersionKind(rukpakv1alpha1.GroupVersion.WithKind("BundleDeployment"))
 		written.Name = bd.Name
@@ -268,9 +269,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			}
 			return fmt.Errorf("updating status: %w", err)
 		}
-		// As the cache holds it: without managed fields.
-		written.ManagedFields = nil
-		bd.ObjectMeta = written.ObjectMeta
+		bd.ResourceVersion = written.ResourceVersion
 		r.records.wrote(bd, from)
 		before = bd.DeepCopy()
 		return nil

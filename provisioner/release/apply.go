@@ -256,6 +256,9 @@ func (m *Manager) applyWave(ctx context.Context, name string, objs []*unstructur
 		}
 		dropped.add(o, fields)
 		dropped.applied(o, at)
+		if live == nil {
+			dropped.created(o)
+		}
 		return nil
 	})
 }
@@ -266,6 +269,17 @@ type droppedSet struct {
 	mu       sync.Mutex
 	list     []DroppedFields
 	versions map[string]Applied
+	// made are the objects the apply created (absent when read first).
+	made map[string]bool
+}
+
+func (d *droppedSet) created(o *unstructured.Unstructured) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.made == nil {
+		d.made = map[string]bool{}
+	}
+	d.made[key(o)] = true
 }
 
 func (d *droppedSet) applied(o *unstructured.Unstructured, at Applied) {
@@ -277,14 +291,15 @@ func (d *droppedSet) applied(o *unstructured.Unstructured, at Applied) {
 	d.versions[key(o)] = at
 }
 
-// version is the resourceVersion the apply of o answered ("" if none).
-func (d *droppedSet) version(o *unstructured.Unstructured) string {
+// version is the resourceVersion the apply of o answered ("" if none),
+// and whether that apply created it.
+func (d *droppedSet) version(o *unstructured.Unstructured) (string, bool) {
 	if d == nil {
-		return ""
+		return "", false
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.versions[key(o)].ResourceVersion
+	return d.versions[key(o)].ResourceVersion, d.made[key(o)]
 }
 
 // established notes where the CRD o, applied, was read Established.

@@ -51,7 +51,8 @@ func (m *Manager) waitEstablished(ctx context.Context, crds []*unstructured.Unst
 	for _, crd := range crds {
 		name := crd.GetName()
 		waitCtx, cancel := context.WithTimeout(ctx, crdEstablishTimeout)
-		seen, err := m.untilEstablished(waitCtx, name, applied.version(crd))
+		version, created := applied.version(crd)
+		seen, err := m.untilEstablished(waitCtx, name, version, created)
 		cancel()
 		if err != nil {
 			return fmt.Errorf("waiting for CRD %s to be established: %w", name, err)
@@ -126,12 +127,15 @@ func (m *Manager) waitMapped(ctx context.Context, crd *unstructured.Unstructured
 // accepted, then established), which take milliseconds on an idle API
 // server and seconds beside hundreds of other CRDs: polled on a timer,
 // each CRD was read two or three times, its whole schema sent each time.
-// With the cache of installed objects (WatchCRDsIn), it is read only once
-// the cache has seen a version other than those already read (applied:
-// the apply's), or after crdQuiet without one (a cache behind); a CRD the
-// cache has not seen at all (not labelled as installed, or not yet) is
-// read on a timer from 50 ms to 1 s, as without the cache.
-func (m *Manager) untilEstablished(ctx context.Context, name, applied string) (*crdSeen, error) {
+// With the cache of installed objects (WatchCRDsIn), a CRD the apply
+// created (at version applied) is read only once the cache has seen a
+// version other than those already read, or after crdQuiet without one (a
+// cache behind); a CRD the cache has not seen at all (not labelled as
+// installed, or not yet) is read on a timer from 50 ms to 1 s, as without
+// the cache. One the apply did not create is read at once: it is most
+// likely Established already, and an unchanged or updated CRD may see no
+// new version at all.
+func (m *Manager) untilEstablished(ctx context.Context, name, applied string, created bool) (*crdSeen, error) {
 	delay := wait.Backoff{Duration: 50 * time.Millisecond, Factor: 2, Cap: time.Second, Steps: math.MaxInt32}.DelayFunc()
 	w := m.crdVersions.watch(ctx, name)
 	if w == nil {
@@ -146,8 +150,11 @@ func (m *Manager) untilEstablished(ctx context.Context, name, applied string) (*
 	}
 	defer m.crdVersions.unwatch(name)
 	known := []string{applied}
-	for {
-		before := m.crdVersions.await(ctx, w, known, delay())
+	for first := true; ; first = false {
+		before := ""
+		if !first || created {
+			before = m.crdVersions.await(ctx, w, known, delay())
+		}
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}

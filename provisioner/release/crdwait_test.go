@@ -63,6 +63,7 @@ func (c cachedCRD) Get(_ context.Context, key client.ObjectKey, obj client.Objec
 	if c.rv == "" {
 		return apierrors.NewNotFound(schema.GroupResource{Group: "apiextensions.k8s.io", Resource: "customresourcedefinitions"}, key.Name)
 	}
+	obj.(*metav1.PartialObjectMetadata).Name = key.Name
 	obj.(*metav1.PartialObjectMetadata).ResourceVersion = c.rv
 	return nil
 }
@@ -71,8 +72,8 @@ func (c cachedCRD) List(context.Context, client.ObjectList, ...client.ListOption
 	return fmt.Errorf("not listed")
 }
 
-// seen is the informer's event of the CRD at rv.
-func seen(rv string) *metav1.PartialObjectMetadata {
+// seenAt is the informer's event of the CRD at rv.
+func seenAt(rv string) *metav1.PartialObjectMetadata {
 	return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "widgets.example.com", ResourceVersion: rv}}
 }
 
@@ -114,7 +115,7 @@ func TestUntilEstablishedReadsOnChange(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		seen, err := m.untilEstablished(ctx, "widgets.example.com", "1")
+		seen, err := m.untilEstablished(ctx, "widgets.example.com", "1", true)
 		done <- result{seen, err}
 	}()
 	v := m.crdVersions
@@ -124,14 +125,14 @@ func TestUntilEstablishedReadsOnChange(t *testing.T) {
 		return v.awaited["widgets.example.com"] != nil
 	})
 	// The apply's own version again: nothing to read.
-	v.observe(seen("1"))
+	v.observe(seenAt("1"))
 	// Names accepted: read once, not Established yet.
-	v.observe(seen("2"))
+	v.observe(seenAt("2"))
 	eventually(t, "a read after the first change", func() bool { return srv.count() == 1 })
-	v.observe(seen("2"))
+	v.observe(seenAt("2"))
 	// Established.
 	srv.set("3", true)
-	v.observe(seen("3"))
+	v.observe(seenAt("3"))
 	r := <-done
 	if r.err != nil || r.seen == nil || r.seen.ResourceVersion != "3" {
 		t.Fatalf("untilEstablished = %+v, %v", r.seen, r.err)
@@ -151,8 +152,37 @@ func TestUntilEstablishedWithoutTheCRDCached(t *testing.T) {
 	m := crdWaiter(t, srv, cachedCRD{})
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	seen, err := m.untilEstablished(ctx, "widgets.example.com", "1")
+	seen, err := m.untilEstablished(ctx, "widgets.example.com", "1", true)
 	if err != nil || seen == nil || seen.ResourceVersion != "2" || srv.count() != 1 {
 		t.Fatalf("untilEstablished = %+v, %v after %d reads", seen, err, srv.count())
+	}
+}
+
+// A CRD the apply did not create (unchanged, or updated) is read at once:
+// it may see no new version at all, and is most likely Established.
+// (Waiting for the cache, here for an hour, would fail the test by its
+// deadline.)
+func TestUntilEstablishedReadsAnExistingCRDAtOnce(t *testing.T) {
+	srv := &crdServer{rv: "5", established: true}
+	m := crdWaiter(t, srv, cachedCRD{rv: "5"})
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	seen, err := m.untilEstablished(ctx, "widgets.example.com", "5", false)
+	if err != nil || seen == nil || seen.ResourceVersion != "5" || srv.count() != 1 {
+		t.Fatalf("untilEstablished = %+v, %v after %d reads", seen, err, srv.count())
+	}
+	// Not Established yet after all: then it waits for a change.
+	srv = &crdServer{rv: "6"}
+	m = crdWaiter(t, srv, cachedCRD{rv: "6"})
+	done := make(chan error, 1)
+	go func() {
+		_, err := m.untilEstablished(ctx, "widgets.example.com", "6", false)
+		done <- err
+	}()
+	eventually(t, "the first read", func() bool { return srv.count() == 1 })
+	srv.set("7", true)
+	m.crdVersions.observe(seenAt("7"))
+	if err := <-done; err != nil || srv.count() != 2 {
+		t.Fatalf("untilEstablished: %v after %d reads, want 2", err, srv.count())
 	}
 }

@@ -80,6 +80,32 @@ func realCRDs(t *testing.T) (map[string]string, int) {
 	return out, size
 }
 
+// inOtherGroups is files' CRDs, each serving its kinds in prefix + its
+// group instead.
+func inOtherGroups(t *testing.T, files map[string]string, prefix string) map[string]string {
+	t.Helper()
+	out := make(map[string]string, len(files))
+	for _, data := range files {
+		u := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal([]byte(data), &u.Object); err != nil {
+			t.Fatal(err)
+		}
+		group, _, _ := unstructured.NestedString(u.Object, "spec", "group")
+		plural, _, _ := unstructured.NestedString(u.Object, "spec", "names", "plural")
+		group = prefix + group
+		if err := unstructured.SetNestedField(u.Object, group, "spec", "group"); err != nil {
+			t.Fatal(err)
+		}
+		u.SetName(plural + "." + group)
+		y, err := yaml.Marshal(u.Object)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out["manifests/"+u.GetName()+".yaml"] = string(y)
+	}
+	return out
+}
+
 // busy sums the gauges of controllers at work and work queued. Managers
 // of earlier tests in the process leave their series behind: callers
 // compare with a level taken at their start.
@@ -174,10 +200,18 @@ func TestIntegrationHeapOfLargeCRDs(t *testing.T) {
 	src := h.pushBundle("big-crds", files)
 
 	busy0 := busy(t)
+	// The same CRDs in other groups first: what the process keeps once
+	// for any install (buffers grown to the largest file, pooled gzip
+	// writers and decoders, clients) is kept before the measure, whichever
+	// tests ran before this one in the process.
+	if err := h.c.Create(ctx, newBD("warm-crds", h.pushBundle("warm-crds", inOtherGroups(t, files, "warm.")))); err != nil {
+		t.Fatal(err)
+	}
+	h.waitBD("warm-crds", rukpakv1alpha1.TypeHealthy, metav1.ConditionTrue, rukpakv1alpha1.ReasonHealthy, "")
 	waitIdle(t, busy0)
+	before := idleHeap()
 	gcPercent := debug.SetGCPercent(peakGCPercent)
 	defer debug.SetGCPercent(gcPercent)
-	before := liveHeap()
 	out := os.Getenv("RUKPAK_HEAP_PROFILE")
 	if out != "" {
 		writeAllocs(t, out+".base")
@@ -210,16 +244,10 @@ func TestIntegrationHeapOfLargeCRDs(t *testing.T) {
 			float64(size)/(1<<20), float64(growth)/(1<<20), factor, maxFactor, float64(maxFactor*size)/(1<<20))
 	}
 
-	// What is left once every controller has been idle for a second is
-	// what the provisioner keeps: the least of three looks a second apart,
-	// so that what a background goroutine (a watch renewed, a lease)
-	// holds at one moment is not taken for kept.
+	// What is left once every controller is idle is what the provisioner
+	// keeps for this install.
 	waitIdle(t, busy0)
-	after := liveHeap()
-	for range 2 {
-		time.Sleep(time.Second)
-		after = min(after, liveHeap())
-	}
+	after := idleHeap()
 	if out != "" {
 		f, err := os.Create(out + ".retained")
 		if err != nil {
@@ -239,6 +267,18 @@ func TestIntegrationHeapOfLargeCRDs(t *testing.T) {
 		t.Errorf("retained %.1f MiB after installing %d objects (%.1f MiB of YAML), want at most %.1f MiB (4 MiB + 16 KiB per object)",
 			float64(retained)/(1<<20), objects, float64(size)/(1<<20), float64(limit)/(1<<20))
 	}
+}
+
+// idleHeap is the least live heap of three looks a second apart, so that
+// what a background goroutine (a watch renewed, a lease) holds at one
+// moment is not taken for kept.
+func idleHeap() uint64 {
+	least := liveHeap()
+	for range 2 {
+		time.Sleep(time.Second)
+		least = min(least, liveHeap())
+	}
+	return least
 }
 
 func writeAllocs(t *testing.T, path string) {

@@ -24,13 +24,20 @@ import (
 // the memo.
 const DefaultTTL = 30 * time.Second
 
-// maxMappings bounds the mappings remembered (only found ones are, so
-// only kinds the API server serves); past it they are all forgotten.
+// maxMappings bounds the mappings remembered, and apart from them the
+// kinds remembered missing; past it all of that kind are forgotten.
 const maxMappings = 1024
 
+// settling is how long after ForgetMissing a group's kinds are not
+// remembered missing: the API server serves a new CRD's kinds a moment
+// after the CRD is created or Established, and an attempt that asks in
+// between must be able to ask again.
+const settling = 10 * time.Second
+
 // Mapper is a RESTMapper whose RESTMapping answers for one kind and at
-// most one version are remembered for a TTL. Errors are not remembered:
-// a kind not found is asked again (its CRD may be new).
+// most one version are remembered for a TTL. Errors are not remembered,
+// unless RememberMissing says so: a kind not found is asked again (its
+// CRD may be new).
 type Mapper struct {
 	meta.RESTMapper
 	ttl time.Duration
@@ -38,6 +45,18 @@ type Mapper struct {
 
 	mu       sync.RWMutex
 	mappings map[key]entry
+	// missingTTL > 0: no-match answers are remembered in missing, except
+	// for the groups in changed (ForgetMissing) until their time.
+	missingTTL time.Duration
+	missing    map[key]miss
+	changed    map[string]time.Time
+	missingOff time.Time // none remembered before it
+}
+
+// miss is a remembered no-match answer.
+type miss struct {
+	err     error
+	expires time.Time
 }
 
 type key struct {
@@ -58,6 +77,25 @@ func New(mapper meta.RESTMapper, ttl time.Duration) *Mapper {
 		ttl = DefaultTTL
 	}
 	return &Mapper{RESTMapper: mapper, ttl: ttl, now: time.Now, mappings: map[key]entry{}}
+}
+
+// RememberMissing makes m remember, for ttl (0: DefaultTTL), that a kind
+// is not served: controller-runtime's mapper answers a kind of a group it
+// does not know by reading the discovery of every group the API server
+// serves and rebuilding itself, ~160 KB allocated per call with sixty
+// operators' groups, and a failing install asks for its missing kind
+// several times per attempt. Whoever learns that a group may be served
+// now (a CRD of it created or changed) must call ForgetMissing; kinds
+// served by an aggregated API server are seen up to ttl late. It returns
+// m; call it before m is used.
+func (m *Mapper) RememberMissing(ttl time.Duration) *Mapper {
+	if ttl <= 0 {
+		ttl = DefaultTTL
+	}
+	m.missingTTL = ttl
+	m.missing = map[key]miss{}
+	m.changed = map[string]time.Time{}
+	return m
 }
 
 // Remembering is mapper if it remembers already, else New(mapper, 0): a
@@ -81,22 +119,89 @@ func (m *Mapper) RESTMapping(gk schema.GroupKind, versions ...string) (*meta.RES
 	now := m.now()
 	m.mu.RLock()
 	e, ok := m.mappings[k]
+	var ms miss
+	if !ok && m.missingTTL > 0 {
+		ms = m.missing[k]
+	}
 	m.mu.RUnlock()
 	if ok && now.Before(e.expires) {
 		mapping := e.mapping
 		return &mapping, nil
 	}
+	if ms.err != nil && now.Before(ms.expires) {
+		return nil, ms.err
+	}
 	mapping, err := m.RESTMapper.RESTMapping(gk, versions...)
 	if err != nil || mapping == nil {
+		if m.missingTTL > 0 && meta.IsNoMatchError(err) {
+			m.rememberMissing(k, err, now)
+		}
 		return mapping, err
 	}
 	m.mu.Lock()
+	delete(m.missing, k)
 	if len(m.mappings) >= maxMappings {
 		clear(m.mappings)
 	}
 	m.mappings[k] = entry{mapping: *mapping, expires: now.Add(m.ttl)}
 	m.mu.Unlock()
 	return mapping, nil
+}
+
+// rememberMissing notes that k was not found, unless its group changed
+// a moment ago.
+func (m *Mapper) rememberMissing(k key, err error, now time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if now.Before(m.missingOff) {
+		return
+	}
+	if t, ok := m.changed[k.gk.Group]; ok {
+		if now.Before(t) {
+			return
+		}
+		delete(m.changed, k.gk.Group)
+	}
+	if len(m.missing) >= maxMappings {
+		clear(m.missing)
+	}
+	m.missing[k] = miss{err: err, expires: now.Add(m.missingTTL)}
+}
+
+// ForgetMissing forgets that kinds of groups were not found, and for a
+// few seconds does not remember it again: a CRD of theirs was created or
+// changed. The mapper underneath is left as it is (it asks the API server
+// again for a kind it does not know).
+func (m *Mapper) ForgetMissing(groups ...string) {
+	if m.missingTTL <= 0 {
+		return
+	}
+	until := m.now().Add(settling)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for k := range m.missing {
+		if slices.Contains(groups, k.gk.Group) {
+			delete(m.missing, k)
+		}
+	}
+	if len(m.changed)+len(groups) > maxMappings {
+		now := until.Add(-settling)
+		for g, t := range m.changed {
+			if !now.Before(t) {
+				delete(m.changed, g)
+			}
+		}
+	}
+	if len(m.changed)+len(groups) > maxMappings {
+		// More groups changing within seconds than the bound: their
+		// misses are not remembered at all until it is over.
+		clear(m.missing)
+		m.missingOff = until
+		clear(m.changed)
+	}
+	for _, g := range groups {
+		m.changed[g] = until
+	}
 }
 
 // Forget forgets the mappings of the kinds of groups, and resets the
@@ -112,6 +217,7 @@ func (m *Mapper) Forget(groups ...string) {
 		}
 	}
 	m.mu.Unlock()
+	m.ForgetMissing(groups...)
 	if r, ok := m.RESTMapper.(meta.ResettableRESTMapper); ok {
 		r.Reset()
 	}
@@ -122,6 +228,7 @@ func (m *Mapper) Forget(groups ...string) {
 func (m *Mapper) Reset() {
 	m.mu.Lock()
 	clear(m.mappings)
+	clear(m.missing)
 	m.mu.Unlock()
 	if r, ok := m.RESTMapper.(meta.ResettableRESTMapper); ok {
 		r.Reset()

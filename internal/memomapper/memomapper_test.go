@@ -1,6 +1,7 @@
 package memomapper
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -133,4 +134,124 @@ func TestRemembering(t *testing.T) {
 	if again := Remembering(m); again != m {
 		t.Errorf("Remembering(a remembering mapper) wrapped it again")
 	}
+}
+
+// TestMapperRemembersMissing: with RememberMissing, a kind not served is
+// asked once per TTL, until ForgetMissing (a CRD of its group changed);
+// for a while after that its misses are not remembered, so an attempt
+// that asks before the API server serves the new kind can ask again.
+func TestMapperRemembersMissing(t *testing.T) {
+	widgets := schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Widget"}
+	gadgets := schema.GroupVersionKind{Group: "other.example.com", Version: "v1", Kind: "Gadget"}
+	under := &counting{DefaultRESTMapper: meta.NewDefaultRESTMapper(nil)}
+	m := New(under, time.Minute).RememberMissing(time.Minute)
+	clock := time.Unix(1000, 0)
+	m.now = func() time.Time { return clock }
+	ask := func(gvk schema.GroupVersionKind) error {
+		t.Helper()
+		_, err := m.RESTMapping(gvk.GroupKind(), gvk.Version)
+		return err
+	}
+	miss := func(gvk schema.GroupVersionKind, asked int, why string) {
+		t.Helper()
+		if err := ask(gvk); !meta.IsNoMatchError(err) {
+			t.Fatalf("%s: %v, want a no-match error", why, err)
+		}
+		if under.asked != asked {
+			t.Fatalf("%s: the mapper underneath asked %d times, want %d", why, under.asked, asked)
+		}
+	}
+	found := func(gvk schema.GroupVersionKind, asked int, why string) {
+		t.Helper()
+		if err := ask(gvk); err != nil {
+			t.Fatalf("%s: %v", why, err)
+		}
+		if under.asked != asked {
+			t.Fatalf("%s: the mapper underneath asked %d times, want %d", why, under.asked, asked)
+		}
+	}
+
+	miss(widgets, 1, "first miss")
+	miss(widgets, 1, "a miss within the TTL")
+	miss(gadgets, 2, "another group's miss")
+	under.Add(widgets, meta.RESTScopeNamespace)
+	miss(widgets, 2, "served, but nobody said so yet")
+
+	// A CRD of the group changed: asked again, and misses are not
+	// remembered while it settles.
+	m.ForgetMissing(widgets.Group)
+	miss(gadgets, 2, "another group is still remembered")
+	found(widgets, 3, "after ForgetMissing")
+	found(widgets, 3, "the mapping is remembered")
+
+	m.ForgetMissing(gadgets.Group)
+	miss(gadgets, 4, "settling")
+	miss(gadgets, 5, "settling, asked again")
+	clock = clock.Add(settling)
+	miss(gadgets, 6, "settled")
+	miss(gadgets, 6, "remembered again once settled")
+
+	// Past the TTL: asked again.
+	clock = clock.Add(time.Minute)
+	miss(gadgets, 7, "after the TTL")
+
+	// Forget (the wait for a bundle's CRDs) and Reset forget misses too.
+	m.Forget(gadgets.Group)
+	miss(gadgets, 8, "after Forget")
+	clock = clock.Add(settling)
+	miss(gadgets, 9, "asked once settled")
+	miss(gadgets, 9, "and remembered")
+	m.Reset()
+	miss(gadgets, 10, "after Reset")
+
+	// Errors other than no-match are never remembered.
+	failing := New(erring{}, time.Minute).RememberMissing(time.Minute)
+	for range 2 {
+		if _, err := failing.RESTMapping(widgets.GroupKind(), widgets.Version); err == nil || meta.IsNoMatchError(err) {
+			t.Fatalf("a failing mapper: %v", err)
+		}
+	}
+	if len(failing.missing) != 0 {
+		t.Errorf("%d errors remembered, want none", len(failing.missing))
+	}
+
+	// Without RememberMissing nothing changes.
+	plain := New(under, time.Minute)
+	plain.ForgetMissing(gadgets.Group)
+	asked := under.asked
+	for range 2 {
+		if _, err := plain.RESTMapping(gadgets.GroupKind(), gadgets.Version); !meta.IsNoMatchError(err) {
+			t.Fatal(err)
+		}
+	}
+	if under.asked != asked+2 {
+		t.Errorf("without RememberMissing: asked %d times, want 2", under.asked-asked)
+	}
+}
+
+// TestMapperMissingBound: the misses and the changed groups stay within
+// maxMappings, however many groups a cluster's CRDs name.
+func TestMapperMissingBound(t *testing.T) {
+	m := New(meta.NewDefaultRESTMapper(nil), 0).RememberMissing(0)
+	clock := time.Unix(1000, 0)
+	m.now = func() time.Time { return clock }
+	for i := range 3 * maxMappings {
+		g := kindName(i) + ".example.com"
+		if _, err := m.RESTMapping(schema.GroupKind{Group: g, Kind: "Widget"}, "v1"); !meta.IsNoMatchError(err) {
+			t.Fatal(err)
+		}
+		if i%2 == 0 {
+			m.ForgetMissing(g)
+		}
+		if len(m.missing) > maxMappings || len(m.changed) > maxMappings {
+			t.Fatalf("%d misses, %d changed groups remembered, bound %d", len(m.missing), len(m.changed), maxMappings)
+		}
+	}
+}
+
+// erring fails every mapping with an error that is not a no-match.
+type erring struct{ meta.RESTMapper }
+
+func (erring) RESTMapping(schema.GroupKind, ...string) (*meta.RESTMapping, error) {
+	return nil, errors.New("discovery failed")
 }

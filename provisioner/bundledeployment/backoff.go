@@ -386,6 +386,10 @@ func (r *Reconciler) crdWaiters(_ context.Context, o client.Object) []reconcile.
 	if g == "" {
 		return nil
 	}
+	// Before the wake: the attempts it brings map the group's kinds anew.
+	if r.Releases != nil {
+		r.Releases.ForgetMissing(g)
+	}
 	names := r.retries.wakeGroup(g)
 	reqs := make([]reconcile.Request, 0, len(names))
 	for _, n := range names {

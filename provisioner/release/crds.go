@@ -110,6 +110,7 @@ func (m *Manager) waitMapped(ctx context.Context, crd *unstructured.Unstructured
 	defer cancel()
 	var last error
 	err := delay.Until(waitCtx, true, false, func(context.Context) (bool, error) {
+		m.ForgetMissing(group) // each poll asks the API server
 		_, last = m.client.RESTMapper().RESTMapping(gk, version)
 		return last == nil, nil
 	})

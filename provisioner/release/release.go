@@ -130,8 +130,11 @@ func NewManager(cfg *rest.Config, namespace string, opts ...Option) (*Manager, e
 		return nil, fmt.Errorf("creating REST mapper: %w", err)
 	}
 	// The client maps every object it applies or reads: remembered, a
-	// mapping costs a map lookup instead of one per API group.
-	cc, err := client.New(cfg, client.Options{Scheme: scheme, HTTPClient: hc, Mapper: memomapper.New(mapper, 0)})
+	// mapping costs a map lookup instead of one per API group. A kind not
+	// served is remembered too (a failing install asks for it several
+	// times per attempt, each a read of all discovery): CRD events and
+	// waits forget it (ForgetMissing).
+	cc, err := client.New(cfg, client.Options{Scheme: scheme, HTTPClient: hc, Mapper: memomapper.New(mapper, 0).RememberMissing(0)})
 	if err != nil {
 		return nil, fmt.Errorf("creating client: %w", err)
 	}
@@ -233,6 +236,15 @@ func (m *Manager) As(c client.Client) *Manager {
 
 // Client is the client objects are applied and deleted with.
 func (m *Manager) Client() client.Client { return m.client }
+
+// ForgetMissing tells the client's mapper that the kinds of groups may be
+// served now (a CRD of theirs was created or changed), if it remembered
+// them missing.
+func (m *Manager) ForgetMissing(groups ...string) {
+	if r, ok := m.client.RESTMapper().(*memomapper.Mapper); ok {
+		r.ForgetMissing(groups...)
+	}
+}
 
 func (m *Manager) lock(name string) func() {
 	m.locks.mu.Lock()

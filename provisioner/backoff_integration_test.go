@@ -17,10 +17,12 @@ import (
 
 	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
 	"github.com/rukpak-dev/rukpak/internal/testenv"
+	"github.com/rukpak-dev/rukpak/internal/testfiles"
 	"github.com/rukpak-dev/rukpak/provisioner"
 	"github.com/rukpak-dev/rukpak/provisioner/bundledeployment"
 	"github.com/rukpak-dev/rukpak/provisioner/conditions"
 	"github.com/rukpak-dev/rukpak/provisioner/helm/install"
+	"github.com/rukpak-dev/rukpak/provisioner/metrics"
 )
 
 // backoffHarness is a harness whose failing installs back off from base.
@@ -246,5 +248,45 @@ func TestIntegrationInstallRetriesOnValuesChange(t *testing.T) {
 	}
 	if _, err := h.getCM("bo-values-thing"); err != nil {
 		t.Fatalf("the ConfigMap the new values render: %v", err)
+	}
+}
+
+// TestIntegrationMissingKindNamesDependencies: a registry+v1 bundle that
+// declares dependencies and carries a kind nobody serves fails with a
+// message naming the missing kind and the declared dependencies, on every
+// attempt; and its retries do not load the bundle's content again to say
+// so (the objects come from the decoded-object cache, the explanation from
+// the first attempt).
+func TestIntegrationMissingKindNamesDependencies(t *testing.T) {
+	// Not parallel: it counts the steps of every reconcile in the process.
+	h := backoffHarness(t, time.Second, time.Hour)
+	ctx := context.Background()
+	files := testfiles.Read(t, filepath.Join(testenv.RepoRoot(), "test/testdata/bundles/registry-v1/etcd-0.9.4"), "")
+	files["metadata/dependencies.yaml"] = "dependencies:\n- type: olm.package\n  value:\n    packageName: prometheus\n    version: \">=0.27.0\"\n"
+	files["manifests/servicemonitor.yaml"] = "apiVersion: monitoring.coreos.com/v1\nkind: ServiceMonitor\nmetadata:\n  name: etcd\nspec:\n  endpoints:\n  - port: metrics\n  selector: {}\n"
+	bd := newBD("etcd-deps", h.pushBundle("etcd-deps", files))
+	bd.Spec.ProvisionerClassName = rukpakv1alpha1.ProvisionerClassRegistry
+	bd.Spec.Template.Spec.ProvisionerClassName = rukpakv1alpha1.ProvisionerClassRegistry
+	if err := h.c.Create(ctx, bd); err != nil {
+		t.Fatal(err)
+	}
+	const want = `required resource not found: `
+	const deps = `; the bundle declares dependencies: olm.package prometheus (>=0.27.0)`
+	check := func(when string) {
+		t.Helper()
+		c := conditions.Get(h.bd(bd.Name).Status.Conditions, rukpakv1alpha1.TypeInstalled)
+		msg := withoutRetry(c.Message)
+		if c.Status != metav1.ConditionFalse || c.Reason != rukpakv1alpha1.ReasonInstallFailed || !strings.HasPrefix(msg, want) ||
+			!strings.Contains(msg, `"ServiceMonitor"`) || !strings.HasSuffix(msg, deps) {
+			t.Errorf("%s: Installed %s/%s %q, want InstallFailed %q... naming the ServiceMonitor and ending %q", when, c.Status, c.Reason, c.Message, want, deps)
+		}
+	}
+	h.waitBD(bd.Name, rukpakv1alpha1.TypeInstalled, metav1.ConditionFalse, rukpakv1alpha1.ReasonInstallFailed, deps)
+	check("first attempt")
+	before := metrics.Steps()
+	h.waitAttempts(bd.Name, 2)
+	check("after two more attempts")
+	if got := stepsSince(before); got[metrics.StepLoad] != 0 || got[metrics.StepDecode] != 0 {
+		t.Errorf("two retries loaded the content %v times and decoded it %v times, want neither", got[metrics.StepLoad], got[metrics.StepDecode])
 	}
 }

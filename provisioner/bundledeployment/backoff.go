@@ -13,6 +13,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -74,7 +75,15 @@ type retry struct {
 	// began; the next reconcile attempts at once. byCRD: a CRD of a
 	// missing group woke it; crdAttempt: the attempt under way began so.
 	woken, byCRD, crdAttempt bool
+	// explained is what Explain said of the content of the Bundle with
+	// UID explainedFor (immutable): retries do not load it again for it.
+	explainedFor types.UID
+	explained    string
 }
+
+// maxExplanation bounds an explanation kept for retries; a longer one is
+// worked out again each time.
+const maxExplanation = 4 << 10
 
 // crdSettle is how soon an attempt that a new CRD of a missing group
 // allowed, and that still finds a kind of that group missing, is tried
@@ -164,6 +173,35 @@ func (r *retries) failed(bd *rukpakv1alpha1.BundleDeployment, groups []string) (
 		r.byGroup[g][bd.Name] = struct{}{}
 	}
 	return delay, e.due
+}
+
+// explanation is what explain said of the content of Bundle uid when name
+// last failed with it, or what it says now.
+func (r *retries) explanation(name string, uid types.UID, explain func() string) string {
+	r.mu.Lock()
+	e, ok := r.byName[name]
+	kept := ok && uid != "" && e.explainedFor == uid
+	var text string
+	if kept {
+		text = e.explained
+	}
+	r.mu.Unlock()
+	if kept {
+		return text
+	}
+	return explain()
+}
+
+// explainedAs keeps, for name's retries, what explain said of Bundle uid.
+func (r *retries) explainedAs(name string, uid types.UID, text string) {
+	if len(text) > maxExplanation {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if e, ok := r.byName[name]; ok {
+		e.explainedFor, e.explained = uid, text
+	}
 }
 
 // succeeded ends name's backoff.

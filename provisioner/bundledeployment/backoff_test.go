@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 
 	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
 	"github.com/rukpak-dev/rukpak/provisioner/release"
@@ -355,5 +356,52 @@ func TestOwnWrite(t *testing.T) {
 	d.SetGroupVersionKind(dep.GroupVersionKind())
 	if tr.ownWrite(d) {
 		t.Error("a kind with a status was judged from the apply's answer: its status must still be read")
+	}
+}
+
+// TestRetriesKeepExplanation: a failing install's retries explain with
+// what was said of the same Bundle before; another Bundle, a success or
+// an explanation too long to keep explains again.
+func TestRetriesKeepExplanation(t *testing.T) {
+	r, _ := testRetries(5*time.Second, time.Minute)
+	bd := failingBD("a")
+	asked := 0
+	explain := func(text string) func() string {
+		return func() string { asked++; return text }
+	}
+	attempt := func(uid types.UID, text string) string {
+		t.Helper()
+		got := r.explanation(bd.Name, uid, explain(text))
+		r.failed(bd, nil)
+		r.explainedAs(bd.Name, uid, got)
+		return got
+	}
+	if got := attempt("b1", "deps: x"); got != "deps: x" || asked != 1 {
+		t.Fatalf("first failure: %q, explained %d times", got, asked)
+	}
+	if got := attempt("b1", "something else"); got != "deps: x" || asked != 1 {
+		t.Errorf("a retry with the same Bundle: %q, explained %d times, want the kept one and 1", got, asked)
+	}
+	if got := attempt("b2", "deps: y"); got != "deps: y" || asked != 2 {
+		t.Errorf("another Bundle: %q, explained %d times, want it explained anew", got, asked)
+	}
+	if got := attempt("b2", ""); got != "deps: y" || asked != 2 {
+		t.Errorf("a retry: %q, explained %d times", got, asked)
+	}
+	r.succeeded(bd.Name)
+	if got := attempt("b2", "after success"); got != "after success" || asked != 3 {
+		t.Errorf("after a success: %q, explained %d times, want it explained anew", got, asked)
+	}
+	long := strings.Repeat("d", maxExplanation+1)
+	attempt("b3", long)
+	attempt("b3", long)
+	if asked != 5 {
+		t.Errorf("an explanation over %d bytes: explained %d times in all, want 5 (never kept)", maxExplanation, asked)
+	}
+	// Without a UID nothing is taken for the same Bundle.
+	attempt("", "")
+	attempt("", "")
+	if asked != 7 {
+		t.Errorf("without a UID: explained %d times in all, want 7", asked)
 	}
 }

@@ -404,15 +404,24 @@ func (r *Reconciler) reconcile(ctx context.Context, bd *rukpakv1alpha1.BundleDep
 			reason = rukpakv1alpha1.ReasonUpgradeFailed
 		}
 		msg := err.Error()
+		explained := false
+		var extra string
 		if meta.IsNoMatchError(err) || strings.Contains(msg, "no matches for kind") {
 			msg = "required resource not found: " + msg
 			if r.Explain != nil {
-				if extra := r.Explain(fsys); extra != "" {
+				// Loads the content: once per Bundle for a failing install's
+				// retries.
+				extra = r.retries.explanation(bd.Name, b.UID, func() string { return r.Explain(fsys) })
+				explained = true
+				if extra != "" {
 					msg += "; " + extra
 				}
 			}
 		}
 		in, at := r.retries.failed(bd, missingGroups(err))
+		if explained {
+			r.retries.explainedAs(bd.Name, b.UID, extra)
+		}
 		r.set(bd, rukpakv1alpha1.TypeInstalled, metav1.ConditionFalse, reason, retryMessage(cutForRetry(msg), in, at))
 		// Without the announcement: repeated failures stay one event series.
 		r.event(bd, "Warning", reason, msg)

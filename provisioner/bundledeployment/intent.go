@@ -105,16 +105,9 @@ func (r *Reconciler) ensureFinalizer(ctx context.Context, bd *rukpakv1alpha1.Bun
 	if err != nil {
 		return err
 	}
-	// Answered with the metadata alone, of which only the resourceVersion
-	// is taken, as the status write does (flush): bd already holds what
-	// the patch wrote, and the reconcile goes on with the spec it read.
-	written := &metav1.PartialObjectMetadata{}
-	written.SetGroupVersionKind(rukpakv1alpha1.GroupVersion.WithKind("BundleDeployment"))
-	written.Name = bd.Name
-	if err := r.Client.Patch(ctx, written, client.RawPatch(types.MergePatchType, data)); err != nil {
+	if err := r.Client.Patch(ctx, bd, client.RawPatch(types.MergePatchType, data)); err != nil {
 		return fmt.Errorf("adding finalizer %s: %w", rukpakv1alpha1.FinalizerUninstall, err)
 	}
-	bd.ResourceVersion = written.ResourceVersion
 	return nil
 }
 

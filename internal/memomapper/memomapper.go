@@ -119,10 +119,7 @@ func (m *Mapper) RESTMapping(gk schema.GroupKind, versions ...string) (*meta.RES
 	now := m.now()
 	m.mu.RLock()
 	e, ok := m.mappings[k]
-	var ms miss
-	if !ok && m.missingTTL > 0 {
-		ms = m.missing[k]
-	}
+	ms := m.missing[k]
 	m.mu.RUnlock()
 	if ok && now.Before(e.expires) {
 		mapping := e.mapping
@@ -133,7 +130,7 @@ func (m *Mapper) RESTMapping(gk schema.GroupKind, versions ...string) (*meta.RES
 	}
 	mapping, err := m.RESTMapper.RESTMapping(gk, versions...)
 	if err != nil || mapping == nil {
-		if m.missingTTL > 0 && meta.IsNoMatchError(err) {
+		if m.missingTTL > 0 && meta.IsNoMatchError(err) && nameable(k) {
 			m.rememberMissing(k, err, now)
 		}
 		return mapping, err
@@ -163,9 +160,26 @@ func (m *Mapper) rememberMissing(k key, err error, now time.Time) {
 		delete(m.changed, k.gk.Group)
 	}
 	if len(m.missing) >= maxMappings {
+		for k, ms := range m.missing {
+			if !now.Before(ms.expires) {
+				delete(m.missing, k)
+			}
+		}
+	}
+	if len(m.missing) >= maxMappings {
 		clear(m.missing)
 	}
+	delete(m.mappings, k) // expired, or it would not have been asked for
 	m.missing[k] = miss{err: err, expires: now.Add(m.missingTTL)}
+}
+
+// nameable says whether k could name a kind the API server serves (an API
+// group is a DNS subdomain, a version and a kind at most a DNS label
+// long): the kinds asked for come from bundles, and a miss remembered
+// holds its names.
+func nameable(k key) bool {
+	const subdomain, label = 253, 63
+	return len(k.gk.Group) <= subdomain && len(k.gk.Kind) <= label && len(k.version) <= label
 }
 
 // ForgetMissing forgets that kinds of groups were not found, and for a

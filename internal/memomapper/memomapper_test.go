@@ -2,6 +2,7 @@ package memomapper
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -254,4 +255,71 @@ type erring struct{ meta.RESTMapper }
 
 func (erring) RESTMapping(schema.GroupKind, ...string) (*meta.RESTMapping, error) {
 	return nil, errors.New("discovery failed")
+}
+
+// TestMapperMissingNames: a miss of a kind no API server could serve (a
+// name longer than the API allows, from a bundle) is not remembered, so
+// the memo never holds such names; expired misses make room before the
+// memo is emptied.
+func TestMapperMissingNames(t *testing.T) {
+	under := &counting{DefaultRESTMapper: meta.NewDefaultRESTMapper(nil)}
+	m := New(under, 0).RememberMissing(0)
+	clock := time.Unix(1000, 0)
+	m.now = func() time.Time { return clock }
+	long := strings.Repeat("K", 1<<20)
+	for _, gk := range []schema.GroupKind{{Group: "apps", Kind: long}, {Group: long, Kind: "Widget"}} {
+		for range 2 {
+			if _, err := m.RESTMapping(gk, "v1"); !meta.IsNoMatchError(err) {
+				t.Fatal(err)
+			}
+		}
+	}
+	if _, err := m.RESTMapping(schema.GroupKind{Group: "apps", Kind: "Widget"}, long); !meta.IsNoMatchError(err) {
+		t.Fatal(err)
+	}
+	if len(m.missing) != 0 || under.asked != 5 {
+		t.Errorf("%d misses remembered, the mapper underneath asked %d times; want none remembered, 5", len(m.missing), under.asked)
+	}
+
+	// At the bound, expired misses go first.
+	for i := range maxMappings - 1 {
+		if _, err := m.RESTMapping(schema.GroupKind{Group: "example.com", Kind: kindName(i)}, "v1"); !meta.IsNoMatchError(err) {
+			t.Fatal(err)
+		}
+	}
+	clock = clock.Add(DefaultTTL)
+	fresh := schema.GroupKind{Group: "example.com", Kind: "Fresh"}
+	for _, gk := range []schema.GroupKind{fresh, {Group: "example.com", Kind: "Fresher"}} {
+		if _, err := m.RESTMapping(gk, "v1"); !meta.IsNoMatchError(err) {
+			t.Fatal(err)
+		}
+	}
+	if len(m.missing) != 2 {
+		t.Errorf("%d misses remembered, want the 2 not expired", len(m.missing))
+	}
+}
+
+// TestMapperMissingAfterMapped: a kind mapped once and then no longer
+// served (its CRD deleted) is remembered missing once its mapping has
+// expired.
+func TestMapperMissingAfterMapped(t *testing.T) {
+	widgets := schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Widget"}
+	under := &counting{DefaultRESTMapper: meta.NewDefaultRESTMapper(nil)}
+	under.Add(widgets, meta.RESTScopeNamespace)
+	m := New(under, time.Minute).RememberMissing(time.Minute)
+	clock := time.Unix(1000, 0)
+	m.now = func() time.Time { return clock }
+	if _, err := m.RESTMapping(widgets.GroupKind(), widgets.Version); err != nil {
+		t.Fatal(err)
+	}
+	under.DefaultRESTMapper = meta.NewDefaultRESTMapper(nil) // the CRD is gone
+	clock = clock.Add(time.Minute)
+	for range 2 {
+		if _, err := m.RESTMapping(widgets.GroupKind(), widgets.Version); !meta.IsNoMatchError(err) {
+			t.Fatalf("after the CRD is gone: %v, want a no-match error", err)
+		}
+	}
+	if under.asked != 2 {
+		t.Errorf("the mapper underneath asked %d times, want 2 (the miss remembered)", under.asked)
+	}
 }

@@ -13,7 +13,6 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -75,9 +74,10 @@ type retry struct {
 	// began; the next reconcile attempts at once. byCRD: a CRD of a
 	// missing group woke it; crdAttempt: the attempt under way began so.
 	woken, byCRD, crdAttempt bool
-	// explained is what Explain said of the content of the Bundle with
-	// UID explainedFor (immutable): retries do not load it again for it.
-	explainedFor types.UID
+	// explained is what Explain said of the content of the Bundle that
+	// explainedFor names (its UID and resourceVersion, which a new unpack
+	// moves): retries do not load it again for it.
+	explainedFor string
 	explained    string
 }
 
@@ -175,12 +175,12 @@ func (r *retries) failed(bd *rukpakv1alpha1.BundleDeployment, groups []string) (
 	return delay, e.due
 }
 
-// explanation is what explain said of the content of Bundle uid when name
-// last failed with it, or what it says now.
-func (r *retries) explanation(name string, uid types.UID, explain func() string) string {
+// explanation is what explain said of the content of the Bundle that of
+// names when name last failed with it, or what it says now.
+func (r *retries) explanation(name, of string, explain func() string) string {
 	r.mu.Lock()
 	e, ok := r.byName[name]
-	kept := ok && uid != "" && e.explainedFor == uid
+	kept := ok && of != "" && e.explainedFor == of
 	var text string
 	if kept {
 		text = e.explained
@@ -192,15 +192,25 @@ func (r *retries) explanation(name string, uid types.UID, explain func() string)
 	return explain()
 }
 
-// explainedAs keeps, for name's retries, what explain said of Bundle uid.
-func (r *retries) explainedAs(name string, uid types.UID, text string) {
+// explainedOf names what an explanation of b's content holds for: b, as
+// long as it is not unpacked again.
+func explainedOf(b *rukpakv1alpha1.Bundle) string {
+	if b.UID == "" {
+		return ""
+	}
+	return string(b.UID) + "@" + b.ResourceVersion
+}
+
+// explainedAs keeps, for name's retries, what explain said of the Bundle
+// that of names.
+func (r *retries) explainedAs(name, of, text string) {
 	if len(text) > maxExplanation {
 		return
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if e, ok := r.byName[name]; ok {
-		e.explainedFor, e.explained = uid, text
+		e.explainedFor, e.explained = of, text
 	}
 }
 

@@ -11,7 +11,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 
 	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
 	"github.com/rukpak-dev/rukpak/provisioner/release"
@@ -369,7 +368,7 @@ func TestRetriesKeepExplanation(t *testing.T) {
 	explain := func(text string) func() string {
 		return func() string { asked++; return text }
 	}
-	attempt := func(uid types.UID, text string) string {
+	attempt := func(uid, text string) string {
 		t.Helper()
 		got := r.explanation(bd.Name, uid, explain(text))
 		r.failed(bd, nil)
@@ -398,10 +397,10 @@ func TestRetriesKeepExplanation(t *testing.T) {
 	if asked != 5 {
 		t.Errorf("an explanation over %d bytes: explained %d times in all, want 5 (never kept)", maxExplanation, asked)
 	}
-	// Without a UID nothing is taken for the same Bundle.
+	// Without a name for the Bundle nothing is taken for the same one.
 	attempt("", "")
 	attempt("", "")
 	if asked != 7 {
-		t.Errorf("without a UID: explained %d times in all, want 7", asked)
+		t.Errorf("without a name: explained %d times in all, want 7", asked)
 	}
 }

@@ -411,7 +411,7 @@ func (r *Reconciler) reconcile(ctx context.Context, bd *rukpakv1alpha1.BundleDep
 			if r.Explain != nil {
 				// Loads the content: once per Bundle for a failing install's
 				// retries.
-				extra = r.retries.explanation(bd.Name, b.UID, func() string { return r.Explain(fsys) })
+				extra = r.retries.explanation(bd.Name, explainedOf(b), func() string { return r.Explain(fsys) })
 				explained = true
 				if extra != "" {
 					msg += "; " + extra
@@ -420,7 +420,7 @@ func (r *Reconciler) reconcile(ctx context.Context, bd *rukpakv1alpha1.BundleDep
 		}
 		in, at := r.retries.failed(bd, missingGroups(err))
 		if explained {
-			r.retries.explainedAs(bd.Name, b.UID, extra)
+			r.retries.explainedAs(bd.Name, explainedOf(b), extra)
 		}
 		r.set(bd, rukpakv1alpha1.TypeInstalled, metav1.ConditionFalse, reason, retryMessage(cutForRetry(msg), in, at))
 		// Without the announcement: repeated failures stay one event series.

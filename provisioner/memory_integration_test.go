@@ -86,22 +86,12 @@ func inOtherGroups(t *testing.T, files map[string]string, prefix string) map[str
 	t.Helper()
 	out := make(map[string]string, len(files))
 	for _, data := range files {
-		u := &unstructured.Unstructured{}
-		if err := yaml.Unmarshal([]byte(data), &u.Object); err != nil {
+		crd := map[string]any{}
+		if err := yaml.Unmarshal([]byte(data), &crd); err != nil {
 			t.Fatal(err)
 		}
-		group, _, _ := unstructured.NestedString(u.Object, "spec", "group")
-		plural, _, _ := unstructured.NestedString(u.Object, "spec", "names", "plural")
-		group = prefix + group
-		if err := unstructured.SetNestedField(u.Object, group, "spec", "group"); err != nil {
-			t.Fatal(err)
-		}
-		u.SetName(plural + "." + group)
-		y, err := yaml.Marshal(u.Object)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out["manifests/"+u.GetName()+".yaml"] = string(y)
+		name, y := testfiles.Regrouped(t, crd, prefix)
+		out["manifests/"+name+".yaml"] = string(y)
 	}
 	return out
 }

@@ -21,7 +21,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"sigs.k8s.io/yaml"
 
 	rukpakv1alpha1 "github.com/rukpak-dev/rukpak/api/v1alpha1"
 	"github.com/rukpak-dev/rukpak/internal/testenv"
@@ -117,29 +116,6 @@ func decodeCRDs(t *testing.T, slug string, docs [][]byte) crdSource {
 	return src
 }
 
-// renamed is crd as BundleDeployment bd installs it: its group prefixed
-// with bd's name (and its name, <plural>.<group>, with it), so every copy of
-// a CRD is a CRD of its own; nothing else changes.
-func renamed(t *testing.T, crd map[string]any, bd string) (string, []byte) {
-	t.Helper()
-	u := (&unstructured.Unstructured{Object: crd}).DeepCopy()
-	group, _, _ := unstructured.NestedString(u.Object, "spec", "group")
-	plural, _, _ := unstructured.NestedString(u.Object, "spec", "names", "plural")
-	if group == "" || plural == "" {
-		t.Fatalf("CRD %s has no spec.group or spec.names.plural", u.GetName())
-	}
-	group = bd + "." + group
-	if err := unstructured.SetNestedField(u.Object, group, "spec", "group"); err != nil {
-		t.Fatal(err)
-	}
-	u.SetName(plural + "." + group)
-	y, err := yaml.Marshal(u.Object)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return u.GetName(), y
-}
-
 // benchCRDs installs at least RUKPAK_BENCH_CRDS_MIB (80) MiB of CRD YAML
 // through plain BundleDeployments, one per source per copy of the shared
 // test data's CRDs, on a fresh API server and provisioner process, and
@@ -172,7 +148,7 @@ func benchCRDs(t *testing.T, r *report, reg *testregistry.Registry) {
 			var size int64
 			var set [][]byte
 			for _, crd := range s.crds {
-				n, y := renamed(t, crd, name)
+				n, y := testfiles.Regrouped(t, crd, name+".") // every copy a CRD of its own
 				files["manifests/"+n+".yaml"] = string(y)
 				set = append(set, y)
 				size += int64(len(y))

@@ -175,8 +175,9 @@ func (r *retries) failed(bd *rukpakv1alpha1.BundleDeployment, groups []string) (
 	return delay, e.due
 }
 
-// explanation is what explain said of the content of the Bundle that of
-// names when name last failed with it, or what it says now.
+// explanation is what explain says of the content of the Bundle that of
+// names, for name's failed attempt (recorded by failed first): worked out
+// once and kept for the retries, as long as of names the same Bundle.
 func (r *retries) explanation(name, of string, explain func() string) string {
 	r.mu.Lock()
 	e, ok := r.byName[name]
@@ -189,7 +190,17 @@ func (r *retries) explanation(name, of string, explain func() string) string {
 	if kept {
 		return text
 	}
-	return explain()
+	text = explain()
+	if ok && len(text) <= maxExplanation {
+		r.mu.Lock()
+		// The entry may have been replaced meanwhile (a spec change);
+		// only the one this attempt failed in keeps it.
+		if r.byName[name] == e {
+			e.explainedFor, e.explained = of, text
+		}
+		r.mu.Unlock()
+	}
+	return text
 }
 
 // explainedOf names what an explanation of b's content holds for: b, as
@@ -199,19 +210,6 @@ func explainedOf(b *rukpakv1alpha1.Bundle) string {
 		return ""
 	}
 	return string(b.UID) + "@" + b.ResourceVersion
-}
-
-// explainedAs keeps, for name's retries, what explain said of the Bundle
-// that of names.
-func (r *retries) explainedAs(name, of, text string) {
-	if len(text) > maxExplanation {
-		return
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if e, ok := r.byName[name]; ok {
-		e.explainedFor, e.explained = of, text
-	}
 }
 
 // succeeded ends name's backoff.

@@ -403,24 +403,17 @@ func (r *Reconciler) reconcile(ctx context.Context, bd *rukpakv1alpha1.BundleDep
 		if result != nil && result.Upgraded {
 			reason = rukpakv1alpha1.ReasonUpgradeFailed
 		}
+		in, at := r.retries.failed(bd, missingGroups(err))
 		msg := err.Error()
-		explained := false
-		var extra string
 		if meta.IsNoMatchError(err) || strings.Contains(msg, "no matches for kind") {
 			msg = "required resource not found: " + msg
 			if r.Explain != nil {
 				// Loads the content: once per Bundle for a failing install's
 				// retries.
-				extra = r.retries.explanation(bd.Name, explainedOf(b), func() string { return r.Explain(fsys) })
-				explained = true
-				if extra != "" {
+				if extra := r.retries.explanation(bd.Name, explainedOf(b), func() string { return r.Explain(fsys) }); extra != "" {
 					msg += "; " + extra
 				}
 			}
-		}
-		in, at := r.retries.failed(bd, missingGroups(err))
-		if explained {
-			r.retries.explainedAs(bd.Name, explainedOf(b), extra)
 		}
 		r.set(bd, rukpakv1alpha1.TypeInstalled, metav1.ConditionFalse, reason, retryMessage(cutForRetry(msg), in, at))
 		// Without the announcement: repeated failures stay one event series.
